@@ -1,0 +1,307 @@
+"""The simulation engine of Card et al. (2020, Fig. 2), generic over scenarios.
+
+A *scenario* is one design cell of a data-generating process plus the test
+applied to each simulated study. The engine splits ``n_sims`` into chunks,
+gives every chunk its own random stream derived from one seed (so results do
+not depend on the number of processes), runs the chunks (in parallel, with
+progress and an optional checkpoint file to resume from) and summarises:
+
+* **power**: share of studies that are significant *with the sign of the true
+  effect* (failed fits count as not significant); with a zero effect, the
+  rejection rate;
+* **type_s**: among significant studies, the share with the wrong sign;
+* **type_m**: among significant studies, mean |estimate| / |true effect|;
+* a Clopper-Pearson 95% interval on power, counts of failed / singular fits
+  and of fits with warnings, and power excluding failed fits.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .errors import InputError
+from .parallel import map_tasks
+
+Progress = Callable[[int, int], None]
+ENGINE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StudyOutcomes:
+    """Per-study results of one chunk of simulated studies (arrays of equal length)."""
+
+    estimate: np.ndarray
+    significant: np.ndarray
+    failed: np.ndarray
+    singular: np.ndarray
+    warned: np.ndarray | None = None
+    df: np.ndarray | None = None
+
+
+@dataclass
+class PowerCounts:
+    """Additive summary of simulated studies (chunks add up to a cell)."""
+
+    n: int = 0
+    n_failed: int = 0
+    n_singular: int = 0
+    n_warned: int = 0
+    n_significant: int = 0
+    n_correct_sign: int = 0
+    n_wrong_sign: int = 0
+    sum_abs_estimate_significant: float = 0.0
+    sum_estimate: float = 0.0
+    sum_df: float = 0.0
+    n_df: int = 0
+
+    @classmethod
+    def from_outcomes(cls, out: StudyOutcomes, effect: float) -> PowerCounts:
+        """Count the outcomes of one chunk against the true effect."""
+        ok = ~np.asarray(out.failed, bool)
+        est = np.asarray(out.estimate, float)
+        sig = np.asarray(out.significant, bool) & ok
+        sign = np.sign(effect)
+        correct = sig & (np.sign(est) == sign) if sign != 0 else np.zeros_like(sig)
+        df = np.asarray(out.df, float)[ok] if out.df is not None else np.array([])
+        df = df[np.isfinite(df)]
+        return cls(
+            n=int(est.size),
+            n_failed=int((~ok).sum()),
+            n_singular=int((np.asarray(out.singular, bool) & ok).sum()),
+            n_warned=int(np.asarray(out.warned, bool).sum()) if out.warned is not None else 0,
+            n_significant=int(sig.sum()),
+            n_correct_sign=int(correct.sum()),
+            n_wrong_sign=int((sig & ~correct).sum()) if sign != 0 else 0,
+            sum_abs_estimate_significant=float(np.abs(est[sig]).sum()),
+            sum_estimate=float(est[ok].sum()),
+            sum_df=float(df.sum()),
+            n_df=int(df.size),
+        )
+
+    def __add__(self, other: PowerCounts) -> PowerCounts:
+        return PowerCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval for a binomial proportion k/n."""
+    if n <= 0:
+        return (math.nan, math.nan)
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class PowerResult:
+    """Power of one design cell. ``cell`` holds the design fields (workers, items, ...)."""
+
+    cell: dict[str, Any]
+    power: float
+    ci_low: float
+    ci_high: float
+    power_excluding_failures: float
+    type_s: float
+    type_m: float
+    mean_estimate: float
+    n_sims: int
+    n_failed: int
+    n_singular: int
+    n_warnings: int
+    df: float = math.nan  #: mean (Satterthwaite) df over studies; the exact df for analytic tiers
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_counts(cls, cell: dict[str, Any], c: PowerCounts) -> PowerResult:
+        """Summarise the counts of a cell (``cell['effect']`` is the true effect)."""
+        effect = float(cell["effect"])
+        k = c.n_correct_sign if effect != 0 else c.n_significant
+        lo, hi = clopper_pearson(k, c.n)
+        valid = c.n - c.n_failed
+        nan = math.nan
+        return cls(
+            cell=dict(cell),
+            power=k / c.n if c.n else nan,
+            ci_low=lo,
+            ci_high=hi,
+            power_excluding_failures=k / valid if valid else nan,
+            type_s=c.n_wrong_sign / c.n_significant if c.n_significant and effect != 0 else nan,
+            type_m=(c.sum_abs_estimate_significant / c.n_significant / abs(effect))
+            if c.n_significant and effect != 0
+            else nan,
+            mean_estimate=c.sum_estimate / valid if valid else nan,
+            n_sims=c.n,
+            n_failed=c.n_failed,
+            n_singular=c.n_singular,
+            n_warnings=c.n_warned,
+            df=c.sum_df / c.n_df if c.n_df else nan,
+        )
+
+    def record(self) -> dict[str, Any]:
+        """One flat record: design fields first, then the results."""
+        d = asdict(self)
+        cell, extra = d.pop("cell"), d.pop("extra")
+        return {**cell, **d, **extra}
+
+    def __str__(self) -> str:
+        design = ", ".join(f"{k}={v}" for k, v in self.cell.items())
+        ci = f"[{self.ci_low:.3f}, {self.ci_high:.3f}]"
+        return (
+            f"{design}: power {self.power:.3f} {ci}, Type-S {self.type_s:.3g}, "
+            f"Type-M {self.type_m:.3g} ({self.n_sims} sims, {self.n_failed} failed, "
+            f"{self.n_singular} singular)"
+        )
+
+
+class Scenario(Protocol):
+    """One design cell of a data-generating process plus the test applied to it."""
+
+    @property
+    def effect(self) -> float: ...
+
+    @property
+    def chunk_size(self) -> int: ...
+
+    def cell(self) -> dict[str, Any]:
+        """Record fields describing the cell (must include ``effect``)."""
+
+    def stream_key(self) -> str:
+        """What identifies the random stream: cells that differ only in effect or
+        test share it (common random numbers make power curves smooth)."""
+
+    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
+        """Simulate and test ``n`` studies."""
+
+    def exact(self) -> PowerResult | None:
+        """A closed-form result (analytic tiers), or None to simulate."""
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def chunk_seed(seed: int, stream_key: str, chunk: int) -> np.random.SeedSequence:
+    """The random stream of one chunk: independent of how chunks are scheduled."""
+    h = _digest(stream_key)
+    words = tuple(int(h[i : i + 8], 16) for i in range(0, 32, 8))
+    return np.random.SeedSequence(seed, spawn_key=words + (chunk,))
+
+
+def _run_task(task: tuple[Scenario, int, int, int]) -> PowerCounts:
+    scenario, seed, chunk, n = task
+    rng = np.random.default_rng(chunk_seed(seed, scenario.stream_key(), chunk))
+    return PowerCounts.from_outcomes(scenario.simulate(n, rng), scenario.effect)
+
+
+class _Checkpoint:
+    """Finished chunks in a JSON-lines file, so an interrupted run resumes."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.done: dict[str, PowerCounts] = {}
+        if path is not None and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                    self.done[rec["key"]] = PowerCounts(**rec["counts"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by an interruption
+
+    def add(self, key: str, counts: PowerCounts) -> None:
+        self.done[key] = counts
+        if self.path is not None:
+            with self.path.open("a") as fh:
+                fh.write(json.dumps({"key": key, "counts": asdict(counts)}) + "\n")
+                fh.flush()
+
+
+def run_cells(
+    scenarios: Sequence[Scenario],
+    n_sims: int,
+    seed: int = 0,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    checkpoint: str | Path | None = None,
+) -> list[PowerResult]:
+    """Power of every cell. Results depend on ``seed`` only, never on ``jobs``."""
+    if isinstance(n_sims, bool) or not isinstance(n_sims, (int, np.integer)) or n_sims < 1:
+        raise InputError(f"the number of simulations must be a positive integer, got {n_sims!r}")
+    exact = [s.exact() for s in scenarios]
+    tasks, keys, owner = [], [], []
+    for i, s in enumerate(scenarios):
+        if exact[i] is not None:
+            continue
+        size = max(1, int(s.chunk_size))
+        for j, start in enumerate(range(0, n_sims, size)):
+            n = min(size, n_sims - start)
+            tasks.append((s, seed, j, n))
+            ident = json.dumps([ENGINE_VERSION, seed, s.stream_key(), s.cell(), j, n], sort_keys=True, default=str)
+            keys.append(_digest(ident))
+            owner.append(i)
+    store = _Checkpoint(Path(checkpoint) if checkpoint else None)
+    todo = [t for t, k in zip(range(len(tasks)), keys) if k not in store.done]
+    total = sum(t[3] for t in tasks)
+    done_sims = [total - sum(tasks[t][3] for t in todo)]
+    if progress:
+        progress(done_sims[0], total)
+
+    def on_done(pos: int, counts: PowerCounts) -> None:
+        t = todo[pos]
+        store.add(keys[t], counts)
+        done_sims[0] += tasks[t][3]
+        if progress:
+            progress(done_sims[0], total)
+
+    map_tasks(_run_task, [tasks[t] for t in todo], jobs=jobs, on_done=on_done)
+    sums: dict[int, PowerCounts] = {}
+    for k, i in zip(keys, owner):
+        sums[i] = sums.get(i, PowerCounts()) + store.done[k]
+    return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), sums[i]) for i, s in enumerate(scenarios)]
+
+
+def results_table(results: Sequence[PowerResult]) -> pd.DataFrame:
+    """One row per design cell, the same columns as the CLI's JSON records."""
+    return pd.DataFrame([r.record() for r in results])
+
+
+def t_power(ncp: float, df: float, crit: float, one_sided: bool = False) -> tuple[float, float, float]:
+    """Power (correct sign), Type-S and Type-M of a t-test with known noncentrality.
+
+    The statistic is ``T = (Z + ncp) / sqrt(V)`` with ``V ~ chi2(df)/df``
+    (``df = inf`` for a z-test); significant iff |T| > crit (T > crit if
+    ``one_sided``). Type-M uses estimate / effect = (Z + ncp) / ncp and is
+    integrated over V by Gauss-Legendre quadrature on V's quantiles.
+    """
+    if ncp < 0:
+        return t_power(-ncp, df, crit, one_sided)
+    if math.isinf(df):
+        v = np.array([1.0])
+        w = np.array([1.0])
+    else:
+        x, w = np.polynomial.legendre.leggauss(200)
+        v = stats.chi2.ppf((x + 1) / 2, df) / df
+        w = w / 2
+    k = crit * np.sqrt(v)
+    up = stats.norm.sf(k - ncp)
+    down = np.zeros_like(up) if one_sided else stats.norm.cdf(-k - ncp)
+    # E[X; X > k] and E[-X; X < -k] for X ~ N(ncp, 1)
+    m_up = ncp * up + stats.norm.pdf(k - ncp)
+    m_down = np.zeros_like(up) if one_sided else stats.norm.pdf(k + ncp) - ncp * down
+    if math.isinf(df):
+        p_up = float(up[0])
+        p_down = float(down[0])
+    else:
+        p_up = float(stats.nct.sf(crit, df, ncp))
+        p_down = 0.0 if one_sided else float(stats.nct.cdf(-crit, df, ncp))
+    p_sig = float((w * (up + down)).sum())
+    type_s = p_down / (p_up + p_down) if p_up + p_down > 0 else math.nan
+    type_m = float((w * (m_up + m_down)).sum()) / ncp / p_sig if ncp > 0 and p_sig > 0 else math.nan
+    return p_up, type_s, type_m

@@ -1,0 +1,1 @@
+"""Model fitting backends (lme4 through rpy2; statsmodels)."""

@@ -1,0 +1,76 @@
+"""Reading and writing files: atomic outputs (never half a file) and table formats."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from .errors import InputError
+
+TABLE_FORMATS = (".csv", ".json", ".parquet")
+
+
+def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file in the same folder, then rename."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"output folder does not exist: {folder}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=folder)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a text file atomically."""
+    _atomic(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def check_table_path(path: str | Path) -> Path:
+    """Validate an output table path before any work is done."""
+    p = Path(path)
+    if p.suffix.lower() not in TABLE_FORMATS:
+        raise InputError(f"--out must end in {', '.join(TABLE_FORMATS)}, got {p.name!r}")
+    if not (p.parent if str(p.parent) else Path(".")).is_dir():
+        raise InputError(f"output folder does not exist: {p.parent}")
+    return p
+
+
+def json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Records with NaN turned into null and numpy scalars into Python ones."""
+    out = []
+    for rec in table.to_dict(orient="records"):
+        clean = {}
+        for k, v in rec.items():
+            if hasattr(v, "item"):
+                v = v.item()
+            if isinstance(v, float) and not math.isfinite(v):
+                v = None
+            clean[k] = v
+        out.append(clean)
+    return out
+
+
+def write_table(table: pd.DataFrame, path: str | Path) -> None:
+    """Write a table as CSV, JSON (array of records) or Parquet, atomically."""
+    p = check_table_path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".csv":
+        _atomic(p, lambda tmp: table.to_csv(tmp, index=False))
+    elif suffix == ".json":
+        _atomic(p, lambda tmp: tmp.write_text(json.dumps(json_records(table), indent=1) + "\n"))
+    else:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise InputError("writing .parquet needs pyarrow: pip install 'humaneval-power[parquet]'") from None
+        _atomic(p, lambda tmp: table.to_parquet(tmp, index=False))

@@ -1,0 +1,47 @@
+"""Local process parallelism: ordered results, a callback per finished task."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Callable, Sequence
+
+from .errors import InputError
+
+
+def resolve_jobs(jobs: int | None) -> int:
+    """``None`` means all cores; otherwise a positive integer."""
+    if jobs is None:
+        return os.cpu_count() or 1
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"jobs must be a positive integer, got {jobs!r}")
+    return jobs
+
+
+def map_tasks(
+    fn: Callable[[Any], Any],
+    tasks: Sequence[Any],
+    jobs: int | None = None,
+    on_done: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
+    """Run ``fn`` over ``tasks`` on up to ``jobs`` processes; results in task order.
+
+    ``on_done(position, result)`` is called in this process as each task ends.
+    Processes are started with ``spawn`` (safe with R and threads).
+    """
+    n_jobs = min(resolve_jobs(jobs), len(tasks))
+    results: list[Any] = [None] * len(tasks)
+    if n_jobs <= 1:
+        for i, task in enumerate(tasks):
+            results[i] = fn(task)
+            if on_done:
+                on_done(i, results[i])
+        return results
+    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            if on_done:
+                on_done(i, results[i])
+    return results

@@ -1,0 +1,197 @@
+"""The Likert parameter file (versioned JSON) and the presets from Card et al. (2020).
+
+Convention: the system contrast is coded x = -1/2 (A), +1/2 (B), so the fixed
+slope *is* the difference in mean rating (B - A) and slope SDs are SDs of that
+difference across workers / items. Card et al. coded x = +-1: their slope and
+slope SDs are half of ours; :func:`from_plus_minus_one` converts explicitly.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+SCHEMA = "humaneval-power/likert-params"
+SCHEMA_VERSION = 1
+SD_NAMES = (
+    "sd_worker_intercept",
+    "sd_worker_slope",
+    "sd_item_intercept",
+    "sd_item_slope",
+    "sd_residual",
+)
+
+
+@dataclass(frozen=True)
+class LikertParams:
+    """Parameters of the crossed worker/item LMM (mean-difference coding).
+
+    >>> p = LikertParams(0.5, 0.01, 0.22, 0.04, 0.28, 0.26)
+    >>> p.sd_worker_slope
+    0.22
+    """
+
+    intercept: float
+    sd_worker_intercept: float
+    sd_worker_slope: float
+    sd_item_intercept: float
+    sd_item_slope: float
+    sd_residual: float
+    scale: tuple[float, float] | None = (0.0, 1.0)
+    effect: float | None = None  #: an effect estimated from data, if any (not used to plan)
+    name: str = "custom"
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key in ("intercept",) + SD_NAMES:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"{key} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise InputError(f"{key} must be finite, got {value!r}")
+        for key in SD_NAMES:
+            if getattr(self, key) < 0:
+                raise InputError(f"{key} must be >= 0, got {getattr(self, key)!r}")
+        if self.sd_residual <= 0:
+            raise InputError("sd_residual must be > 0")
+        if self.scale is not None:
+            lo, hi = self.scale
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise InputError(f"scale must be two finite numbers MIN < MAX, got {self.scale!r}")
+
+    @property
+    def sds(self) -> dict[str, float]:
+        """The five SDs keyed by their parameter names."""
+        return {k: float(getattr(self, k)) for k in SD_NAMES}
+
+    def with_sds(self, **sds: float) -> LikertParams:
+        """A copy with some SDs replaced (validated)."""
+        unknown = set(sds) - set(SD_NAMES) - {"intercept"}
+        if unknown:
+            raise InputError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
+        return replace(self, **sds, name=self.name + "+overrides" if sds else self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The parameter-file document."""
+        d = asdict(self)
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "family": "gaussian",
+            "effect_coding": "mean-difference (x = -0.5 for system A, +0.5 for system B)",
+            "name": d["name"],
+            "intercept": d["intercept"],
+            **{k: d[k] for k in SD_NAMES},
+            "correlations": None,
+            "scale": list(self.scale) if self.scale else None,
+            "effect": d["effect"],
+            "provenance": d["provenance"],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, source: str = "parameter file") -> LikertParams:
+        """Validate a parameter-file document (see :meth:`to_json`)."""
+        if not isinstance(doc, dict):
+            raise InputError(f"{source}: expected a JSON object")
+        if doc.get("schema") != SCHEMA:
+            raise InputError(f"{source}: not a Likert parameter file (schema {doc.get('schema')!r})")
+        if doc.get("version") != SCHEMA_VERSION:
+            raise InputError(f"{source}: unsupported version {doc.get('version')!r}")
+        if doc.get("family", "gaussian") != "gaussian":
+            raise InputError(f"{source}: family {doc.get('family')!r} is not a Likert (gaussian) model")
+        if doc.get("correlations"):
+            raise InputError(f"{source}: correlated random effects are not supported yet")
+        missing = [k for k in ("intercept",) + SD_NAMES if k not in doc]
+        if missing:
+            raise InputError(f"{source}: missing {', '.join(missing)}")
+        scale = doc.get("scale")
+        if scale is not None and (not isinstance(scale, list) or len(scale) != 2):
+            raise InputError(f"{source}: scale must be [MIN, MAX] or null")
+        try:
+            return cls(
+                intercept=doc["intercept"],
+                **{k: doc[k] for k in SD_NAMES},
+                scale=tuple(scale) if scale is not None else None,
+                effect=doc.get("effect"),
+                name=str(doc.get("name", "custom")),
+                provenance=dict(doc.get("provenance") or {}),
+            )
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
+
+
+def from_plus_minus_one(
+    name: str,
+    intercept: float,
+    sd_worker_intercept: float,
+    sd_worker_slope: float,
+    sd_item_intercept: float,
+    sd_item_slope: float,
+    sd_residual: float,
+    source: str,
+) -> LikertParams:
+    """Convert SDs reported under +-1 coding: slope SDs double, intercept SDs stay."""
+    return LikertParams(
+        intercept=intercept,
+        sd_worker_intercept=sd_worker_intercept,
+        sd_worker_slope=2 * sd_worker_slope,
+        sd_item_intercept=sd_item_intercept,
+        sd_item_slope=2 * sd_item_slope,
+        sd_residual=sd_residual,
+        scale=(0.0, 1.0),
+        name=name,
+        provenance={
+            "source": source,
+            "original_coding": "+-1 (x = -1 for A, +1 for B)",
+            "conversion": "slope SDs x2 to the mean-difference coding; effect = 2 x their 'diff'",
+            "original_sds": {
+                "sd_worker_intercept": sd_worker_intercept,
+                "sd_worker_slope": sd_worker_slope,
+                "sd_item_intercept": sd_item_intercept,
+                "sd_item_slope": sd_item_slope,
+                "sd_residual": sd_residual,
+            },
+        },
+    )
+
+
+_TABLE16 = "Card et al. (2020), Table 16; beta0 = 0.5 as in their simulations"
+PRESETS: dict[str, LikertParams] = {
+    "card2020-high": from_plus_minus_one("card2020-high", 0.5, 0.01, 0.11, 0.04, 0.14, 0.26, _TABLE16),
+    "card2020-low": from_plus_minus_one("card2020-low", 0.5, 0.01, 0.04, 0.01, 0.13, 0.16, _TABLE16),
+}
+
+
+def get_preset(name: str) -> LikertParams:
+    """A built-in preset by name."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise InputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+
+
+def load_params(path: str | Path) -> LikertParams:
+    """Read and validate a parameter file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"parameter file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read parameter file {p}: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
+    return LikertParams.from_json(doc, source=str(p))
+
+
+def save_params(params: LikertParams, path: str | Path) -> None:
+    """Write a parameter file atomically."""
+    from .io import write_text_atomic
+
+    write_text_atomic(Path(path), json.dumps(params.to_json(), indent=2) + "\n")

@@ -1,0 +1,201 @@
+"""Likert ratings of two systems in a fully crossed worker x item design.
+
+Every worker rates every item under both systems (W * I * 2 ratings). The
+model is Card et al. eq. 5 with x = -1/2, +1/2 (see :mod:`humaneval_power.params`).
+Four ways to compute power, which agree where they overlap:
+
+``analytic``     noncentral t with the exact Satterthwaite df (Westfall, Kenny
+                 & Judd 2014, with their mean squares corrected); instant.
+``fast``         exact simulation: sufficient statistics drawn directly and fitted
+                 in closed form; the same estimate, SE, df and p as lme4+lmerTest.
+``lme4``         full data sets refitted by lme4 (+ lmerTest) inside R.
+``statsmodels``  full data sets refitted by statsmodels MixedLM (no R needed; slow).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..engine import PowerResult, StudyOutcomes, t_power
+from ..errors import InputError
+from ..params import LikertParams
+from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
+from ..significance.lmm_balanced import (
+    draw_stats,
+    expected_lambdas,
+    fit_ml,
+    fit_reml,
+    satterthwaite_df,
+    strata_df,
+)
+
+METHODS = ("fast", "analytic", "lme4", "statsmodels")
+FORMULA = "y ~ x + (1 + x || worker) + (1 + x || item)"
+_CHUNK = {"fast": 20_000, "analytic": 1, "lme4": 50, "statsmodels": 5}
+
+
+def _check_count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_alpha(alpha: Any) -> float:
+    """Validate a significance level."""
+    a = _check_number("alpha", alpha)
+    if not 0 < a < 1:
+        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    return a
+
+
+def simulate_ratings(
+    params: LikertParams, workers: int, items: int, effect: float, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Full data sets from the model: shape (n, W, I, 2), last axis system A then B."""
+    x = np.array([-0.5, 0.5])
+    u = rng.normal(0.0, params.sd_worker_intercept, (n, workers, 1, 1))
+    a = rng.normal(0.0, params.sd_worker_slope, (n, workers, 1, 1))
+    v = rng.normal(0.0, params.sd_item_intercept, (n, 1, items, 1))
+    b = rng.normal(0.0, params.sd_item_slope, (n, 1, items, 1))
+    e = rng.normal(0.0, params.sd_residual, (n, workers, items, 2))
+    return params.intercept + u + v + (effect + a + b) * x + e
+
+
+def long_design(workers: int, items: int) -> dict[str, np.ndarray]:
+    """Design columns of the long format matching ``ratings.reshape(n, -1)``."""
+    w, i, s = np.meshgrid(np.arange(workers), np.arange(items), np.arange(2), indexing="ij")
+    return {"worker": w.ravel() + 1, "item": i.ravel() + 1, "x": np.where(s.ravel() == 1, 0.5, -0.5)}
+
+
+@dataclass(frozen=True)
+class LikertScenario:
+    """One design cell: parameters, W workers x I items, the true effect, method and test.
+
+    >>> from humaneval_power.params import get_preset
+    >>> cell = LikertScenario(get_preset("card2020-high"), 3, 100, 0.4, method="analytic")
+    >>> round(cell.exact().power, 3)
+    0.428
+    """
+
+    params: LikertParams
+    workers: int
+    items: int
+    effect: float
+    method: str = "fast"
+    test: str = "satterthwaite"
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        _check_count("workers", self.workers, 2)
+        _check_count("items", self.items, 2)
+        _check_number("effect", self.effect)
+        check_alpha(self.alpha)
+        check_test(self.test)
+        if self.method not in METHODS:
+            raise InputError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.test == "card2020" and self.effect < 0:
+            raise InputError("the card2020 test counts only positive detections (B > A): give a positive effect")
+        if self.method == "analytic" and self.test == "card2020":
+            raise InputError("the analytic method has no closed form for the card2020 (ML) test; use --method fast")
+        if self.method == "statsmodels" and self.test == "satterthwaite":
+            raise InputError("statsmodels MixedLM gives no Satterthwaite df; use --test z or card2020, or --method lme4")
+
+    @property
+    def chunk_size(self) -> int:
+        return _CHUNK[self.method]
+
+    def cell(self) -> dict[str, Any]:
+        return {
+            "workers": self.workers,
+            "items": self.items,
+            "effect": self.effect,
+            "method": self.method,
+            "test": self.test,
+            "alpha": self.alpha,
+        }
+
+    def stream_key(self) -> str:
+        source = "statistics" if self.method == "fast" else "ratings"
+        p = self.params
+        return json.dumps(
+            ["likert-crossed", source, self.workers, self.items, p.intercept, sorted(p.sds.items())]
+        )
+
+    def _lambdas(self) -> np.ndarray:
+        return expected_lambdas(self.workers, self.items, **self.params.sds)
+
+    def exact(self) -> PowerResult | None:
+        if self.method != "analytic":
+            return None
+        lam = self._lambdas()
+        v = (lam[1] + lam[2] - lam[0]) / (self.workers * self.items)
+        ncp = self.effect / math.sqrt(v)
+        if self.test == "satterthwaite":
+            df = float(satterthwaite_df(lam[None], np.zeros((1, 4), bool), strata_df(self.workers, self.items))[0])
+        else:
+            df = math.inf
+        crit = float(critical_value(self.test, self.alpha, df))
+        if self.effect == 0:
+            power, type_s, type_m = 2 * float(_tail(crit, df)), math.nan, math.nan
+        else:
+            power, type_s, type_m = t_power(ncp, df, crit)
+        return PowerResult(
+            cell=self.cell(),
+            power=power,
+            ci_low=power,
+            ci_high=power,
+            power_excluding_failures=power,
+            type_s=type_s,
+            type_m=type_m,
+            mean_estimate=self.effect,
+            n_sims=0,
+            n_failed=0,
+            n_singular=0,
+            n_warnings=0,
+            df=df,
+            extra={"ncp": ncp, "se": math.sqrt(v)},
+        )
+
+    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
+        if self.method == "fast":
+            stats = draw_stats(self._lambdas(), self.workers, self.items, self.effect, n, rng)
+            fit = fit_reml(stats) if uses_reml(self.test) else fit_ml(stats)
+            _, sig = coefficient_test(fit.estimate, fit.se, fit.df, self.test, self.alpha)
+            return StudyOutcomes(fit.estimate, sig, ~fit.converged, fit.singular, df=fit.df)
+        ratings = simulate_ratings(self.params, self.workers, self.items, self.effect, n, rng)
+        if self.method == "lme4":
+            from ..fitting.lme4 import refit_many
+
+            res = refit_many(
+                long_design(self.workers, self.items),
+                ratings.reshape(n, -1).T,
+                FORMULA,
+                "x",
+                reml=uses_reml(self.test),
+                satterthwaite=self.test == "satterthwaite",
+            )
+        else:
+            from ..fitting.statsmodels_lmm import fit_crossed_many
+
+            res = fit_crossed_many(long_design(self.workers, self.items), ratings.reshape(n, -1).T, reml=uses_reml(self.test))
+        failed = res["failed"].to_numpy() > 0
+        est, se = res["estimate"].to_numpy(), res["se"].to_numpy()
+        df = res["df"].to_numpy() if self.test == "satterthwaite" else None
+        _, sig = coefficient_test(est, se, df, self.test, self.alpha)
+        return StudyOutcomes(est, sig, failed, res["singular"].to_numpy() > 0, res["warned"].to_numpy() > 0, df)
+
+
+def _tail(crit: float, df: float) -> float:
+    from scipy import stats
+
+    return stats.norm.sf(crit) if math.isinf(df) else stats.t.sf(crit, df)
