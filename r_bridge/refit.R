@@ -1,14 +1,20 @@
-# R side of the lme4 backend: a refit loop that runs entirely inside R, so a
+# R side of the lme4 backend: a fitting loop that runs entirely inside R, so a
 # power simulation costs one Python -> R call per chunk of simulated studies.
 # Loaded by humaneval_power/fitting/lme4.py through rpy2.
+#
+# Why lmer() per response and not lme4::refit(): with lme4 1.1-31 and the
+# (1 + x || worker) + (1 + x || item) model, refit(newresp = y) returned a
+# different optimum (REML criterion 59.74 vs 60.71, SE 0.07326 vs 0.07297)
+# than lmer() on the same data, and lmerTest rebuilds its deviance function
+# from the model call, i.e. from the *original* response. tests/test_lme4.py
+# checks every fit of this loop against the closed-form REML/ML fit.
 
 suppressPackageStartupMessages({
   library(lme4)
   library(lmerTest)
 })
 
-# Fit `formula` to the first usable column of Y, then refit() it to every
-# column. Returns an S x 6 matrix: estimate, se, df, singular, failed, warned
+# Fit `formula` to every column of Y. Returns an S x 6 matrix: estimate, se, df, singular, failed, warned
 # for the coefficient named `coef`. df is Satterthwaite's (lmerTest) when
 # `satterthwaite` is TRUE, else NA. Warnings are counted, never printed.
 hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
@@ -16,17 +22,12 @@ hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
   out <- matrix(NA_real_, nrow = S, ncol = 6,
                 dimnames = list(NULL, c("estimate", "se", "df", "singular", "failed", "warned")))
   form <- as.formula(formula)
-  fit <- NULL
   for (j in seq_len(S)) {
     warned <- FALSE
+    data$y <- Y[, j]
     res <- tryCatch(
       withCallingHandlers({
-        if (is.null(fit)) {
-          data$y <- Y[, j]
-          m <- lme4::lmer(form, data = data, REML = reml)
-        } else {
-          m <- lme4::refit(fit, newresp = Y[, j])
-        }
+        m <- lme4::lmer(form, data = data, REML = reml)
         if (satterthwaite) {
           ct <- lmerTest::contest1D(lmerTest::as_lmerModLmerTest(m),
                                     as.numeric(names(lme4::fixef(m)) == coef),
@@ -35,7 +36,7 @@ hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
         } else {
           row <- c(lme4::fixef(m)[[coef]], sqrt(vcov(m)[coef, coef]), NA_real_)
         }
-        list(model = m, row = c(row, lme4::isSingular(m)))
+        c(row, lme4::isSingular(m))
       }, warning = function(w) {
         warned <<- TRUE
         invokeRestart("muffleWarning")
@@ -44,8 +45,7 @@ hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
     if (is.null(res)) {
       out[j, "failed"] <- 1
     } else {
-      if (is.null(fit)) fit <- res$model
-      out[j, 1:4] <- res$row
+      out[j, 1:4] <- res
       out[j, "failed"] <- 0
     }
     out[j, "warned"] <- as.numeric(warned)

@@ -30,7 +30,7 @@ def _r() -> Any:
         import rpy2.robjects as ro
     except Exception as exc:  # ImportError, or rpy2 failing to find R
         raise BackendUnavailableError(f"the lme4 backend is unavailable ({exc.__class__.__name__}: {exc}); {INSTALL_HINT}") from None
-    missing = [p for p in ("lme4", "lmerTest") if not ro.r(f'requireNamespace("{p}", quietly = TRUE)')[0]]
+    missing = [p for p in ("lme4", "lmerTest") if not ro.r(f'isTRUE(requireNamespace("{p}", quietly = TRUE))')[0]]
     if missing:
         raise BackendUnavailableError(f"R lacks {', '.join(missing)}; {INSTALL_HINT}")
     source = r_bridge_dir() / "refit.R"
@@ -85,5 +85,5 @@ def refit_many(
     y = np.asarray(responses, dtype=float)
     ymat = ro.r["matrix"](ro.FloatVector(y.ravel(order="F").tolist()), nrow=y.shape[0])
     res = ro.r["hepower_refit"](_data_frame(columns), ymat, formula, coef, reml, satterthwaite)
-    arr = np.array(res).reshape((y.shape[1], 6), order="F")
+    arr = np.asarray(list(res), dtype=float).reshape((y.shape[1], 6), order="F")
     return pd.DataFrame(arr, columns=["estimate", "se", "df", "singular", "failed", "warned"])
