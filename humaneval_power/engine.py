@@ -305,3 +305,104 @@ def t_power(ncp: float, df: float, crit: float, one_sided: bool = False) -> tupl
     type_s = p_down / (p_up + p_down) if p_up + p_down > 0 else math.nan
     type_m = float((w * (m_up + m_down)).sum()) / ncp / p_sig if ncp > 0 and p_sig > 0 else math.nan
     return p_up, type_s, type_m
+
+
+@dataclass(frozen=True)
+class SampleSizeResult:
+    """Smallest sample size reaching a target power, with its Monte-Carlo uncertainty.
+
+    ``n`` is where the power estimate first reaches the target; ``n_low`` /
+    ``n_high`` are where the upper / lower 95% bound first reach it (equal to
+    ``n`` for exact methods). When the target is unattainable, ``n`` is None
+    and ``reason`` says why; ``max_power`` is the power's limit as n grows.
+    """
+
+    vary: str
+    target_power: float
+    n: int | None
+    n_low: int | None
+    n_high: int | None
+    attainable: bool
+    max_power: float
+    reason: str
+    at_n: PowerResult | None
+
+    def record(self) -> dict[str, Any]:
+        """One flat record (design fields and the power reached at ``n``)."""
+        base = {
+            "vary": self.vary,
+            "target_power": self.target_power,
+            "n": self.n,
+            "n_low": self.n_low,
+            "n_high": self.n_high,
+            "attainable": self.attainable,
+            "max_power": self.max_power,
+            "reason": self.reason,
+        }
+        if self.at_n is not None:
+            rec = self.at_n.record()
+            base = {**rec, **base}
+        return base
+
+    def __str__(self) -> str:
+        if not self.attainable:
+            return f"target power {self.target_power:g} is not attainable by adding {self.vary}: {self.reason}"
+        r = self.at_n
+        assert r is not None
+        spread = "" if self.n_low == self.n_high == self.n else f" (Monte-Carlo range {self.n_low}-{self.n_high})"
+        return (
+            f"smallest {self.vary}: {self.n}{spread}; power there {r.power:.3f} "
+            f"[{r.ci_low:.3f}, {r.ci_high:.3f}], Type-M {r.type_m:.3g}"
+        )
+
+
+def smallest_n(reaches: Callable[[int], bool], lo: int, hi: int) -> int | None:
+    """Smallest n in [lo, hi] with ``reaches(n)``, assuming monotonicity (doubling, then bisection)."""
+    if reaches(lo):
+        return lo
+    step = lo
+    while True:
+        nxt = min(hi, lo + step)
+        if reaches(nxt):
+            break
+        if nxt == hi:
+            return None
+        lo, step = nxt, step * 2
+    left, right = lo, nxt  # reaches(left) is False, reaches(right) is True
+    while right - left > 1:
+        mid = (left + right) // 2
+        if reaches(mid):
+            right = mid
+        else:
+            left = mid
+    return right
+
+
+def solve_sample_size(
+    power_at: Callable[[int], PowerResult],
+    target: float,
+    vary: str,
+    lo: int,
+    hi: int,
+    max_power: float,
+    cap_reason: str,
+) -> SampleSizeResult:
+    """Smallest n in [lo, hi] whose power reaches ``target`` (with CI-based range)."""
+    if not 0 < target < 1:
+        raise InputError(f"target power must be in (0, 1), got {target!r}")
+    if max_power < target:
+        return SampleSizeResult(vary, target, None, None, None, False, max_power, cap_reason, None)
+    cache: dict[int, PowerResult] = {}
+
+    def at(n: int) -> PowerResult:
+        if n not in cache:
+            cache[n] = power_at(n)
+        return cache[n]
+
+    n = smallest_n(lambda k: at(k).power >= target, lo, hi)
+    if n is None:
+        reason = f"power stays below {target:g} up to {vary} = {hi} (the search limit); the limit as {vary} grow is {max_power:.3f}"
+        return SampleSizeResult(vary, target, None, None, None, False, max_power, reason, at(hi))
+    n_low = smallest_n(lambda k: at(k).ci_high >= target, lo, n)
+    n_high = smallest_n(lambda k: at(k).ci_low >= target, n, hi)
+    return SampleSizeResult(vary, target, n, n_low, n_high, True, max_power, "", at(n))

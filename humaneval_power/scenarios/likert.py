@@ -13,14 +13,25 @@ Four ways to compute power, which agree where they overlap:
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
-from ..engine import PowerResult, StudyOutcomes, t_power
+from ..engine import (
+    Progress,
+    PowerResult,
+    SampleSizeResult,
+    StudyOutcomes,
+    results_table,
+    run_cells,
+    solve_sample_size,
+    t_power,
+)
 from ..errors import InputError
 from ..params import LikertParams
 from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
@@ -199,3 +210,90 @@ def _tail(crit: float, df: float) -> float:
     from scipy import stats
 
     return stats.norm.sf(crit) if math.isinf(df) else stats.t.sf(crit, df)
+
+
+def likert_power(
+    params: LikertParams,
+    workers: Sequence[int],
+    items: Sequence[int],
+    effect: Sequence[float],
+    method: str = "fast",
+    test: str = "satterthwaite",
+    alpha: float = 0.05,
+    n_sims: int = 1000,
+    seed: int = 0,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    checkpoint: str | None = None,
+) -> pd.DataFrame:
+    """Power over the grid workers x items x effect: one row per design cell.
+
+    Columns: workers, items, effect, method, test, alpha, power, ci_low,
+    ci_high, power_excluding_failures, type_s, type_m, mean_estimate, n_sims,
+    n_failed, n_singular, n_warnings, df (and ncp, se for ``analytic``).
+
+    >>> from humaneval_power.params import get_preset
+    >>> t = likert_power(get_preset("card2020-high"), [3], [100], [0.4], test="card2020", n_sims=2000, seed=1)
+    >>> round(float(t.power[0]), 2)
+    0.89
+    """
+    cells = [
+        LikertScenario(params, w, i, e, method, test, alpha)
+        for w, i, e in itertools.product(workers, items, effect)
+    ]
+    if not cells:
+        raise InputError("the design grid is empty: give at least one value of workers, items and effect")
+    return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint))
+
+
+def likert_sample_size(
+    params: LikertParams,
+    effect: float,
+    target_power: float = 0.8,
+    workers: int | None = None,
+    items: int | None = None,
+    vary: str = "items",
+    method: str = "fast",
+    test: str = "satterthwaite",
+    alpha: float = 0.05,
+    n_sims: int = 2000,
+    seed: int = 0,
+    jobs: int | None = 1,
+) -> SampleSizeResult:
+    """Smallest number of items (or workers) reaching ``target_power``, the other fixed.
+
+    When the slope variance of the fixed factor caps the power below the
+    target (few workers with a worker-slope SD > 0), the result says so.
+
+    >>> from humaneval_power.params import get_preset
+    >>> r = likert_sample_size(get_preset("card2020-low"), 0.1, workers=10, method="analytic")
+    >>> r.n, round(r.at_n.power, 3)
+    (135, 0.801)
+    """
+    if vary not in ("items", "workers"):
+        raise InputError(f"vary must be 'items' or 'workers', got {vary!r}")
+    fixed_name = "workers" if vary == "items" else "items"
+    fixed = workers if vary == "items" else items
+    if fixed is None:
+        raise InputError(f"give the number of {fixed_name} to hold fixed while varying {vary}")
+    if _check_number("effect", effect) == 0:
+        raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
+    big = 10**6 if method in ("fast", "analytic") else 1000
+
+    def cell(n: int) -> LikertScenario:
+        w, i = (fixed, n) if vary == "items" else (n, fixed)
+        return LikertScenario(params, w, i, effect, method, test, alpha)
+
+    base = cell(2)
+    limit_method = "fast" if test == "card2020" else "analytic"
+    limit = replace(base, method=limit_method, **{vary: 10**8 if limit_method == "analytic" else 10**6})
+    max_power = run_cells([limit], n_sims, seed=seed)[0].power
+    sd_name = "sd_worker_slope" if vary == "items" else "sd_item_slope"
+    reason = (
+        f"with {fixed} {fixed_name}, the {sd_name} ({getattr(params, sd_name):g}) keeps the variance of the "
+        f"effect estimate above {sd_name}^2/{fixed_name}, so power cannot exceed {max_power:.3f} however many "
+        f"{vary}; add {fixed_name} instead"
+    )
+    return solve_sample_size(
+        lambda n: run_cells([cell(n)], n_sims, seed=seed, jobs=jobs)[0], target_power, vary, 2, big, max_power, reason
+    )

@@ -283,7 +283,8 @@ def fit_ml(stats: BalancedStats) -> BalancedFit:
     dfs = strata_df(stats.workers, stats.items)
     start = fit_reml(stats).lam
     p = np.column_stack([start[:, 0], start[:, 1:] - start[:, :1]])
-    p, converged = _ml_newton(p, stats.ss, dfs)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        p, converged = _ml_newton(p, stats.ss, dfs)
     lam = np.column_stack([p[:, 0], p[:, :1] + p[:, 1:]])
     v = (p[:, 0] + p[:, 1] + p[:, 2]) / (stats.workers * stats.items)
     return BalancedFit(
