@@ -1,0 +1,56 @@
+# Quickstart: `make demo` (power sweep on the built-in card2020-high preset)
+# and `make test`. Both set everything up first, idempotently.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.hepower-installed
+R_PACKAGES := r-base-core r-base-dev r-cran-lme4 r-cran-lmertest
+# CI (CI=true) runs the slow real-fit tests too; locally they are opt-in (`make test-all`).
+PYTEST_SELECT ?= $(if $(CI),,-m "not slow")
+PYTEST_JOBS ?= 2
+
+.PHONY: setup r-setup demo test test-all bench example clean
+
+# R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
+# (the lme4 backend and its tests then skip with that reason).
+r-setup:
+	@if Rscript -e 'quit(status = !all(sapply(c("lme4", "lmerTest"), requireNamespace, quietly = TRUE)))' >/dev/null 2>&1; then \
+	  echo "R with lme4 and lmerTest: present"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing $(R_PACKAGES) with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(R_PACKAGES) >/dev/null; \
+	else \
+	  echo "NOTE: cannot install R here (needs apt-get as root): the lme4 backend will be unavailable"; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(MAKE) --no-print-directory r-setup
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@if command -v R >/dev/null 2>&1; then $(PY) -m pip install -q -e '.[r]'; \
+	  else echo "NOTE: R not found: rpy2 not installed, lme4 backend unavailable"; fi
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	mkdir -p out
+	$(VENV)/bin/hepower likert power --preset card2020-high --workers 3 5 10 \
+	  --items 25 50 100 200 400 800 --effect 0.1 0.2 0.3 0.4 --sims 2000 --seed 1 \
+	  --out out/demo_power.csv --plot out/demo_power.png
+
+test: setup
+	$(PY) -m pytest -q -n $(PYTEST_JOBS) $(PYTEST_SELECT) tests --doctest-modules humaneval_power
+
+test-all: setup
+	$(MAKE) --no-print-directory test PYTEST_SELECT=
+
+bench: setup
+	$(PY) benchmarks/bench_likert.py
+
+example: setup
+	$(PY) examples/fig6_card2020.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

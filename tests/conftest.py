@@ -1,0 +1,36 @@
+"""Shared fixtures: R availability (skip locally with the reason, fail on CI) and data paths."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def mc_tolerance(p: float, n: int, z: float = 3.5) -> float:
+    """Monte-Carlo tolerance for a proportion estimated from n draws: z standard errors."""
+    return z * float(np.sqrt(max(p * (1 - p), 1e-4) / n))
+
+
+@pytest.fixture(scope="session")
+def lme4_backend():
+    """The lme4 bridge, or a skip (a failure on CI, which must run these tests)."""
+    from humaneval_power.fitting import lme4
+
+    ok, why = lme4.available()
+    if not ok:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the lme4 tests but the backend is unavailable: {why}")
+        pytest.skip(f"lme4 backend unavailable: {why}")
+    return lme4
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared real data (HEPOWER_DATA or ../shared/data), or a skip saying why."""
+    env = os.environ.get("HEPOWER_DATA")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip(f"real data not found at {path} (set HEPOWER_DATA)")
+    return path
