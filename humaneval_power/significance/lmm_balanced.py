@@ -232,6 +232,26 @@ def _ml_objective(p: np.ndarray, ss: np.ndarray, dfs: np.ndarray, order: int):
     return dev, grad, hess
 
 
+def _modified_ldl_solve(a: np.ndarray, b: np.ndarray, floor: float = 1e-6) -> np.ndarray:
+    """Solve a x = b for a batch of small symmetric matrices via LDL' with pivots >= floor."""
+    n, k = b.shape
+    low = np.zeros_like(a)
+    d = np.zeros_like(b)
+    for j in range(k):
+        d[:, j] = np.maximum(a[:, j, j] - (low[:, j, :j] ** 2 * d[:, :j]).sum(1), floor)
+        low[:, j, j] = 1.0
+        for i in range(j + 1, k):
+            low[:, i, j] = (a[:, i, j] - (low[:, i, :j] * low[:, j, :j] * d[:, :j]).sum(1)) / d[:, j]
+    y = np.zeros_like(b)
+    for i in range(k):
+        y[:, i] = b[:, i] - (low[:, i, :i] * y[:, :i]).sum(1)
+    y = y / d
+    x = np.zeros_like(b)
+    for i in reversed(range(k)):
+        x[:, i] = y[:, i] - (low[:, i + 1 :, i] * x[:, i + 1 :]).sum(1)
+    return x
+
+
 def _ml_newton(p: np.ndarray, ss: np.ndarray, dfs: np.ndarray, max_iter: int = 60):
     """Batched projected Newton for the bound-constrained ML deviance (tau >= 0)."""
     n = p.shape[0]
@@ -248,13 +268,11 @@ def _ml_newton(p: np.ndarray, ss: np.ndarray, dfs: np.ndarray, max_iter: int = 6
         free = ~active
         g = np.where(free, grad, 0.0)
         h = hess * (free[:, :, None] & free[:, None, :]) + eye * active[:, :, None]
-        # Symmetric diagonal scaling, then a Levenberg shift where not positive definite.
+        # Symmetric diagonal scaling, then a modified-Cholesky Newton step (descent even
+        # where the Hessian is not positive definite).
         scale = 1.0 / np.sqrt(np.maximum(np.abs(np.diagonal(h, axis1=1, axis2=2)), 1e-300))
         hs = h * scale[:, :, None] * scale[:, None, :]
-        min_eig = np.linalg.eigvalsh(hs)[:, 0]
-        shift = np.where(min_eig < 1e-6, 1e-6 - min_eig, 0.0)
-        hs = hs + shift[:, None, None] * eye
-        step = -scale * np.linalg.solve(hs, (scale * g)[..., None])[..., 0]
+        step = -scale * _modified_ldl_solve(hs, scale * g)
         decrement = -(g * step).sum(1)
         done = decrement < 1e-11 * np.maximum(1.0, np.abs(dev))
         t = np.ones(len(pt))
