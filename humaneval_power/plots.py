@@ -30,8 +30,12 @@ def plot_power_curves(table: pd.DataFrame, path: str | Path, target: float = 0.8
         ax.axhline(target, color="grey", ls="--", lw=1)
         ax.set_title(f"{w} workers")
         ax.set_xlabel("items")
-        if sub["items"].nunique() > 1 and sub["items"].max() / sub["items"].min() >= 8:
+        ticks = sorted(sub["items"].unique())
+        if len(ticks) > 1 and ticks[-1] / ticks[0] >= 8:
             ax.set_xscale("log")
+        if len(ticks) <= 10:
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.minorticks_off()
         ax.set_ylim(0, 1)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("power")
