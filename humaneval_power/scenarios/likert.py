@@ -234,8 +234,8 @@ def likert_power(
 
     >>> from humaneval_power.params import get_preset
     >>> t = likert_power(get_preset("card2020-high"), [3], [100], [0.4], test="card2020", n_sims=2000, seed=1)
-    >>> round(float(t.power[0]), 2)
-    0.89
+    >>> t[["workers", "items", "effect", "power", "ci_low", "ci_high"]].round(3).to_dict("records")
+    [{'workers': 3, 'items': 100, 'effect': 0.4, 'power': 0.896, 'ci_low': 0.882, 'ci_high': 0.91}]
     """
     cells = [
         LikertScenario(params, w, i, e, method, test, alpha)
@@ -285,7 +285,7 @@ def likert_sample_size(
         return LikertScenario(params, w, i, effect, method, test, alpha)
 
     base = cell(2)
-    limit_method = "fast" if test == "card2020" else "analytic"
+    limit_method = "analytic" if method == "analytic" else "fast"
     limit = replace(base, method=limit_method, **{vary: 10**8 if limit_method == "analytic" else 10**6})
     max_power = run_cells([limit], n_sims, seed=seed)[0].power
     sd_name = "sd_worker_slope" if vary == "items" else "sd_item_slope"
