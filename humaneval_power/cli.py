@@ -9,19 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .errors import BackendUnavailableError, HepowerError, InputError
-from .io import check_table_path, json_records, write_table
+from .io import PLOT_FORMATS, check_output_path, json_records, write_table
 from .params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from .scenarios.likert import METHODS, likert_power, likert_sample_size
 from .significance.coef_test import COEFFICIENT_TESTS
-
-PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -155,15 +152,6 @@ class _ProgressBar:
             self.bar.close()
 
 
-def _check_plot_path(path: str) -> Path:
-    p = Path(path)
-    if p.suffix.lower() not in PLOT_FORMATS:
-        raise InputError(f"--plot must end in {', '.join(PLOT_FORMATS)}, got {p.name!r}")
-    if not (p.parent if str(p.parent) else Path(".")).is_dir():
-        raise InputError(f"output folder does not exist: {p.parent}")
-    return p
-
-
 def _smallest_designs(table: pd.DataFrame, target: float) -> pd.DataFrame:
     """Per (workers, effect): the fewest items in the sweep whose power reaches the target."""
     rows = []
@@ -186,8 +174,8 @@ def _print_table(table: pd.DataFrame, columns: Sequence[str]) -> None:
 
 def _run_likert_power(args: argparse.Namespace) -> int:
     params = _params_from_args(args)
-    out = check_table_path(args.out) if args.out else None
-    plot = _check_plot_path(args.plot) if args.plot else None
+    out = check_output_path(args.out) if args.out else None
+    plot = check_output_path(args.plot, PLOT_FORMATS, "--plot") if args.plot else None
     if not 0 < args.target_power < 1:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
     bar = _ProgressBar(enabled=True)

@@ -13,6 +13,7 @@ import pandas as pd
 from .errors import InputError
 
 TABLE_FORMATS = (".csv", ".json", ".parquet")
+PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 def _atomic(path: Path, write: Callable[[Path], None]) -> None:
@@ -35,11 +36,11 @@ def write_text_atomic(path: Path, text: str) -> None:
     _atomic(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def check_table_path(path: str | Path) -> Path:
-    """Validate an output table path before any work is done."""
+def check_output_path(path: str | Path, formats: tuple[str, ...] = TABLE_FORMATS, option: str = "--out") -> Path:
+    """Validate an output path (suffix, existing folder) before any work is done."""
     p = Path(path)
-    if p.suffix.lower() not in TABLE_FORMATS:
-        raise InputError(f"--out must end in {', '.join(TABLE_FORMATS)}, got {p.name!r}")
+    if p.suffix.lower() not in formats:
+        raise InputError(f"{option} must end in {', '.join(formats)}, got {p.name!r}")
     if not (p.parent if str(p.parent) else Path(".")).is_dir():
         raise InputError(f"output folder does not exist: {p.parent}")
     return p
@@ -62,7 +63,7 @@ def json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 def write_table(table: pd.DataFrame, path: str | Path) -> None:
     """Write a table as CSV, JSON (array of records) or Parquet, atomically."""
-    p = check_table_path(path)
+    p = check_output_path(path)
     suffix = p.suffix.lower()
     if suffix == ".csv":
         _atomic(p, lambda tmp: table.to_csv(tmp, index=False))
