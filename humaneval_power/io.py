@@ -75,3 +75,64 @@ def write_table(table: pd.DataFrame, path: str | Path) -> None:
         except ImportError:
             raise InputError("writing .parquet needs pyarrow: pip install 'humaneval-power[parquet]'") from None
         _atomic(p, lambda tmp: table.to_parquet(tmp, index=False))
+
+
+# ---------------------------------------------------------------- tidy inputs
+
+#: Column names tried, in order, when the default name is absent.
+COLUMN_ALIASES = {
+    "worker": ("worker", "annotator", "rater", "judge", "worker_id", "annotator_id"),
+    "item": ("item", "segment", "item_id", "doc", "document", "id"),
+    "system": ("system", "model", "system_id"),
+    "score": ("score", "rating", "value"),
+}
+
+
+def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str, str | None]:
+    """A CSV or Parquet file (or a DataFrame): the frame, its name and its sha256."""
+    import hashlib
+
+    if isinstance(source, pd.DataFrame):
+        return source.copy(), "<DataFrame>", None
+    path = Path(source)
+    if not path.is_file():
+        raise InputError(f"input file not found: {path}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (ValueError, OSError, UnicodeDecodeError, ImportError) as exc:
+        raise InputError(f"cannot read {path}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+    if frame.empty:
+        raise InputError(f"{path} has no rows")
+    return frame, str(path), digest
+
+
+def resolve_column(frame: pd.DataFrame, role: str, given: str | None) -> str:
+    """The column playing ``role``: the given name, else the first alias present."""
+    if given is not None:
+        if given not in frame.columns:
+            raise InputError(f"column {given!r} (--{role}) not found; columns are: {', '.join(map(str, frame.columns))}")
+        return given
+    for name in COLUMN_ALIASES.get(role, (role,)):
+        if name in frame.columns:
+            return name
+    raise InputError(
+        f"no {role} column (looked for {', '.join(COLUMN_ALIASES.get(role, (role,)))}); name it with --{role} COL; "
+        f"columns are: {', '.join(map(str, frame.columns))}"
+    )
+
+
+def apply_filters(frame: pd.DataFrame, where: dict[str, str] | None) -> pd.DataFrame:
+    """Keep rows where each column equals the given value (``--where COL=VALUE``)."""
+    for col, value in (where or {}).items():
+        if col not in frame.columns:
+            raise InputError(f"--where column {col!r} not found; columns are: {', '.join(map(str, frame.columns))}")
+        kept = frame[frame[col].astype(str) == str(value)]
+        if kept.empty:
+            values = sorted(frame[col].astype(str).unique())[:10]
+            raise InputError(f"--where {col}={value} keeps no rows; values of {col} include: {', '.join(values)}")
+        frame = kept
+    return frame

@@ -4,12 +4,15 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import BackendUnavailableError
+
+if TYPE_CHECKING:
+    from .model import RawFit
 
 INSTALL_HINT = (
     "install R, lme4 and lmerTest (Debian: apt-get install r-base-core r-cran-lme4 r-cran-lmertest), "
@@ -33,10 +36,11 @@ def _r() -> Any:
     missing = [p for p in ("lme4", "lmerTest") if not ro.r(f'isTRUE(requireNamespace("{p}", quietly = TRUE))')[0]]
     if missing:
         raise BackendUnavailableError(f"R lacks {', '.join(missing)}; {INSTALL_HINT}")
-    source = r_bridge_dir() / "refit.R"
-    if not source.exists():
-        raise BackendUnavailableError(f"R bridge not found at {source} (set HEPOWER_R_BRIDGE)")
-    ro.r["source"](str(source))
+    for name in ("refit.R", "fit.R"):
+        source = r_bridge_dir() / name
+        if not source.exists():
+            raise BackendUnavailableError(f"R bridge not found at {source} (set HEPOWER_R_BRIDGE)")
+        ro.r["source"](str(source))
     return ro
 
 
@@ -87,3 +91,128 @@ def refit_many(
     res = ro.r["hepower_refit"](_data_frame(columns), ymat, formula, coef, reml, satterthwaite)
     arr = np.asarray(list(res), dtype=float).reshape((y.shape[1], 6), order="F")
     return pd.DataFrame(arr, columns=["estimate", "se", "df", "singular", "failed", "warned"])
+
+
+def _get(res: Any, name: str) -> Any:
+    """An element of an R list, or None for R NULL."""
+    ro = _r()
+    value = res.rx2(name)
+    return None if value is ro.NULL or isinstance(value, type(ro.NULL)) else value
+
+
+def _wald_intervals(theta: np.ndarray, sigma: float, vcov: np.ndarray, level: float = 0.95) -> list[tuple[float, float]]:
+    """Delta-method intervals on the log-SD scale for sd_k = theta_k * sigma and sigma itself."""
+    from scipy import stats
+
+    z = stats.norm.isf((1 - level) / 2)
+    m = len(theta)
+    out = []
+    for k in range(m + 1):
+        grad = np.zeros(m + 1)
+        if k < m:
+            grad[k], grad[m], sd = sigma, theta[k], theta[k] * sigma
+        else:
+            grad[m], sd = 1.0, sigma
+        var = float(grad @ vcov @ grad)
+        if sd <= 1e-4 * sigma or not np.isfinite(var) or var <= 0:
+            out.append((0.0 if sd <= 1e-4 * sigma else float("nan"), float("nan")))
+            continue
+        half = z * np.sqrt(var) / sd
+        out.append((sd * float(np.exp(-half)), sd * float(np.exp(half))))
+    return out
+
+
+def _components(res: Any, intervals: str) -> tuple[pd.DataFrame, pd.DataFrame, float, tuple[float, float]]:
+    """Variance components, correlations, sigma and its interval from an R fit result."""
+    from .model import split_component_name
+
+    vc = _get(res, "varcorr")
+    grp = [str(g) for g in vc.rx2("grp")]
+    var1 = [str(v) for v in vc.rx2("var1")]
+    var2 = [str(v) for v in vc.rx2("var2")]
+    sdcor = np.asarray(list(vc.rx2("sdcor")), float)
+    base = [g.split(".")[0] if g != "Residual" else g for g in grp]
+    comp = [(b, v1, sd) for b, v1, v2, sd in zip(base, var1, var2, sdcor) if b != "Residual" and v2 == ""]
+    cors = [(b, v1, v2, c) for b, v1, v2, c in zip(base, var1, var2, sdcor) if b != "Residual" and v2 != ""]
+    components = pd.DataFrame(comp, columns=["group", "term", "sd"])
+    components["lower"] = np.nan
+    components["upper"] = np.nan
+    correlations = pd.DataFrame(cors, columns=["group", "term1", "term2", "cor"])
+    sigma_rows = [sd for g, sd in zip(grp, sdcor) if g == "Residual"]
+    sigma = float(sigma_rows[0]) if sigma_rows else float("nan")
+    sigma_ci = (float("nan"), float("nan"))
+    if intervals == "wald":
+        theta = np.asarray(list(res.rx2("theta")), float)
+        vv = np.asarray(list(res.rx2("vcov_varpar")), float)
+        if len(theta) == len(components) and vv.size == (len(theta) + 1) ** 2:
+            cis = _wald_intervals(theta, sigma, vv.reshape(len(theta) + 1, -1, order="F"))
+            components["lower"] = [c[0] for c in cis[:-1]]
+            components["upper"] = [c[1] for c in cis[:-1]]
+            sigma_ci = cis[-1]
+    elif intervals in ("profile", "boot"):
+        ci = _get(res, "ci")
+        if ci is not None:
+            for name, lo, hi in zip(ci.rx2("name"), ci.rx2("lower"), ci.rx2("upper")):
+                name = str(name)
+                if name == "sigma":
+                    sigma_ci = (float(lo), float(hi))
+                elif name.startswith("sd_"):
+                    g, t = split_component_name(name)
+                    hit = (components.group == g) & (components.term == t)
+                    components.loc[hit, "lower"] = float(lo)
+                    components.loc[hit, "upper"] = float(hi)
+    return components, correlations, sigma, sigma_ci
+
+
+def _coefficients(res: Any, gaussian: bool) -> pd.DataFrame:
+    names = [str(n) for n in res.rx2("coef_names")]
+    vals = np.asarray(list(res.rx2("coef")), float).reshape(len(names), -1, order="F")
+    if gaussian:  # Estimate, SE, df, t, p
+        return pd.DataFrame({"term": names, "estimate": vals[:, 0], "se": vals[:, 1], "df": vals[:, 2],
+                             "t": vals[:, 3], "p_value": vals[:, 4]})
+    return pd.DataFrame({"term": names, "estimate": vals[:, 0], "se": vals[:, 1], "df": np.inf,
+                         "z": vals[:, 2], "p_value": vals[:, 3]})
+
+
+def fit_lmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1,
+            reml: bool = True) -> "RawFit":
+    """Fit a Gaussian LMM with lme4 + lmerTest (Satterthwaite df)."""
+    return _fit(frame, formula, "gaussian", intervals, nboot, seed, reml)
+
+
+def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1) -> "RawFit":
+    """Fit a logistic GLMM with lme4 (Laplace); weights from column ``w`` when present."""
+    return _fit(frame, formula, "binomial", intervals, nboot, seed, False)
+
+
+def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: int, seed: int,
+         reml: bool) -> "RawFit":
+    from rpy2.rinterface_lib.embedded import RRuntimeError
+
+    from ..errors import InputError
+    from .model import RawFit
+
+    ro = _r()
+    cols = {c: frame[c].to_numpy() for c in frame.columns}
+    r_interval = intervals if intervals in ("profile", "boot") else "none"
+    try:
+        if family == "gaussian":
+            res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, nboot, seed)
+        else:
+            res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, "w" in frame.columns, r_interval, nboot, seed)
+    except RRuntimeError as exc:
+        raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1]}") from None
+    components, correlations, sigma, sigma_ci = _components(res, intervals if family == "gaussian" else
+                                                            (intervals if intervals != "wald" else "none"))
+    return RawFit(
+        backend="lme4",
+        coefficients=_coefficients(res, family == "gaussian"),
+        components=components,
+        correlations=correlations,
+        sigma=sigma if family == "gaussian" else float("nan"),
+        sigma_interval=sigma_ci,
+        singular=bool(res.rx2("singular")[0]),
+        warnings=tuple(dict.fromkeys(str(w) for w in res.rx2("warnings"))),
+        versions=versions(),
+        criterion=float(res.rx2("criterion")[0]),
+    )

@@ -1,0 +1,203 @@
+"""Tidy pilot data, validated: Likert ratings and head-to-head judgments."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..io import apply_filters, read_table, resolve_column
+
+DUPLICATE_POLICIES = ("error", "average", "keep")
+TIE_POLICIES = ("drop", "split")
+
+
+@dataclass(frozen=True)
+class PilotData:
+    """Validated long data: columns worker, item, system (str) and score (float) or outcome.
+
+    ``systems`` lists the systems with the baseline first.
+    """
+
+    frame: pd.DataFrame
+    systems: tuple[str, ...]
+    family: str
+    source: str
+    sha256: str | None
+    notes: tuple[str, ...] = ()
+    scale: tuple[float, float] | None = None  #: the original scale, if rescaled to [0, 1]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def baseline(self) -> str:
+        return self.systems[0]
+
+    def counts(self) -> dict[str, int]:
+        """Numbers of ratings, workers, items and systems."""
+        f = self.frame
+        return {
+            "n_ratings": int(len(f)),
+            "n_workers": int(f["worker"].nunique()),
+            "n_items": int(f["item"].nunique()),
+            "n_systems": len(self.systems),
+        }
+
+
+def _order_systems(present: Sequence[str], baseline: str | None, keep: Sequence[str] | None) -> tuple[str, ...]:
+    systems = sorted(set(present))
+    if baseline is not None and baseline not in systems:
+        raise InputError(f"baseline {baseline!r} is not among the systems: {', '.join(systems)}")
+    base = baseline if baseline is not None else (keep[0] if keep else systems[0])
+    return (base,) + tuple(s for s in systems if s != base)
+
+
+def _check_spread(frame: pd.DataFrame, what: str) -> None:
+    for role in ("worker", "item"):
+        if frame[role].nunique() < 2:
+            raise InputError(f"only one {role} in the {what}: a crossed model needs at least two {role}s")
+
+
+def read_ratings(
+    source: str | Path | pd.DataFrame,
+    worker: str | None = None,
+    item: str | None = None,
+    system: str | None = None,
+    score: str | None = None,
+    baseline: str | None = None,
+    systems: Sequence[str] | None = None,
+    where: dict[str, str] | None = None,
+    scale: tuple[float, float] | None = None,
+    duplicates: str = "error",
+) -> PilotData:
+    """Read and validate Likert ratings, one row per rating.
+
+    ``scale=(MIN, MAX)`` declares the rating scale: scores outside it are an
+    error and scores are rescaled to [0, 1] (as Card et al. did).
+    ``duplicates``: several ratings of one (worker, item, system) are an
+    ``error`` (default), are ``average``d, or ``keep``t as repeated measures.
+    """
+    if duplicates not in DUPLICATE_POLICIES:
+        raise InputError(f"duplicates must be one of {', '.join(DUPLICATE_POLICIES)}")
+    raw, name, digest = read_table(source)
+    raw = apply_filters(raw, where)
+    cols = {role: resolve_column(raw, role, given) for role, given in
+            (("worker", worker), ("item", item), ("system", system), ("score", score))}
+    frame = pd.DataFrame({role: raw[col] for role, col in cols.items()})
+    for role in ("worker", "item", "system"):
+        if frame[role].isna().any():
+            raise InputError(f"{int(frame[role].isna().sum())} rows have no {role} (column {cols[role]!r})")
+        frame[role] = frame[role].astype(str)
+    values = pd.to_numeric(frame["score"], errors="coerce")
+    bad = values.isna() & frame["score"].notna()
+    if bad.any():
+        first = frame["score"][bad].iloc[0]
+        raise InputError(f"{int(bad.sum())} scores in column {cols['score']!r} are not numbers (e.g. {first!r})")
+    if values.isna().any():
+        raise InputError(f"{int(values.isna().sum())} scores in column {cols['score']!r} are missing")
+    if not np.isfinite(values).all():
+        raise InputError(f"scores in column {cols['score']!r} must be finite")
+    frame["score"] = values.astype(float)
+    if systems:
+        unknown = sorted(set(systems) - set(frame["system"]))
+        if unknown:
+            raise InputError(f"system(s) not in the data: {', '.join(unknown)}")
+        frame = frame[frame["system"].isin(systems)]
+    order = _order_systems(frame["system"].unique(), baseline, systems)
+    if len(order) < 2:
+        raise InputError(f"only one system ({order[0]}) in the data: nothing to compare")
+    _check_spread(frame, "ratings")
+    notes: list[str] = []
+    if scale is not None:
+        lo, hi = float(scale[0]), float(scale[1])
+        if not lo < hi:
+            raise InputError(f"--scale needs MIN < MAX, got {lo} {hi}")
+        outside = (frame["score"] < lo) | (frame["score"] > hi)
+        if outside.any():
+            raise InputError(f"{int(outside.sum())} scores lie outside the declared scale [{lo:g}, {hi:g}] "
+                             f"(e.g. {frame['score'][outside].iloc[0]:g})")
+        frame["score"] = (frame["score"] - lo) / (hi - lo)
+        notes.append(f"scores rescaled from [{lo:g}, {hi:g}] to [0, 1]")
+    keys = ["worker", "item", "system"]
+    dup = frame.duplicated(keys, keep=False)
+    if dup.any():
+        n_cells = int(frame[dup].groupby(keys).ngroups)
+        example = frame[dup].iloc[0]
+        msg = (f"{int(dup.sum())} ratings share a (worker, item, system) with another rating ({n_cells} cells, "
+               f"e.g. {example['worker']}/{example['item']}/{example['system']})")
+        if duplicates == "error":
+            raise InputError(msg + "; use --duplicates average or --duplicates keep")
+        if duplicates == "average":
+            frame = frame.groupby(keys, as_index=False, sort=False)["score"].mean()
+        notes.append(msg + f" ({'averaged' if duplicates == 'average' else 'kept as repeated ratings'})")
+    return PilotData(frame.reset_index(drop=True), order, "gaussian", name, digest, tuple(notes),
+                     scale=(float(scale[0]), float(scale[1])) if scale else None)
+
+
+def read_judgments(
+    source: str | Path | pd.DataFrame,
+    worker: str | None = None,
+    item: str | None = None,
+    system_a: str = "system_a",
+    system_b: str = "system_b",
+    outcome: str = "outcome",
+    baseline: str | None = None,
+    systems: Sequence[str] | None = None,
+    where: dict[str, str] | None = None,
+    ties: str = "drop",
+) -> PilotData:
+    """Read head-to-head judgments: one row per comparison of system_a with system_b.
+
+    ``outcome`` holds ``a``, ``b`` or ``tie`` (or the winning system's name).
+    Each system is compared with the baseline on the rows that pit the two
+    against each other; ``score`` becomes 1 when the non-baseline system won.
+    Ties are dropped, or ``split`` (a half win and a half loss, weight 1/2 each).
+    """
+    if ties not in TIE_POLICIES:
+        raise InputError(f"ties must be one of {', '.join(TIE_POLICIES)}")
+    raw, name, digest = read_table(source)
+    raw = apply_filters(raw, where)
+    cols = {"worker": resolve_column(raw, "worker", worker), "item": resolve_column(raw, "item", item)}
+    for role, col in (("system_a", system_a), ("system_b", system_b), ("outcome", outcome)):
+        cols[role] = resolve_column(raw, role, col)
+    f = pd.DataFrame({role: raw[col].astype(str) for role, col in cols.items()})
+    out = f["outcome"].str.strip()
+    winner = np.where(out.str.lower() == "a", f["system_a"], np.where(out.str.lower() == "b", f["system_b"], out))
+    is_tie = out.str.lower().isin(["tie", "draw", "equal", "0"])
+    valid = is_tie | (winner == f["system_a"]) | (winner == f["system_b"])
+    if not valid.all():
+        raise InputError(f"{int((~valid).sum())} outcomes are not a, b, tie or one of the two systems "
+                         f"(e.g. {out[~valid].iloc[0]!r})")
+    present = sorted(set(f["system_a"]) | set(f["system_b"]))
+    if systems:
+        unknown = sorted(set(systems) - set(present))
+        if unknown:
+            raise InputError(f"system(s) not in the data: {', '.join(unknown)}")
+    order = _order_systems(systems or present, baseline, systems)
+    if len(order) < 2:
+        raise InputError("only one system in the data: nothing to compare")
+    rows = []
+    base = order[0]
+    for other in order[1:]:
+        pair = ((f["system_a"] == base) & (f["system_b"] == other)) | ((f["system_a"] == other) & (f["system_b"] == base))
+        sub = f[pair]
+        won = pd.Series(winner, index=f.index)[pair] == other
+        tie = is_tie[pair]
+        keep = pd.DataFrame({"worker": sub["worker"], "item": sub["item"], "system": other,
+                             "score": won.astype(float), "w": 1.0})
+        if ties == "drop":
+            keep = keep[~tie.to_numpy()]
+        else:
+            half = keep[tie.to_numpy()].assign(w=0.5)
+            keep = pd.concat([keep[~tie.to_numpy()], half.assign(score=1.0), half.assign(score=0.0)])
+        rows.append(keep)
+    frame = pd.concat(rows, ignore_index=True)
+    counts = frame.groupby("system").size()
+    missing = [s for s in order[1:] if s not in counts.index]
+    if missing:
+        raise InputError(f"no judgments pit the baseline {base!r} against {', '.join(missing)}")
+    _check_spread(frame, "judgments")
+    notes = [f"ties {'dropped' if ties == 'drop' else 'split into half a win and half a loss'}: {int(is_tie.sum())} in the input"]
+    return PilotData(frame, order, "binomial", name, digest, tuple(notes), extra={"ties": ties})
