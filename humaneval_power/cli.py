@@ -64,6 +64,7 @@ def _add_params_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("parameters (default: --preset card2020-high)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="built-in parameter set")
     g.add_argument("--params", metavar="FILE", help="parameter file (JSON, from `hepower fit` or hand-written)")
+    g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
     g.add_argument("--intercept", type=_float, help="beta0, the mean rating")
     for name in SD_NAMES:
         g.add_argument("--" + name.replace("_", "-"), dest=name, type=_float, metavar="SD",
@@ -75,7 +76,7 @@ def _params_from_args(args: argparse.Namespace) -> LikertParams:
         raise InputError("give --preset or --params, not both")
     overrides = {k: getattr(args, k) for k in SD_NAMES + ("intercept",) if getattr(args, k) is not None}
     if args.params:
-        base = load_params(args.params)
+        base = load_params(args.params, args.comparison)
     elif args.preset:
         base = get_preset(args.preset)
     elif all(k in overrides for k in SD_NAMES):
@@ -127,6 +128,32 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--vary", choices=("items", "workers"), default="items")
     _add_params_options(size)
     _add_common(size, 2000)
+
+    fit = sub.add_parser("fit", help="fit pilot data (ratings or head-to-head judgments) and export parameters")
+    fit.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating or judgment")
+    for role in ("worker", "item", "system", "score"):
+        fit.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
+    fit.add_argument("--system-a", default="system_a", metavar="COL", help="binomial: first system's column")
+    fit.add_argument("--system-b", default="system_b", metavar="COL", help="binomial: second system's column")
+    fit.add_argument("--outcome", default="outcome", metavar="COL", help="binomial: a, b or tie (or the winner)")
+    fit.add_argument("--baseline", metavar="SYSTEM", help="system the others are compared with (default: first)")
+    fit.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems")
+    fit.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE")
+    fit.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian")
+    fit.add_argument("--backend", choices=("lme4", "statsmodels", "bambi"), default="lme4")
+    fit.add_argument("--scale", nargs=2, type=_float, metavar=("MIN", "MAX"), help="rating scale; rescale to [0, 1]")
+    fit.add_argument("--duplicates", choices=("error", "average", "keep"), default="error")
+    fit.add_argument("--ties", choices=("drop", "split"), default="drop")
+    fit.add_argument("--correlated", action="store_true", help="correlated random intercepts and slopes")
+    fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
+    fit.add_argument("--intervals", choices=("wald", "profile", "boot", "posterior", "none"),
+                     help="intervals for the SDs (default: wald for lme4, posterior for bambi)")
+    fit.add_argument("--nboot", type=int, default=500, help="bootstrap fits for --intervals boot")
+    fit.add_argument("--draws", type=int, default=1000, help="bambi: draws per chain")
+    fit.add_argument("--chains", type=int, default=2, help="bambi: chains")
+    fit.add_argument("--seed", type=int, default=1)
+    fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
+    fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
     return parser
 
 
@@ -226,12 +253,69 @@ def _run_likert_size(args: argparse.Namespace) -> int:
     return 0
 
 
+def _where(items: Sequence[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(f"--where takes COL=VALUE, got {item!r}")
+        col, value = item.split("=", 1)
+        out[col] = value
+    return out
+
+
+def fit_records(result: Any) -> list[dict[str, Any]]:
+    """Flat records of a fit: intervals as NAME_ci_low / NAME_ci_high, correlations as cor_GROUP."""
+    flat = []
+    for rec in result.records:
+        r = {k: v for k, v in rec.items() if k not in ("intervals", "correlations")}
+        for name, (lo, hi) in rec.get("intervals", {}).items():
+            r[f"{name}_ci_low"], r[f"{name}_ci_high"] = lo, hi
+        for group, cor in (rec.get("correlations") or {}).items():
+            r[f"cor_{group}"] = cor
+        flat.append(r)
+    return flat
+
+
+def _run_fit(args: argparse.Namespace) -> int:
+    from .fitting.model import fit_pilot
+    from .fitting.ratings import read_judgments, read_ratings
+    from .io import write_text_atomic
+
+    out = check_output_path(args.out, (".json",), "--out") if args.out else None
+    if args.nboot < 1 or args.draws < 1 or args.chains < 1:
+        raise InputError("--nboot, --draws and --chains must be positive")
+    if args.family == "gaussian":
+        if args.ties != "drop":
+            raise InputError("--ties applies to --family binomial")
+        data = read_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
+                            _where(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
+    else:
+        if args.scale or args.score or args.system:
+            raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
+        data = read_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
+                              args.baseline, args.systems, _where(args.where), args.ties)
+    result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.nboot, args.seed,
+                       args.draws, args.chains)
+    if out:
+        write_text_atomic(out, json.dumps(result.to_params_file(), indent=1) + "\n")
+    if args.json:
+        print(json.dumps(json_records(pd.DataFrame(fit_records(result)))))
+    else:
+        print(result.summary())
+        if out:
+            print(f"\nwrote {out}: plan with `hepower likert power --params {out}"
+                  + (" --comparison SYSTEM" if len(result.records) > 1 else "") + " ...`")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hepower`` console script."""
     try:
         args = build_parser().parse_args(argv)
-        if getattr(args, "sims", 1) is not None and args.sims < 1:
+        if getattr(args, "sims", 1) < 1:
             raise InputError(f"--sims must be a positive integer, got {args.sims}")
+        if args.command == "fit":
+            return _run_fit(args)
         handler = {("likert", "power"): _run_likert_power, ("likert", "size"): _run_likert_size}
         return handler[(args.command, args.action)](args)
     except (InputError, BackendUnavailableError, HepowerError) as exc:

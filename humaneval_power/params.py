@@ -103,8 +103,9 @@ class LikertParams:
             raise InputError(f"{source}: unsupported version {doc.get('version')!r}")
         if doc.get("family", "gaussian") != "gaussian":
             raise InputError(f"{source}: family {doc.get('family')!r} is not a Likert (gaussian) model")
-        if doc.get("correlations"):
-            raise InputError(f"{source}: correlated random effects are not supported yet")
+        if doc.get("correlations") and any(v for v in doc["correlations"].values()):
+            raise InputError(f"{source}: the planner does not simulate correlated random effects yet; "
+                             "refit without --correlated")
         missing = [k for k in ("intercept",) + SD_NAMES if k not in doc]
         if missing:
             raise InputError(f"{source}: missing {', '.join(missing)}")
@@ -174,8 +175,11 @@ def get_preset(name: str) -> LikertParams:
         raise InputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
 
 
-def load_params(path: str | Path) -> LikertParams:
-    """Read and validate a parameter file."""
+SET_SCHEMA = "humaneval-power/params-set"
+
+
+def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str, Any]:
+    """The JSON document of a parameter file; from a set (several comparisons), the one named."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -187,7 +191,25 @@ def load_params(path: str | Path) -> LikertParams:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
-    return LikertParams.from_json(doc, source=str(p))
+    if isinstance(doc, dict) and doc.get("schema") == SET_SCHEMA:
+        choices = doc.get("comparisons") or {}
+        if comparison is None:
+            raise InputError(f"{p} holds several comparisons against {doc.get('baseline')!r}: "
+                             f"choose one with --comparison ({', '.join(choices)})")
+        if comparison not in choices:
+            raise InputError(f"{p}: no comparison {comparison!r}; have {', '.join(choices)}")
+        return choices[comparison]
+    if comparison is not None and isinstance(doc, dict) and (doc.get("provenance") or {}).get("system") not in (None, comparison):
+        raise InputError(f"{p} holds only the comparison {doc['provenance']['system']!r}")
+    return doc
+
+
+def load_params(path: str | Path, comparison: str | None = None) -> LikertParams:
+    """Read and validate a Likert parameter file (``comparison`` picks one from a set)."""
+    doc = read_params_doc(path, comparison)
+    if isinstance(doc, dict) and doc.get("family") == "binomial":
+        raise InputError(f"{path} holds head-to-head (binomial) parameters; the Likert planner needs a gaussian fit")
+    return LikertParams.from_json(doc, source=str(path))
 
 
 def save_params(params: LikertParams, path: str | Path) -> None:

@@ -107,6 +107,8 @@ class Design:
 
 def component_label(design: Design, group: str, term: str) -> str:
     """Human name of a variance component, e.g. 'worker slope of F vs A'."""
+    if design.family == "binomial":
+        return f"{group} intercept ({term} vs {design.systems[0]})"
     if term == "(Intercept)":
         return f"{group} intercept"
     system = design.systems[1 + design.columns.index(term)]
@@ -202,8 +204,7 @@ class FitResult:
             doc = params.to_json()
             doc["correlations"] = rec.get("correlations")
         if self.raw.draws:
-            doc["posterior_draws"] = {k: v for k, v in self.raw.draws.items() if k.startswith(rec["system"] + ":")
-                                      or ":" not in k}
+            doc["posterior_draws"] = comparison_draws(self.design, self.raw.draws, rec["system"])
         return doc
 
     def to_params_file(self) -> dict[str, Any]:
@@ -393,6 +394,21 @@ def _gaussian_fitter(backend: str, data: PilotData, design: Design, intervals: s
         return fit_bambi(frame, formula, "gaussian", draws, chains, seed)
 
     return fit
+
+
+def comparison_draws(design: Design, draws: dict[str, list[float]], system: str) -> dict[str, list[float]]:
+    """Posterior draws of one comparison's exported parameters (same conversions as the point estimates)."""
+    if design.family == "binomial":
+        prefix = system + ":"
+        return {k[len(prefix):]: v for k, v in draws.items() if k.startswith(prefix)}
+    col = design.columns[design.systems.index(system) - 1]
+    out = {"effect": draws[f"b|{col}"], "sd_residual": draws["sigma"]}
+    for g in GROUPS:
+        slope = np.asarray(draws.get(f"{g}|{col}", np.zeros(len(draws["sigma"]))))
+        icpt = np.asarray(draws.get(f"{g}|(Intercept)", np.zeros(len(draws["sigma"]))))
+        out[f"sd_{g}_slope"] = slope.tolist()
+        out[f"sd_{g}_intercept"] = (icpt if design.columns == ("x",) else np.sqrt(icpt**2 + slope**2 / 4)).tolist()
+    return out
 
 
 def split_component_name(name: str) -> tuple[str, str]:

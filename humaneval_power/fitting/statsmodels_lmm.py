@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from .model import RawFit
 
 
 def fit_crossed(data: pd.DataFrame, reml: bool) -> tuple[float, float, bool, bool]:
@@ -44,3 +48,57 @@ def fit_crossed_many(columns: dict[str, np.ndarray], responses: np.ndarray, reml
             est, se, singular, warned, failed = np.nan, np.nan, False, True, True
         rows.append((est, se, np.nan, singular, failed, warned))
     return pd.DataFrame(rows, columns=["estimate", "se", "df", "singular", "failed", "warned"]).astype(float)
+
+
+def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: frozenset = frozenset()) -> "RawFit":
+    """REML fit of the crossed model as variance components (no R; z tests; no SD intervals).
+
+    All rows form one group; each random effect is a variance component.
+    """
+    from scipy import stats
+    from statsmodels.regression.mixed_linear_model import MixedLM
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning
+
+    from .model import GROUPS, RawFit
+
+    vc: dict[str, str] = {}
+    keys: list[tuple[str, str]] = []
+    for g in GROUPS:
+        for term in ("(Intercept)",) + columns:
+            if (g, term) in dropped:
+                continue
+            vc[f"{g}|{term}"] = f"0 + C({g})" if term == "(Intercept)" else f"0 + C({g}):{term}"
+            keys.append((g, term))
+    fixed = "score ~ 1" + "".join(f" + {c}" for c in columns)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = MixedLM.from_formula(fixed, frame, groups=np.ones(len(frame)), vc_formula=vc, re_formula="0",
+                                     use_sparse=True)
+        res = model.fit(reml=True, method=["lbfgs"])
+    names = list(model.exog_vc.names)
+    sds = dict(zip(names, np.sqrt(np.maximum(np.asarray(res.vcomp), 0.0))))
+    sigma = float(np.sqrt(res.scale))
+    components = pd.DataFrame([(g, t, float(sds[f"{g}|{t}"])) for g, t in keys], columns=["group", "term", "sd"])
+    components["lower"] = np.nan
+    components["upper"] = np.nan
+    fe, se = res.fe_params, res.bse_fe
+    z = fe / se
+    coefficients = pd.DataFrame({
+        "term": ["(Intercept)" if n == "Intercept" else n for n in fe.index],
+        "estimate": fe.to_numpy(), "se": se.to_numpy(), "df": np.inf, "z": z.to_numpy(),
+        "p_value": 2 * stats.norm.sf(np.abs(z.to_numpy())),
+    })
+    msgs = tuple(dict.fromkeys(str(w.message).splitlines()[0] for w in caught
+                               if issubclass(w.category, (ConvergenceWarning, UserWarning, RuntimeWarning))))
+    return RawFit(
+        backend="statsmodels",
+        coefficients=coefficients,
+        components=components,
+        correlations=pd.DataFrame(columns=["group", "term1", "term2", "cor"]),
+        sigma=sigma,
+        sigma_interval=(np.nan, np.nan),
+        singular=bool((components.sd <= 1e-4 * sigma).any()),
+        warnings=msgs,
+        versions={"statsmodels": __import__("statsmodels").__version__},
+        criterion=float(-2 * res.llf),
+    )
