@@ -36,6 +36,17 @@ hepower_fit_lmm <- function(data, formula, reml, intervals, nboot, seed) {
   warns <- new.env()
   assign("w", character(0), envir = warns)
   m <- .hepower_quiet(lmerTest::lmer(as.formula(formula), data = data, REML = reml), warns)
+  .hepower_extract_lmm(m, intervals, nboot, seed, warns)
+}
+
+# Everything `hepower fit` reports from a fitted lmerMod (also one fitted elsewhere, e.g. by pymer4).
+hepower_extract_lmm <- function(m, intervals, nboot, seed, warns = NULL) {
+  if (is.null(warns)) {
+    warns <- new.env()
+    assign("w", character(0), envir = warns)
+  }
+  if (!inherits(m, "lmerModLmerTest")) m <- .hepower_quiet(lmerTest::as_lmerModLmerTest(m), warns)
+  reml <- lme4::isREML(m)
   co <- summary(m)$coefficients
   ci <- .hepower_quiet(.hepower_ci(m, intervals, nboot, seed), warns)
   vv <- m@vcov_varpar
@@ -53,6 +64,8 @@ hepower_fit_lmm <- function(data, formula, reml, intervals, nboot, seed) {
     ci = ci
   )
 }
+
+.hepower_extract_lmm <- hepower_extract_lmm
 
 # Logistic GLMM (Laplace), z tests; optional prior weights (tie splitting).
 hepower_fit_glmm <- function(data, formula, weighted, intervals, nboot, seed) {

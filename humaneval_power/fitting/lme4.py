@@ -190,7 +190,6 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
     from rpy2.rinterface_lib.embedded import RRuntimeError
 
     from ..errors import InputError
-    from .model import RawFit
 
     ro = _r()
     cols = {c: frame[c].to_numpy() for c in frame.columns}
@@ -202,6 +201,18 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
             res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, "w" in frame.columns, r_interval, nboot, seed)
     except RRuntimeError as exc:
         raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1]}") from None
+    return _raw_fit(res, family, intervals)
+
+
+def extract_lmm(r_model: Any, intervals: str = "wald", nboot: int = 500, seed: int = 1) -> "RawFit":
+    """Read a Gaussian lmerMod fitted elsewhere (e.g. by pymer4) the way :func:`fit_lmm` reads its own."""
+    ro = _r()
+    r_interval = intervals if intervals in ("profile", "boot") else "none"
+    return _raw_fit(ro.r["hepower_extract_lmm"](r_model, r_interval, nboot, seed), "gaussian", intervals)
+
+
+def _raw_fit(res: Any, family: str, intervals: str) -> "RawFit":
+    from .model import RawFit
     components, correlations, sigma, sigma_ci = _components(res, intervals if family == "gaussian" else
                                                             (intervals if intervals != "wald" else "none"))
     return RawFit(

@@ -228,10 +228,14 @@ class FitResult:
         if self.design.family == "gaussian":
             lines.append("model: " + self.design.formula(self.correlated, frozenset((g, t) for g, t, _ in self.dropped)))
         lines.append("\nfixed effects (difference from the baseline):")
-        co = self.raw.coefficients
+        co = self.raw.coefficients.copy()
+        names = dict(zip(self.design.columns, (f"{s} vs {self.design.systems[0]}" for s in self.design.systems[1:])))
+        co["term"] = [names.get(t, t) for t in co["term"]]
         lines.append(co.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         lines.append("\nvariance components (SD; 95% interval: " + self.intervals + "):")
+        order = {gt: k for k, gt in enumerate(self.design.components())}
         comp = self.raw.components.copy()
+        comp = comp.iloc[sorted(range(len(comp)), key=lambda r: order.get((comp.group.iloc[r], comp.term.iloc[r]), r))]
         comp.insert(0, "component", [component_label(self.design, g, t) for g, t in zip(comp.group, comp.term)])
         lines.append(comp.drop(columns=["group", "term"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         if self.design.family == "gaussian":
