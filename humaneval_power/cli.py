@@ -302,9 +302,11 @@ def _run_fit(args: argparse.Namespace) -> int:
         print(json.dumps(json_records(pd.DataFrame(fit_records(result)))))
     else:
         print(result.summary())
-        if out:
+        if out and data.family == "gaussian":
             print(f"\nwrote {out}: plan with `hepower likert power --params {out}"
                   + (" --comparison SYSTEM" if len(result.records) > 1 else "") + " ...`")
+        elif out:
+            print(f"\nwrote {out} (head-to-head parameters: log-odds intercept, sd_worker, sd_item)")
     return 0
 
 

@@ -200,7 +200,10 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
         else:
             res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, "w" in frame.columns, r_interval, nboot, seed)
     except RRuntimeError as exc:
-        raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1]}") from None
+        why = str(exc).strip().splitlines()[-1].strip()
+        hint = ("; the fit had not reached its optimum, so its profile is unusable: try --intervals boot or wald"
+                if "new, lower deviance" in why else "")
+        raise InputError(f"lme4 could not fit the model: {why}{hint}") from None
     return _raw_fit(res, family, intervals)
 
 

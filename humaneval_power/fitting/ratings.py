@@ -180,11 +180,13 @@ def read_judgments(
         raise InputError("only one system in the data: nothing to compare")
     rows = []
     base = order[0]
+    n_ties = 0
     for other in order[1:]:
         pair = ((f["system_a"] == base) & (f["system_b"] == other)) | ((f["system_a"] == other) & (f["system_b"] == base))
         sub = f[pair]
         won = pd.Series(winner, index=f.index)[pair] == other
         tie = is_tie[pair]
+        n_ties += int(tie.sum())
         keep = pd.DataFrame({"worker": sub["worker"], "item": sub["item"], "system": other,
                              "score": won.astype(float), "w": 1.0})
         if ties == "drop":
@@ -199,5 +201,5 @@ def read_judgments(
     if missing:
         raise InputError(f"no judgments pit the baseline {base!r} against {', '.join(missing)}")
     _check_spread(frame, "judgments")
-    notes = [f"ties {'dropped' if ties == 'drop' else 'split into half a win and half a loss'}: {int(is_tie.sum())} in the input"]
+    notes = [f"{n_ties} ties {'dropped' if ties == 'drop' else 'split into half a win and half a loss'}"]
     return PilotData(frame, order, "binomial", name, digest, tuple(notes), extra={"ties": ties})

@@ -297,3 +297,24 @@ def likert_sample_size(
     return solve_sample_size(
         lambda n: run_cells([cell(n)], n_sims, seed=seed, jobs=jobs)[0], target_power, vary, 2, big, max_power, reason
     )
+
+
+def simulate_long(
+    params: LikertParams, pairs: pd.DataFrame, effect: float, rng: np.random.Generator, baseline: str = "A",
+    other: str = "B",
+) -> pd.DataFrame:
+    """One simulated study in long format for any design: each (worker, item) row of ``pairs``
+    rates the item under both systems. Columns worker, item, system, score."""
+    workers = pd.factorize(pairs["worker"])[0]
+    items = pd.factorize(pairs["item"])[0]
+    n_w, n_i = workers.max() + 1, items.max() + 1
+    u, a = rng.normal(0, params.sd_worker_intercept, n_w), rng.normal(0, params.sd_worker_slope, n_w)
+    v, b = rng.normal(0, params.sd_item_intercept, n_i), rng.normal(0, params.sd_item_slope, n_i)
+    rows = []
+    for x, system in ((-0.5, baseline), (0.5, other)):
+        mean = params.intercept + u[workers] + v[items] + (effect + a[workers] + b[items]) * x
+        rows.append(pd.DataFrame({
+            "worker": pairs["worker"].astype(str).to_numpy(), "item": pairs["item"].astype(str).to_numpy(),
+            "system": system, "score": mean + rng.normal(0, params.sd_residual, len(pairs)),
+        }))
+    return pd.concat(rows, ignore_index=True)

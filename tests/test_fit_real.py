@@ -1,0 +1,191 @@
+"""`hepower fit` on the real data sets of ../shared/data, against independent references."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from humaneval_power.cli import main
+from humaneval_power.fitting.model import fit_pilot
+from humaneval_power.fitting.ratings import read_judgments, read_ratings
+from humaneval_power.params import SD_NAMES, load_params
+
+pytestmark = pytest.mark.r
+
+
+def expert(data_dir: Path, systems=("A", "F"), dimension: str = "consistency"):
+    return read_ratings(data_dir / "dialsummeval_expert" / "ratings.csv", where={"dimension": dimension},
+                        systems=list(systems) if systems else None, baseline="A", scale=(1, 5))
+
+
+def amt(data_dir: Path, systems=("A", "F")):
+    return read_ratings(data_dir / "dialsummeval_amt" / "ratings.csv", where={"dimension": "consistency"},
+                        systems=list(systems), baseline="A", scale=(1, 5))
+
+
+def _agree(a: dict, b: dict, tol: float = 1e-3) -> None:
+    for key in ("effect",) + SD_NAMES:
+        assert abs(a[key] - b[key]) < tol, (key, a[key], b[key])
+
+
+@pytest.mark.parametrize("dimension", ["consistency", "relevance", "fluency", "coherence"])
+def test_expert_two_systems_lme4_equals_statsmodels(lme4_backend, data_dir: Path, dimension: str) -> None:
+    data = expert(data_dir, dimension=dimension)
+    assert data.counts() == {"n_ratings": 600, "n_workers": 3, "n_items": 100, "n_systems": 2}
+    _agree(fit_pilot(data, "lme4").records[0], fit_pilot(data, "statsmodels").records[0])
+
+
+def test_lme4_matches_lmertest_printout(lme4_backend, data_dir: Path) -> None:
+    """The same model typed directly in R, on the raw file, read from summary()."""
+    ro = lme4_backend._r()
+    path = str(data_dir / "dialsummeval_expert" / "ratings.csv")
+    coefs = ro.r(f'''
+      d <- read.csv("{path}", colClasses = c(item = "character"))
+      d <- d[d$dimension == "consistency" & d$system %in% c("A", "F"), ]
+      d$score <- (d$score - 1) / 4
+      d$x <- ifelse(d$system == "F", 0.5, -0.5)
+      m <- lmerTest::lmer(score ~ x + (1 + x || worker) + (1 + x || item), data = d)
+      s <- summary(m)
+      c(s$coefficients["x", ], as.data.frame(lme4::VarCorr(m))$sdcor)
+    ''')
+    ref = np.asarray(list(coefs), float)
+    rec = fit_pilot(expert(data_dir), "lme4").records[0]
+    assert rec["effect"] == pytest.approx(ref[0], rel=1e-6)
+    assert rec["effect_se"] == pytest.approx(ref[1], rel=1e-5)
+    assert rec["df"] == pytest.approx(ref[2], rel=1e-4)
+    assert rec["p_value"] == pytest.approx(ref[4], rel=1e-4)
+    # VarCorr order: item x, item (Intercept), worker x, worker (Intercept), residual
+    ours = [rec["sd_item_slope"], rec["sd_item_intercept"], rec["sd_worker_slope"], rec["sd_worker_intercept"],
+            rec["sd_residual"]]
+    np.testing.assert_allclose(ours, ref[5:], rtol=1e-5)
+    # the values printed by lmerTest for this model (R 4.2.2, lme4 1.1-31, lmerTest 3.1-3)
+    assert (round(rec["effect"], 6), round(rec["effect_se"], 6), round(rec["df"], 4)) == (-0.138333, 0.040481, 2.8176)
+
+
+def test_sparse_crowd_fit_reports_boundary(lme4_backend, data_dir: Path) -> None:
+    data = amt(data_dir)
+    assert data.counts()["n_workers"] > 100
+    a, b = fit_pilot(data, "lme4"), fit_pilot(data, "statsmodels")
+    _agree(a.records[0], b.records[0])
+    assert a.raw.singular and b.raw.singular
+    assert set(a.zero_components) == {"item intercept", "item slope of F vs A"}
+    assert a.zero_components == b.zero_components
+    assert "singular fit: estimated at zero" in a.summary()
+
+
+def test_simplify_drops_zero_components_step_by_step(lme4_backend, data_dir: Path) -> None:
+    res = fit_pilot(amt(data_dir), "lme4", simplify=True)
+    assert [g for g, _, _ in res.dropped] == ["item", "item"]
+    assert len(res.steps) == 2 and not res.raw.singular
+    full = fit_pilot(amt(data_dir), "lme4").records[0]
+    assert res.records[0]["effect"] == pytest.approx(full["effect"], abs=1e-6)
+
+
+def test_fit_then_plan_round_trip(lme4_backend, data_dir: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    src = data_dir / "dialsummeval_expert" / "ratings.csv"
+    out = tmp_path / "p.json"
+    assert main(["fit", str(src), "--where", "dimension=relevance", "--systems", "A", "F", "--scale", "1", "5",
+                 "-o", str(out), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    for key in ("backend", "system", "baseline", "n_ratings", "n_workers", "n_items", "effect", "effect_se", "df",
+                "p_value", "sd_worker_intercept", "sd_worker_slope", "sd_item_intercept", "sd_item_slope",
+                "sd_residual", "singular"):
+        assert key in rec
+    params = load_params(out)
+    assert params.sd_item_slope == pytest.approx(rec["sd_item_slope"])
+    assert params.provenance["sha256"] and params.provenance["n_ratings"] == 600
+    assert main(["likert", "power", "--params", str(out), "--workers", "3", "5", "--items", "100",
+                 "--effect", "0.1", "--sims", "300", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert len(table) == 2 and all(0 <= r["power"] <= 1 for r in table)
+
+
+@pytest.mark.slow
+def test_expert_all_systems_against_baseline(lme4_backend, data_dir: Path, tmp_path: Path) -> None:
+    data = expert(data_dir, systems=None)
+    a = fit_pilot(data, "lme4")
+    assert len(a.records) == 13 and {r["baseline"] for r in a.records} == {"A"}
+    b = fit_pilot(data, "statsmodels")
+    for ra, rb in zip(a.records, b.records):
+        _agree(ra, rb)
+    doc = a.to_params_file()
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(doc))
+    f = load_params(path, "F")
+    assert f.effect == pytest.approx(next(r for r in a.records if r["system"] == "F")["effect"])
+
+
+def test_wmt13_head_to_head_glmm(lme4_backend, data_dir: Path) -> None:
+    path = data_dir / "wmt13_fren_rankings" / "pairs.csv"
+    base, other = "uedin-wmt13.2838", "uedin-heafield-unconstrained.2755"
+    data = read_judgments(path, worker="judge", item="segment", where={"split": "train"}, baseline=base,
+                          systems=[base, other])
+    rec = fit_pilot(data, "lme4").records[0]
+    ro = lme4_backend._r()
+    sub = data.frame
+    ro.globalenv["hp_y"] = ro.FloatVector(sub.score.tolist())
+    ro.globalenv["hp_w"] = ro.StrVector(sub.worker.tolist())
+    ro.globalenv["hp_i"] = ro.StrVector(sub["item"].tolist())
+    ref = np.asarray(list(ro.r('''
+      m <- lme4::glmer(hp_y ~ 1 + (1 | hp_w) + (1 | hp_i), family = binomial)
+      c(lme4::fixef(m), sqrt(diag(vcov(m))), as.data.frame(lme4::VarCorr(m))$sdcor)
+    ''')), float)
+    assert rec["effect"] == pytest.approx(ref[0], rel=1e-4)
+    assert rec["effect_se"] == pytest.approx(ref[1], rel=1e-3)
+    assert sorted([rec["sd_worker"], rec["sd_item"]]) == pytest.approx(sorted(ref[2:4]), abs=1e-4)
+    raw = sub.score.mean()
+    assert (rec["p_win"] - 0.5) * (raw - 0.5) > 0  # same side of 1/2 as the raw win share
+
+
+def test_pymer4_interop_reads_an_lme4_fit(lme4_backend, data_dir: Path) -> None:
+    """A pymer4-shaped object holding an R lmerMod fitted on pymer4_frame with pymer4_formula."""
+    from humaneval_power.fitting.lme4 import _data_frame
+    from humaneval_power.fitting.pymer4_interop import from_pymer4, pymer4_formula, pymer4_frame
+
+    data = expert(data_dir)
+    frame = pymer4_frame(data)
+    ro = lme4_backend._r()
+    ro.globalenv["hp_df"] = ro.DataFrame({
+        "worker": ro.StrVector(frame.worker.tolist()), "item": ro.StrVector(frame["item"].tolist()),
+        "x": ro.FloatVector(frame.x.tolist()), "score": ro.FloatVector(frame.score.tolist())})
+    model = ro.r(f"lme4::lmer({pymer4_formula(data)}, data = hp_df)")
+    fake = SimpleNamespace(model_obj=model, formula=pymer4_formula(data).replace(" ", ""), fitted=True)
+    rec = from_pymer4(fake, data).records[0]
+    ref = fit_pilot(data, "lme4").records[0]
+    for key in ("effect", "effect_se", "df") + SD_NAMES:
+        assert rec[key] == pytest.approx(ref[key], rel=1e-6)
+    with pytest.raises(Exception, match="formula"):
+        from_pymer4(SimpleNamespace(model_obj=model, formula="score~x+(1|worker)"), data)
+
+
+def test_real_pymer4_if_it_imports(lme4_backend, data_dir: Path) -> None:
+    try:
+        from pymer4.models import Lmer  # type: ignore[import-not-found]
+    except Exception as exc:  # noqa: BLE001 - any import failure means: not here
+        pytest.skip(f"pymer4 does not import here ({exc.__class__.__name__}: {exc})")
+    from humaneval_power.fitting.pymer4_interop import from_pymer4, pymer4_formula, pymer4_frame
+
+    data = expert(data_dir)
+    model = Lmer(pymer4_formula(data), data=pymer4_frame(data))
+    model.fit(summarize=False)
+    rec = from_pymer4(model, data).records[0]
+    assert rec["effect"] == pytest.approx(fit_pilot(data, "lme4").records[0]["effect"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_bambi_medians_inside_lme4_intervals(lme4_backend, data_dir: Path) -> None:
+    pytest.importorskip("bambi", reason="bambi not installed (extra `bayes`)")
+    data = expert(data_dir)
+    ref = fit_pilot(data, "lme4", intervals="profile").records[0]
+    bayes = fit_pilot(data, "bambi", draws=1000, chains=2, seed=3)
+    rec = bayes.records[0]
+    for key in SD_NAMES:
+        lo, hi = ref["intervals"][key]
+        assert lo <= rec[key] <= hi, (key, lo, rec[key], hi)
+    doc = bayes.to_params_doc()
+    assert len(doc["posterior_draws"]["sd_worker_slope"]) == 2000
