@@ -14,6 +14,7 @@ import argparse
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_ratings
@@ -45,8 +46,9 @@ def recovery(design: str, reps: int, intervals: str, seed: int = 2026) -> pd.Dat
         rec = fit_pilot(data, "lme4", intervals=intervals).records[0]
         est.append([rec["effect"]] + [rec[k] for k in SD_NAMES])
         ci = rec["intervals"]
-        low.append([rec["effect"] - 1.96 * rec["effect_se"]] + [ci[k][0] for k in SD_NAMES])
-        high.append([rec["effect"] + 1.96 * rec["effect_se"]] + [ci[k][1] for k in SD_NAMES])
+        half = stats.t.isf(0.025, rec["df"]) * rec["effect_se"]  # Satterthwaite t interval
+        low.append([rec["effect"] - half] + [ci[k][0] for k in SD_NAMES])
+        high.append([rec["effect"] + half] + [ci[k][1] for k in SD_NAMES])
     est, low, high = np.array(est), np.array(low), np.array(high)
     names = ["effect"] + list(SD_NAMES)
     truth = np.array([EFFECT] + [getattr(TRUTH, k) for k in SD_NAMES])
@@ -69,8 +71,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--intervals", default="wald", choices=("wald", "profile"))
+    ap.add_argument("--seed", type=int, default=2026)
     args = ap.parse_args()
-    table = pd.concat([recovery(d, args.reps, args.intervals) for d in ("crossed", "sparse")])
+    table = pd.concat([recovery(d, args.reps, args.intervals, args.seed) for d in ("crossed", "sparse")])
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
 

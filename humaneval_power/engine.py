@@ -313,8 +313,9 @@ class SampleSizeResult:
 
     ``n`` is where the power estimate first reaches the target; ``n_low`` /
     ``n_high`` are where the upper / lower 95% bound first reach it (equal to
-    ``n`` for exact methods). When the target is unattainable, ``n`` is None
-    and ``reason`` says why; ``max_power`` is the power's limit as n grows.
+    ``n`` for exact methods). When the target is unattainable, ``n`` is None,
+    ``reason`` says why and ``at_n`` is the best design tried; ``max_power`` is
+    the power's limit as n grows without bound.
     """
 
     vary: str
@@ -384,14 +385,18 @@ def solve_sample_size(
     vary: str,
     lo: int,
     hi: int,
-    max_power: float,
-    cap_reason: str,
+    limit_power: float,
+    limit_reason: str,
 ) -> SampleSizeResult:
-    """Smallest n in [lo, hi] whose power reaches ``target`` (with CI-based range)."""
+    """Smallest n in [lo, hi] whose power reaches ``target`` (with a CI-based range).
+
+    Power need not be monotone in n (with few workers, boundary fits make the
+    Satterthwaite test's power fall as items are added), so the search walks a
+    doubling grid to the first n that reaches the target and bisects below it;
+    ``limit_power`` (the power as n grows without bound) only explains failure.
+    """
     if not 0 < target < 1:
         raise InputError(f"target power must be in (0, 1), got {target!r}")
-    if max_power < target:
-        return SampleSizeResult(vary, target, None, None, None, False, max_power, cap_reason, None)
     cache: dict[int, PowerResult] = {}
 
     def at(n: int) -> PowerResult:
@@ -401,8 +406,10 @@ def solve_sample_size(
 
     n = smallest_n(lambda k: at(k).power >= target, lo, hi)
     if n is None:
-        reason = f"power stays below {target:g} up to {vary} = {hi} (the search limit); the limit as {vary} grow is {max_power:.3f}"
-        return SampleSizeResult(vary, target, None, None, None, False, max_power, reason, at(hi))
+        best = max(cache, key=lambda k: cache[k].power)
+        reason = (f"power stays below {target:g} for every number of {vary} tried from {lo} to {hi} "
+                  f"(highest {cache[best].power:.3f} at {best}); {limit_reason}")
+        return SampleSizeResult(vary, target, None, None, None, False, limit_power, reason, cache[best])
     n_low = smallest_n(lambda k: at(k).ci_high >= target, lo, n)
     n_high = smallest_n(lambda k: at(k).ci_low >= target, n, hi)
-    return SampleSizeResult(vary, target, n, n_low, n_high, True, max_power, "", at(n))
+    return SampleSizeResult(vary, target, n, n_low, n_high, True, limit_power, "", at(n))

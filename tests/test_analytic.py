@@ -69,3 +69,28 @@ def test_analytic_agrees_with_fast_where_boundary_is_rare(test: str) -> None:
         a = LikertScenario(params, 20, 20, cell.effect, "analytic", test).exact()
         assert f.n_singular / n < 0.01
         assert abs(f.power - a.power) < mc_tolerance(a.power, n)
+
+
+def test_sample_size_is_the_smallest_reaching_target() -> None:
+    from humaneval_power.scenarios.likert import likert_sample_size
+
+    params = get_preset("card2020-low")
+    r = likert_sample_size(params, 0.1, workers=10, method="analytic")
+
+    def power(n: int) -> float:
+        return LikertScenario(params, 10, n, 0.1, "analytic").exact().power
+
+    assert r.attainable and power(r.n) >= 0.8 > power(r.n - 1)
+    assert r.n_low == r.n_high == r.n
+
+
+def test_unattainable_target_reports_the_limit() -> None:
+    """With W workers, Var(effect) -> sd_worker_slope^2 / W and df -> W - 1 as items grow."""
+    from humaneval_power.scenarios.likert import likert_sample_size
+
+    params = get_preset("card2020-high")
+    r = likert_sample_size(params, 0.1, workers=3, method="analytic")
+    limit = stats.nct.sf(stats.t.isf(0.025, 2), 2, 0.1 * math.sqrt(3) / params.sd_worker_slope)
+    assert not r.attainable and r.n is None
+    assert r.max_power == pytest.approx(limit, abs=1e-4)
+    assert "add workers" in r.reason

@@ -117,7 +117,7 @@ def _wald_intervals(theta: np.ndarray, sigma: float, vcov: np.ndarray, level: fl
         if sd <= 1e-4 * sigma or not np.isfinite(var) or var <= 0:
             out.append((0.0 if sd <= 1e-4 * sigma else float("nan"), float("nan")))
             continue
-        half = z * np.sqrt(var) / sd
+        half = min(z * np.sqrt(var) / sd, 700.0)  # exp() of more overflows: the interval is [0, inf) anyway
         out.append((sd * float(np.exp(-half)), sd * float(np.exp(half))))
     return out
 

@@ -290,9 +290,9 @@ def likert_sample_size(
     max_power = run_cells([limit], n_sims, seed=seed)[0].power
     sd_name = "sd_worker_slope" if vary == "items" else "sd_item_slope"
     reason = (
-        f"with {fixed} {fixed_name}, the {sd_name} ({getattr(params, sd_name):g}) keeps the variance of the "
-        f"effect estimate above {sd_name}^2/{fixed_name}, so power cannot exceed {max_power:.3f} however many "
-        f"{vary}; add {fixed_name} instead"
+        f"as {vary} grow, power tends to {max_power:.3f}: with {fixed} {fixed_name} the {sd_name} "
+        f"({getattr(params, sd_name):.3g}) keeps the variance of the effect estimate above "
+        f"{sd_name}^2/{fixed_name}; add {fixed_name} instead"
     )
     return solve_sample_size(
         lambda n: run_cells([cell(n)], n_sims, seed=seed, jobs=jobs)[0], target_power, vary, 2, big, max_power, reason
