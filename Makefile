@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	$(MAKE) --no-print-directory r-setup
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bayes]'
 	@if command -v R >/dev/null 2>&1; then $(PY) -m pip install -q -e '.[r]'; \
 	  else echo "NOTE: R not found: rpy2 not installed, lme4 backend unavailable"; fi
 	touch $(STAMP)
@@ -48,9 +48,11 @@ test-all: setup
 
 bench: setup
 	$(PY) benchmarks/bench_likert.py
+	$(PY) benchmarks/bench_fit.py
 
 example: setup
 	$(PY) examples/fig6_card2020.py
+	$(PY) examples/fit_then_plan.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
