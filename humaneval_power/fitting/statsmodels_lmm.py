@@ -50,6 +50,31 @@ def fit_crossed_many(columns: dict[str, np.ndarray], responses: np.ndarray, reml
     return pd.DataFrame(rows, columns=["estimate", "se", "df", "singular", "failed", "warned"]).astype(float)
 
 
+def _start_from_pairs(frame: pd.DataFrame, columns: tuple[str, ...], names: list[str]):
+    """Starting values for the treatment-coded model from one two-system fit per comparison."""
+    from statsmodels.regression.mixed_linear_model import MixedLMParams
+
+    slope: dict[str, float] = {}
+    icpt: dict[str, list[float]] = {"worker": [], "item": []}
+    scales = []
+    for col in columns:
+        others = [c for c in columns if c != col]
+        rows = (frame[others] == 0).all(axis=1)
+        pair = frame.loc[rows, ["worker", "item", "score"]].assign(x=frame.loc[rows, col] - 0.5)
+        fit = fit_lmm_statsmodels(pair, ("x",))
+        sd = fit.components.set_index(["group", "term"])["sd"]
+        for g in ("worker", "item"):
+            slope[f"{g}|{col}"] = float(sd[(g, "x")]) ** 2
+            icpt[g].append(max(float(sd[(g, "(Intercept)")]) ** 2 - float(sd[(g, "x")]) ** 2 / 4, 0.0))
+        scales.append(fit.sigma**2)
+    scale = float(np.mean(scales))
+    var = {**slope, **{f"{g}|(Intercept)": float(np.mean(v)) for g, v in icpt.items()}}
+    vcomp = np.array([max(var[n], 1e-4 * scale) / scale for n in names])
+    x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in columns])
+    fe = np.linalg.lstsq(x, frame["score"].to_numpy(float), rcond=None)[0]
+    return MixedLMParams.from_components(fe, cov_re=np.zeros((0, 0)), vcomp=vcomp)
+
+
 def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: frozenset = frozenset()) -> "RawFit":
     """REML fit of the crossed model as variance components (no R; z tests; no SD intervals).
 
@@ -74,15 +99,21 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
         warnings.simplefilter("always")
         model = MixedLM.from_formula(fixed, frame, groups=np.ones(len(frame)), vc_formula=vc, re_formula="0",
                                      use_sparse=True)
-        # Gradient methods alone stop far from the optimum on crossed designs (seen on DialSummEval
-        # AMT: REML criterion -362.5 vs -397.4); Powell gets there, L-BFGS then polishes.
-        res = model.fit(reml=True, method=["powell"], maxiter=20_000)
-        try:
-            polished = model.fit(reml=True, method=["lbfgs"], start_params=res.params_object, maxiter=5_000)
-            if polished.llf > res.llf:
-                res = polished
-        except (np.linalg.LinAlgError, ValueError):
-            pass
+        if len(columns) > 1 and not dropped:
+            # Many components: Powell is too slow (>10 min for 28 on DialSummEval); start L-BFGS
+            # from the two-system fits of each comparison instead.
+            start = _start_from_pairs(frame, columns, list(model.exog_vc.names))
+            res = model.fit(reml=True, method=["lbfgs"], start_params=start, maxiter=5_000)
+        else:
+            # Gradient methods alone stop far from the optimum on crossed designs (seen on DialSummEval
+            # AMT: REML criterion -362.5 vs -397.4); Powell gets there, L-BFGS then polishes.
+            res = model.fit(reml=True, method=["powell"], maxiter=20_000)
+            try:
+                polished = model.fit(reml=True, method=["lbfgs"], start_params=res.params_object, maxiter=5_000)
+                if polished.llf > res.llf:
+                    res = polished
+            except (np.linalg.LinAlgError, ValueError):
+                pass
     names = list(model.exog_vc.names)
     sds = dict(zip(names, np.sqrt(np.maximum(np.asarray(res.vcomp), 0.0))))
     sigma = float(np.sqrt(res.scale))
