@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import BackendUnavailableError, HepowerError, InputError
+from .errors import BackendUnavailableError, HepowerError, InputError, NotAttainableError
 from .io import PLOT_FORMATS, check_output_path, json_records, write_table
 from .params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from .scenarios.likert import METHODS, likert_power, likert_sample_size
@@ -129,6 +129,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_params_options(size)
     _add_common(size, 2000)
 
+    h2h = sub.add_parser("h2h", help="head-to-head (pairwise preference) studies")
+    hsub = h2h.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    hpow = hsub.add_parser("power", help="power of independent judgments (--n) or of a GLMM design (--params)")
+    hpow.add_argument("--n", type=_number_list(int, "--n"), nargs="+", help="independent judgments")
+    hpow.add_argument("--p-win", type=_number_list(_float, "--p-win"), nargs="+", help="P(B preferred)")
+    hpow.add_argument("--p-tie", type=_number_list(_float, "--p-tie"), nargs="+", default=[[0.0]])
+    hpow.add_argument("--ties", choices=("drop", "split"), default="drop")
+    hpow.add_argument("--method", choices=("exact", "simulate", "lme4"), default=None,
+                      help="exact or simulate (independent; default exact), lme4 (GLMM)")
+    _add_h2h_mixed(hpow, many=True)
+    hpow.add_argument("--out", metavar="FILE", help="write the table (.csv, .json, .parquet)")
+    hsize = hsub.add_parser("size", help="smallest n (independent) or number of items (GLMM) for a target power")
+    hsize.add_argument("--p-win", type=_float, help="P(B preferred)")
+    hsize.add_argument("--p-tie", type=_float, default=0.0)
+    hsize.add_argument("--ties", choices=("drop", "split"), default="drop")
+    hsize.add_argument("--target-power", type=_float, default=0.8)
+    _add_h2h_mixed(hsize, many=False)
+    hmde = hsub.add_parser("mde", help="smallest p_win detectable with n independent judgments")
+    hmde.add_argument("--n", type=int, required=True)
+    hmde.add_argument("--p-tie", type=_float, default=0.0)
+    hmde.add_argument("--ties", choices=("drop", "split"), default="drop")
+    hmde.add_argument("--target-power", type=_float, default=0.8)
+    hmde.add_argument("--alpha", type=_float, default=0.05)
+    hmde.add_argument("--json", action="store_true")
+
     fit = sub.add_parser("fit", help="fit pilot data (ratings or head-to-head judgments) and export parameters")
     fit.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating or judgment")
     for role in ("worker", "item", "system", "score"):
@@ -155,6 +180,122 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
     return parser
+
+
+def _add_h2h_mixed(p: argparse.ArgumentParser, many: bool) -> None:
+    g = p.add_argument_group("repeated judgments (logistic GLMM, lme4)")
+    g.add_argument("--params", metavar="FILE", help="head-to-head parameter file (`hepower fit --family binomial`)")
+    g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
+    g.add_argument("--sd-worker", type=_float, help="worker SD on the log-odds scale")
+    g.add_argument("--sd-item", type=_float, help="item SD on the log-odds scale")
+    if many:
+        g.add_argument("--workers", type=_number_list(int, "--workers"), nargs="+")
+        g.add_argument("--items", type=_number_list(int, "--items"), nargs="+")
+        g.add_argument("--judgments-per-item", type=_number_list(int, "--judgments-per-item"), nargs="+",
+                       help="workers judging each item (default: all)")
+        g.add_argument("--effect", type=_number_list(_float, "--effect"), nargs="+",
+                       help="P(B preferred) for a typical worker and item")
+        g.add_argument("--log-odds", type=_number_list(_float, "--log-odds"), nargs="+", help="the effect as log-odds")
+        g.add_argument("--checkpoint", metavar="FILE")
+    else:
+        g.add_argument("--workers", type=int)
+        g.add_argument("--judgments-per-item", type=int)
+        g.add_argument("--effect", type=_float, help="P(B preferred) for a typical worker and item")
+        g.add_argument("--log-odds", type=_float)
+    g.add_argument("--test", choices=("z", "lrt"), default="z")
+    p.add_argument("--alpha", type=_float, default=0.05)
+    p.add_argument("--sims", type=int, default=None, help="simulations (default 10000 independent, 300 GLMM)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+
+
+def _h2h_params(args: argparse.Namespace) -> Any:
+    from .params import H2HParams, load_h2h_params
+
+    if args.params:
+        if args.sd_worker is not None or args.sd_item is not None:
+            raise InputError("give --params or --sd-worker/--sd-item, not both")
+        return load_h2h_params(args.params, args.comparison)
+    if args.sd_worker is None or args.sd_item is None:
+        raise InputError("a GLMM design needs --params FILE or both --sd-worker and --sd-item")
+    return H2HParams(args.sd_worker, args.sd_item, name="command-line")
+
+
+def _is_mixed(args: argparse.Namespace) -> bool:
+    return any(getattr(args, k, None) is not None for k in ("params", "sd_worker", "sd_item", "workers"))
+
+
+def _emit(table: pd.DataFrame, args: argparse.Namespace, columns: Sequence[str]) -> None:
+    if getattr(args, "out", None):
+        write_table(table, check_output_path(args.out))
+    if args.json:
+        print(json.dumps(json_records(table)))
+    else:
+        _print_table(table, columns)
+
+
+def _run_h2h(args: argparse.Namespace) -> int:
+    from .scenarios import headtohead as h
+
+    if args.action == "mde":
+        try:
+            rec = h.h2h_mde(args.n, args.p_tie, args.target_power, args.ties, args.alpha)
+        except NotAttainableError as exc:
+            rec = {"n": args.n, "p_tie": args.p_tie, "ties": args.ties, "p_win": None, "mde": None,
+                   "power_at_mde": None, "reason": f"{exc}: {exc.reason}"}
+        _emit(pd.DataFrame([rec]), args, list(rec))
+        return 0
+    if getattr(args, "out", None):
+        check_output_path(args.out)
+    sims = args.sims
+    if sims is not None and sims < 1:
+        raise InputError(f"--sims must be a positive integer, got {sims}")
+    if args.action == "size":
+        if _is_mixed(args):
+            if args.workers is None:
+                raise InputError("give --workers for a GLMM design")
+            params = _h2h_params(args)
+            r = h.h2h_mixed_sample_size(params, h.effect_to_log_odds(args.effect, args.log_odds), args.workers,
+                                        args.judgments_per_item, args.target_power, args.test, args.alpha,
+                                        sims or 300, args.seed, args.jobs)
+        else:
+            if args.p_win is None:
+                raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")
+            r = h.h2h_sample_size(args.p_win, args.p_tie, args.target_power, args.ties, args.alpha)
+        if args.json:
+            print(json.dumps(json_records(pd.DataFrame([r.record()]))))
+        else:
+            print(r)
+        return 0
+    bar = _ProgressBar(enabled=True)
+    try:
+        if _is_mixed(args):
+            if not args.workers or not args.items:
+                raise InputError("a GLMM design needs --workers and --items")
+            if args.method not in (None, "lme4"):
+                raise InputError("repeated judgments are simulated with --method lme4")
+            params = _h2h_params(args)
+            effects = _flatten(args.effect)
+            odds = _flatten(args.log_odds)
+            if (effects is None) == (odds is None):
+                raise InputError("give the effect as --effect (a probability) or --log-odds, not both")
+            log_odds = odds if odds is not None else [h.effect_to_log_odds(p, None) for p in effects]
+            table = h.h2h_mixed_power(params, _flatten(args.workers), _flatten(args.items), log_odds,
+                                      _flatten(args.judgments_per_item) or [None], args.test, args.alpha,
+                                      sims or 300, args.seed, args.jobs, bar, args.checkpoint)
+            columns = ["workers", "items", "judgments_per_item", "effect", "p_win", "power", "ci_low", "ci_high",
+                       "type_s", "type_m", "n_failed", "n_singular", "n_warnings"]
+        else:
+            if not args.n or not args.p_win:
+                raise InputError("give --n and --p-win (independent judgments) or --params/--workers (GLMM)")
+            table = h.h2h_power(_flatten(args.n), _flatten(args.p_win), _flatten(args.p_tie), args.ties,
+                                args.method or "exact", args.alpha, sims or 10_000, args.seed, args.jobs, bar)
+            columns = ["n", "p_win", "p_tie", "ties", "method", "power", "ci_low", "ci_high", "type_s", "type_m"]
+    finally:
+        bar.close()
+    _emit(table, args, columns)
+    return 0
 
 
 class _ProgressBar:
@@ -314,10 +455,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hepower`` console script."""
     try:
         args = build_parser().parse_args(argv)
-        if getattr(args, "sims", 1) < 1:
+        if (getattr(args, "sims", 1) or 1) < 1:
             raise InputError(f"--sims must be a positive integer, got {args.sims}")
         if args.command == "fit":
             return _run_fit(args)
+        if args.command == "h2h":
+            return _run_h2h(args)
         handler = {("likert", "power"): _run_likert_power, ("likert", "size"): _run_likert_size}
         return handler[(args.command, args.action)](args)
     except (InputError, BackendUnavailableError, HepowerError) as exc:

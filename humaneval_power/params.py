@@ -217,3 +217,46 @@ def save_params(params: LikertParams, path: str | Path) -> None:
     from .io import write_text_atomic
 
     write_text_atomic(Path(path), json.dumps(params.to_json(), indent=2) + "\n")
+
+
+H2H_SCHEMA = "humaneval-power/h2h-params"
+
+
+@dataclass(frozen=True)
+class H2HParams:
+    """Head-to-head GLMM parameters: worker and item SDs on the log-odds scale.
+
+    ``intercept`` is a fitted log-odds that B beats A (kept for reference; plans
+    choose their own effect).
+    """
+
+    sd_worker: float
+    sd_item: float
+    intercept: float | None = None
+    name: str = "custom"
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key in ("sd_worker", "sd_item"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise InputError(f"{key} must be a finite number >= 0, got {value!r}")
+
+    @classmethod
+    def from_json(cls, doc: Any, source: str = "parameter file") -> H2HParams:
+        if not isinstance(doc, dict) or doc.get("schema") != H2H_SCHEMA:
+            family = doc.get("family") if isinstance(doc, dict) else None
+            raise InputError(f"{source}: not a head-to-head parameter file (family {family!r}); "
+                             "fit one with `hepower fit --family binomial`")
+        try:
+            return cls(sd_worker=doc["sd_worker"], sd_item=doc["sd_item"], intercept=doc.get("intercept"),
+                       name=str(doc.get("name", "custom")), provenance=dict(doc.get("provenance") or {}))
+        except KeyError as exc:
+            raise InputError(f"{source}: missing {exc.args[0]}") from None
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
+
+
+def load_h2h_params(path: str | Path, comparison: str | None = None) -> H2HParams:
+    """Read a head-to-head parameter file (``comparison`` picks one from a set)."""
+    return H2HParams.from_json(read_params_doc(path, comparison), source=str(path))

@@ -58,3 +58,39 @@ hepower_versions <- function() {
     lme4 = as.character(packageVersion("lme4")),
     lmerTest = as.character(packageVersion("lmerTest")))
 }
+
+# Logistic GLMM y ~ 1 + (1 | worker) + (1 | item) fitted to every column of Y.
+# Returns an S x 6 matrix: estimate, se, p_lrt (NA unless lrt), singular, failed, warned.
+# The LRT compares with the model whose intercept is fixed at 0 (log-odds 0: no preference).
+hepower_refit_glmm <- function(data, Y, lrt) {
+  S <- ncol(Y)
+  out <- matrix(NA_real_, nrow = S, ncol = 6,
+                dimnames = list(NULL, c("estimate", "se", "p_lrt", "singular", "failed", "warned")))
+  for (j in seq_len(S)) {
+    warned <- FALSE
+    data$y <- Y[, j]
+    res <- tryCatch(
+      withCallingHandlers({
+        m <- lme4::glmer(y ~ 1 + (1 | worker) + (1 | item), data = data, family = binomial)
+        p <- NA_real_
+        if (lrt) {
+          m0 <- lme4::glmer(y ~ 0 + (1 | worker) + (1 | item), data = data, family = binomial)
+          stat <- max(deviance(m0) - deviance(m), 0)
+          p <- pchisq(stat, df = 1, lower.tail = FALSE)
+        }
+        c(lme4::fixef(m)[[1]], sqrt(vcov(m)[1, 1]), p, lme4::isSingular(m))
+      }, warning = function(w) {
+        warned <<- TRUE
+        invokeRestart("muffleWarning")
+      }, message = function(msg) invokeRestart("muffleMessage")),
+      error = function(e) NULL)
+    if (is.null(res)) {
+      out[j, "failed"] <- 1
+    } else {
+      out[j, 1:4] <- res
+      out[j, "failed"] <- 0
+    }
+    out[j, "warned"] <- as.numeric(warned)
+  }
+  out
+}

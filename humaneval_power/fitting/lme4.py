@@ -85,12 +85,31 @@ def refit_many(
     ``columns`` are the design columns (integer arrays become factors).
     Returns estimate, se, df, singular, failed, warned per fit.
     """
+    res = _r().r["hepower_refit"](_data_frame(columns), _r_matrix(responses), formula, coef, reml, satterthwaite)
+    return _matrix_frame(res, ["estimate", "se", "df", "singular", "failed", "warned"])
+
+
+def refit_glmm_many(columns: dict[str, np.ndarray], responses: np.ndarray, lrt: bool) -> pd.DataFrame:
+    """Logistic GLMM ``y ~ 1 + (1|worker) + (1|item)`` on each column of 0/1 ``responses``, inside R.
+
+    Returns estimate, se, p_lrt (NaN unless ``lrt``), singular, failed, warned per fit.
+    """
     ro = _r()
-    y = np.asarray(responses, dtype=float)
-    ymat = ro.r["matrix"](ro.FloatVector(y.ravel(order="F").tolist()), nrow=y.shape[0])
-    res = ro.r["hepower_refit"](_data_frame(columns), ymat, formula, coef, reml, satterthwaite)
-    arr = np.asarray(list(res), dtype=float).reshape((y.shape[1], 6), order="F")
-    return pd.DataFrame(arr, columns=["estimate", "se", "df", "singular", "failed", "warned"])
+    res = ro.r["hepower_refit_glmm"](_data_frame(columns), _r_matrix(responses), lrt)
+    return _matrix_frame(res, ["estimate", "se", "p_lrt", "singular", "failed", "warned"])
+
+
+def _r_matrix(values: np.ndarray) -> Any:
+    """A numeric R matrix (column-major) from a 2-D array."""
+    ro = _r()
+    y = np.asarray(values, dtype=float)
+    return ro.r["matrix"](ro.FloatVector(y.ravel(order="F").tolist()), nrow=y.shape[0])
+
+
+def _matrix_frame(res: Any, columns: list[str]) -> pd.DataFrame:
+    """An R matrix with one row per fit as a DataFrame."""
+    arr = np.asarray(list(res), dtype=float)
+    return pd.DataFrame(arr.reshape((-1, len(columns)), order="F"), columns=columns)
 
 
 def _get(res: Any, name: str) -> Any:
