@@ -86,7 +86,7 @@ hepower_fit_glmm <- function(data, formula, weighted, intervals, nboot, seed) {
     theta_names = names(lme4::getME(m, "theta")),
     singular = lme4::isSingular(m),
     warnings = get("w", envir = warns),
-    criterion = deviance(m),
+    criterion = -2 * as.numeric(logLik(m)),
     ci = ci
   )
 }

@@ -75,7 +75,7 @@ hepower_refit_glmm <- function(data, Y, lrt) {
         p <- NA_real_
         if (lrt) {
           m0 <- lme4::glmer(y ~ 0 + (1 | worker) + (1 | item), data = data, family = binomial)
-          stat <- max(deviance(m0) - deviance(m), 0)
+          stat <- max(2 * (as.numeric(logLik(m)) - as.numeric(logLik(m0))), 0)
           p <- pchisq(stat, df = 1, lower.tail = FALSE)
         }
         c(lme4::fixef(m)[[1]], sqrt(vcov(m)[1, 1]), p, lme4::isSingular(m))

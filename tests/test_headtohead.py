@@ -1,0 +1,148 @@
+"""Head-to-head studies: exact sign-test power, simulation, solvers, the GLMM, bad input."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from humaneval_power.cli import main
+from humaneval_power.engine import run_cells
+from humaneval_power.params import H2HParams
+from humaneval_power.scenarios.headtohead import (
+    IndependentJudgments,
+    MixedJudgments,
+    h2h_mde,
+    h2h_power,
+    h2h_sample_size,
+)
+from humaneval_power.significance.binomial import exact_power, sign_test
+
+from .conftest import mc_tolerance
+
+
+def test_card2020_figure1_numbers() -> None:
+    t = h2h_power([100, 25], [0.65])
+    assert t.power.round(4).tolist() == [0.8276, 0.3061]
+
+
+def test_sign_test_equals_scipy_binomtest() -> None:
+    for w, t, lo in [(60, 0, 40), (13, 5, 2), (0, 3, 0), (7, 0, 8)]:
+        p, _ = sign_test(np.array([w]), np.array([t]), np.array([lo]), "drop", 0.05)
+        ref = stats.binomtest(w, w + lo, 0.5).pvalue if w + lo else 1.0
+        assert p[0] == pytest.approx(ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("ties", ["drop", "split"])
+@pytest.mark.parametrize("n,p_win,p_tie", [(25, 0.65, 0.0), (100, 0.65, 0.0), (150, 0.45, 0.2), (80, 0.3, 0.3)])
+def test_exact_equals_simulation(ties: str, n: int, p_win: float, p_tie: float) -> None:
+    sims = 100_000
+    exact = IndependentJudgments(n, p_win, p_tie, ties, "exact").exact()
+    sim = run_cells([IndependentJudgments(n, p_win, p_tie, ties, "simulate")], sims, seed=4)[0]
+    assert abs(sim.power - exact.power) < mc_tolerance(exact.power, sims)
+    assert abs(sim.type_m - exact.type_m) < 0.02 * exact.type_m
+    assert abs(sim.type_s - exact.type_s) < mc_tolerance(max(exact.type_s, 1e-3), max(int(sims * exact.power), 1))
+
+
+def test_null_rejection_is_at_most_alpha() -> None:
+    for ties in ("drop", "split"):
+        rate, type_s, type_m = exact_power(300, 0.4, 0.2, ties)
+        assert rate <= 0.05 and np.isnan(type_s) and np.isnan(type_m)
+
+
+def test_one_million_judgments() -> None:
+    power, _, _ = exact_power(1_000_000, 0.401, 0.2, "drop")
+    # normal approximation of the same test as an independent check
+    q = 0.401 / 0.8
+    m = 800_000
+    z = (q - 0.5) * np.sqrt(m) / np.sqrt(q * (1 - q))
+    approx = stats.norm.sf(1.959964 * 0.5 / np.sqrt(q * (1 - q)) - z)
+    assert power == pytest.approx(approx, abs=5e-3)
+
+
+def test_sample_size_and_mde() -> None:
+    r = h2h_sample_size(0.6, 0.1)
+    below = [exact_power(k, 0.6, 0.1)[0] for k in range(max(1, r.n - 40), r.n)]
+    assert exact_power(r.n, 0.6, 0.1)[0] >= 0.8 and max(below) < 0.8
+    assert r.n_high >= r.n
+    m = h2h_mde(100)
+    assert m["power_at_mde"] == pytest.approx(0.8, abs=1e-6)
+    assert exact_power(100, m["p_win"] - 1e-3, 0.0)[0] < 0.8
+
+
+@pytest.mark.parametrize("argv", [
+    ["power", "--p-win", "0.7", "--p-tie", "0.4", "--n", "10"],
+    ["power", "--p-win", "1.2", "--n", "10"],
+    ["power", "--p-win", "0", "--n", "10"],
+    ["power", "--p-win", "0.6", "--n", "0"],
+    ["power", "--p-win", "0.6", "--p-tie", "-0.1", "--n", "10"],
+    ["size", "--p-win", "0.5"],
+    ["mde", "--n", "0"],
+    ["power", "--sd-worker", "0.5", "--workers", "5", "--items", "10", "--effect", "0.6"],
+    ["power", "--sd-worker", "0.5", "--sd-item", "0.1", "--workers", "5", "--items", "10", "--effect", "1.5"],
+])
+def test_bad_input(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["h2h"] + argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_params_file_of_the_wrong_family(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from humaneval_power.params import get_preset, save_params
+
+    path = tmp_path / "likert.json"
+    save_params(get_preset("card2020-high"), path)
+    assert main(["h2h", "power", "--params", str(path), "--workers", "5", "--items", "20", "--effect", "0.6"]) == 2
+    assert "not a head-to-head parameter file" in capsys.readouterr().err
+    h2h = tmp_path / "h2h.json"
+    h2h.write_text(json.dumps({"schema": "humaneval-power/h2h-params", "version": 1, "family": "binomial",
+                               "sd_worker": 0.3, "sd_item": 0.4}))
+    assert main(["likert", "power", "--params", str(h2h), "--effect", "0.1", "--sims", "10"]) == 2
+    assert "binomial" in capsys.readouterr().err
+
+
+def test_glmm_design_assignment_is_balanced() -> None:
+    cell = MixedJudgments(H2HParams(0.3, 0.3), workers=6, items=9, log_odds=0.4, per_item=4)
+    w, i = cell.design()
+    assert len(w) == 36 and np.bincount(i).tolist() == [4] * 9
+    assert np.bincount(w, minlength=6).tolist() == [6] * 6
+    assert all(len(set(w[i == k])) == 4 for k in range(9))
+
+
+@pytest.mark.r
+@pytest.mark.slow
+def test_glmm_without_random_effects_matches_independent_judgments(lme4_backend) -> None:
+    """Zero variances: 5 workers x 40 items = 200 independent judgments at P(B) = 0.6."""
+    sims = 800
+    glmm = run_cells([MixedJudgments(H2HParams(0.0, 0.0), 5, 40, float(np.log(1.5)), test="lrt")], sims,
+                     seed=3, jobs=2)[0]
+    exact = exact_power(200, 0.6, 0.0)[0]
+    assert abs(glmm.power - exact) < mc_tolerance(exact, sims), (glmm.power, exact)
+    assert glmm.n_failed == 0
+
+
+@pytest.mark.r
+@pytest.mark.slow
+@pytest.mark.parametrize("test", ["z", "lrt"])
+def test_glmm_null_rejection_rate(lme4_backend, test: str) -> None:
+    sims = 600
+    r = run_cells([MixedJudgments(H2HParams(0.5, 0.5), 10, 40, 0.0, per_item=5, test=test)], sims, seed=5,
+                  jobs=2)[0]
+    print(f"\nGLMM {test} test, null rejection rate {r.power:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]")
+    assert abs(r.power - 0.05) < mc_tolerance(0.05, sims)
+
+
+@pytest.mark.r
+def test_wmt13_fit_then_plan(lme4_backend, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "h2h.json"
+    assert main(["fit", str(data_dir / "wmt13_fren_rankings" / "pairs.csv"), "--family", "binomial",
+                 "--worker", "judge", "--item", "segment", "--where", "split=train",
+                 "--baseline", "uedin-wmt13.2838", "--systems", "uedin-wmt13.2838", "online-B", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["h2h", "power", "--params", str(out), "--workers", "10", "--items", "30", "--judgments-per-item",
+                 "3", "--effect", "0.6", "--sims", "60", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert rec["workers"] == 10 and rec["judgments_per_item"] == 3 and 0 <= rec["power"] <= 1
+    assert rec["n_sims"] == 60
