@@ -49,6 +49,7 @@ test-all: setup
 bench: setup
 	$(PY) benchmarks/bench_likert.py
 	$(PY) benchmarks/bench_fit.py
+	$(PY) benchmarks/bench_h2h.py
 
 example: setup
 	$(PY) examples/fig6_card2020.py

@@ -5,7 +5,8 @@
    statsmodels (they agree), export the parameters.
 2. The same on the Mechanical Turk ratings (sparse crowd: 199 workers for this
    pair), where the item components sit at zero.
-3. WMT13 fr-en pairwise judgments: the logistic GLMM for one system pair.
+3. WMT13 fr-en pairwise judgments: the logistic GLMM for one system pair, and
+   a head-to-head plan from it (lme4 refits; ~1 minute).
 4. Plan: how many items, with 3 or 10 workers, does a 0.05 difference (on the
    0-1 scale; 0.2 Likert points on 1-5) need, given the expert fit?
 
@@ -45,6 +46,17 @@ def main() -> None:
     print(f"log-odds {h2h['effect']:.3f} (SE {h2h['effect_se']:.3f}, p {h2h['p_value']:.3g}); "
           f"P(win) for a typical judge and segment {h2h['p_win']:.3f}; sd_worker {h2h['sd_worker']:.3f}, "
           f"sd_item {h2h['sd_item']:.3f}")
+
+    print("\n== Head-to-head plan from the WMT13 fit: P(B preferred) = 0.6 for a typical judge ==")
+    from humaneval_power.params import H2HParams
+    from humaneval_power.scenarios.headtohead import h2h_mixed_power, h2h_power
+
+    fitted = H2HParams(h2h["sd_worker"], h2h["sd_item"], intercept=h2h["effect"])
+    print(h2h_mixed_power(fitted, [10], [50, 150], [0.4055], per_item=[3], n_sims=100, seed=1)[
+        ["workers", "items", "judgments_per_item", "p_win", "power", "ci_low", "ci_high", "n_singular"]
+    ].to_string(index=False))
+    print("the same numbers of judgments, treated as independent (exact sign test):")
+    print(h2h_power([150, 450], [0.6])[["n", "p_win", "power", "type_m"]].to_string(index=False))
 
     print("\n== Plan from the expert fit: effect 0.05 (0.2 points on 1-5) ==")
     params = fit.to_params_doc()

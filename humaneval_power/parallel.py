@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Sequence
 
@@ -27,7 +28,9 @@ def map_tasks(
     """Run ``fn`` over ``tasks`` on up to ``jobs`` processes; results in task order.
 
     ``on_done(position, result)`` is called in this process as each task ends.
-    Processes are started with ``spawn`` (safe with R and threads).
+    On Linux, workers are forked (scripts need no ``if __name__ == "__main__"``
+    guard) unless R is already running in this process, where forking is not
+    safe and ``spawn`` is used.
     """
     n_jobs = min(resolve_jobs(jobs), len(tasks))
     results: list[Any] = [None] * len(tasks)
@@ -37,7 +40,8 @@ def map_tasks(
             if on_done:
                 on_done(i, results[i])
         return results
-    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=mp.get_context("spawn")) as pool:
+    method = "fork" if sys.platform.startswith("linux") and "rpy2.rinterface" not in sys.modules else "spawn"
+    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=mp.get_context(method)) as pool:
         futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
         for fut in as_completed(futures):
             i = futures[fut]

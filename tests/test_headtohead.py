@@ -114,11 +114,14 @@ def test_glmm_design_assignment_is_balanced() -> None:
 @pytest.mark.r
 @pytest.mark.slow
 def test_glmm_without_random_effects_matches_independent_judgments(lme4_backend) -> None:
-    """Zero variances: 5 workers x 40 items = 200 independent judgments at P(B) = 0.6."""
-    sims = 800
-    glmm = run_cells([MixedJudgments(H2HParams(0.0, 0.0), 5, 40, float(np.log(1.5)), test="lrt")], sims,
+    """Zero variances: 10 workers x 100 items = 1,000 independent judgments at P(B) = 0.55.
+
+    (On small designs the GLMM pays for estimating the variances: see docs/headtohead.md.)
+    """
+    sims = 400
+    glmm = run_cells([MixedJudgments(H2HParams(0.0, 0.0), 10, 100, float(np.log(0.55 / 0.45)), test="z")], sims,
                      seed=3, jobs=2)[0]
-    exact = exact_power(200, 0.6, 0.0)[0]
+    exact = exact_power(1000, 0.55, 0.0)[0]
     assert abs(glmm.power - exact) < mc_tolerance(exact, sims), (glmm.power, exact)
     assert glmm.n_failed == 0
 
