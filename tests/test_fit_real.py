@@ -108,12 +108,17 @@ def test_fit_then_plan_round_trip(lme4_backend, data_dir: Path, tmp_path: Path,
 
 @pytest.mark.slow
 def test_expert_all_systems_against_baseline(lme4_backend, data_dir: Path, tmp_path: Path) -> None:
+    """lme4 on all 14 systems; each comparison's effect is that pair's difference in mean rating.
+
+    (statsmodels does not reach lme4's optimum on this 28-component model in reasonable time:
+    see docs/fitting.md; the two-system and crowd comparisons above do agree.)
+    """
     data = expert(data_dir, systems=None)
     a = fit_pilot(data, "lme4")
     assert len(a.records) == 13 and {r["baseline"] for r in a.records} == {"A"}
-    b = fit_pilot(data, "statsmodels")
-    for ra, rb in zip(a.records, b.records):
-        _agree(ra, rb)
+    means = data.frame.groupby("system").score.mean()
+    for r in a.records:  # balanced data: the treatment contrast is the difference of means
+        assert r["effect"] == pytest.approx(means[r["system"]] - means["A"], abs=1e-8)
     doc = a.to_params_file()
     path = tmp_path / "set.json"
     path.write_text(json.dumps(doc))
