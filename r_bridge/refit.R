@@ -14,30 +14,18 @@ suppressPackageStartupMessages({
   library(lmerTest)
 })
 
-# Fit `formula` to every column of Y. Returns an S x 6 matrix: estimate, se, df, singular, failed, warned
-# for the coefficient named `coef`. df is Satterthwaite's (lmerTest) when
-# `satterthwaite` is TRUE, else NA. Warnings are counted, never printed.
-hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
+# The loop shared by every simulation backend: for each column of Y, put it in
+# data$y, call fit_one(data) (which returns the first columns of the row) and
+# record failures (errors) and warnings (counted, never printed).
+.hepower_loop <- function(data, Y, columns, fit_one) {
   S <- ncol(Y)
-  out <- matrix(NA_real_, nrow = S, ncol = 6,
-                dimnames = list(NULL, c("estimate", "se", "df", "singular", "failed", "warned")))
-  form <- as.formula(formula)
+  k <- length(columns)
+  out <- matrix(NA_real_, nrow = S, ncol = k + 2, dimnames = list(NULL, c(columns, "failed", "warned")))
   for (j in seq_len(S)) {
     warned <- FALSE
     data$y <- Y[, j]
     res <- tryCatch(
-      withCallingHandlers({
-        m <- lme4::lmer(form, data = data, REML = reml)
-        if (satterthwaite) {
-          ct <- lmerTest::contest1D(lmerTest::as_lmerModLmerTest(m),
-                                    as.numeric(names(lme4::fixef(m)) == coef),
-                                    ddf = "Satterthwaite")
-          row <- c(ct[["Estimate"]], ct[["Std. Error"]], ct[["df"]])
-        } else {
-          row <- c(lme4::fixef(m)[[coef]], sqrt(vcov(m)[coef, coef]), NA_real_)
-        }
-        c(row, lme4::isSingular(m))
-      }, warning = function(w) {
+      withCallingHandlers(fit_one(data), warning = function(w) {
         warned <<- TRUE
         invokeRestart("muffleWarning")
       }, message = function(msg) invokeRestart("muffleMessage")),
@@ -45,12 +33,46 @@ hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
     if (is.null(res)) {
       out[j, "failed"] <- 1
     } else {
-      out[j, 1:4] <- res
+      out[j, seq_len(k)] <- res
       out[j, "failed"] <- 0
     }
     out[j, "warned"] <- as.numeric(warned)
   }
   out
+}
+
+# Fit `formula` (Gaussian LMM) to every column of Y. Returns an S x 6 matrix:
+# estimate, se, df, singular, failed, warned for the coefficient `coef`; df is
+# Satterthwaite's (lmerTest) when `satterthwaite` is TRUE, else NA.
+hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
+  form <- as.formula(formula)
+  .hepower_loop(data, Y, c("estimate", "se", "df", "singular"), function(d) {
+    m <- lme4::lmer(form, data = d, REML = reml)
+    if (satterthwaite) {
+      ct <- lmerTest::contest1D(lmerTest::as_lmerModLmerTest(m),
+                                as.numeric(names(lme4::fixef(m)) == coef), ddf = "Satterthwaite")
+      row <- c(ct[["Estimate"]], ct[["Std. Error"]], ct[["df"]])
+    } else {
+      row <- c(lme4::fixef(m)[[coef]], sqrt(vcov(m)[coef, coef]), NA_real_)
+    }
+    c(row, lme4::isSingular(m))
+  })
+}
+
+# Logistic GLMM y ~ 1 + (1 | worker) + (1 | item) fitted to every column of Y.
+# Returns an S x 6 matrix: estimate, se, p_lrt (NA unless lrt), singular, failed, warned.
+# The LRT compares with the model whose intercept is fixed at 0 (log-odds 0: no preference).
+hepower_refit_glmm <- function(data, Y, lrt) {
+  .hepower_loop(data, Y, c("estimate", "se", "p_lrt", "singular"), function(d) {
+    m <- lme4::glmer(y ~ 1 + (1 | worker) + (1 | item), data = d, family = binomial)
+    p <- NA_real_
+    if (lrt) {
+      m0 <- lme4::glmer(y ~ 0 + (1 | worker) + (1 | item), data = d, family = binomial)
+      stat <- max(2 * (as.numeric(logLik(m)) - as.numeric(logLik(m0))), 0)
+      p <- pchisq(stat, df = 1, lower.tail = FALSE)
+    }
+    c(lme4::fixef(m)[[1]], sqrt(vcov(m)[1, 1]), p, lme4::isSingular(m))
+  })
 }
 
 hepower_versions <- function() {
@@ -59,38 +81,3 @@ hepower_versions <- function() {
     lmerTest = as.character(packageVersion("lmerTest")))
 }
 
-# Logistic GLMM y ~ 1 + (1 | worker) + (1 | item) fitted to every column of Y.
-# Returns an S x 6 matrix: estimate, se, p_lrt (NA unless lrt), singular, failed, warned.
-# The LRT compares with the model whose intercept is fixed at 0 (log-odds 0: no preference).
-hepower_refit_glmm <- function(data, Y, lrt) {
-  S <- ncol(Y)
-  out <- matrix(NA_real_, nrow = S, ncol = 6,
-                dimnames = list(NULL, c("estimate", "se", "p_lrt", "singular", "failed", "warned")))
-  for (j in seq_len(S)) {
-    warned <- FALSE
-    data$y <- Y[, j]
-    res <- tryCatch(
-      withCallingHandlers({
-        m <- lme4::glmer(y ~ 1 + (1 | worker) + (1 | item), data = data, family = binomial)
-        p <- NA_real_
-        if (lrt) {
-          m0 <- lme4::glmer(y ~ 0 + (1 | worker) + (1 | item), data = data, family = binomial)
-          stat <- max(2 * (as.numeric(logLik(m)) - as.numeric(logLik(m0))), 0)
-          p <- pchisq(stat, df = 1, lower.tail = FALSE)
-        }
-        c(lme4::fixef(m)[[1]], sqrt(vcov(m)[1, 1]), p, lme4::isSingular(m))
-      }, warning = function(w) {
-        warned <<- TRUE
-        invokeRestart("muffleWarning")
-      }, message = function(msg) invokeRestart("muffleMessage")),
-      error = function(e) NULL)
-    if (is.null(res)) {
-      out[j, "failed"] <- 1
-    } else {
-      out[j, 1:4] <- res
-      out[j, "failed"] <- 0
-    }
-    out[j, "warned"] <- as.numeric(warned)
-  }
-  out
-}

@@ -134,7 +134,10 @@ def test_glmm_null_rejection_rate(lme4_backend, test: str) -> None:
     r = run_cells([MixedJudgments(H2HParams(0.5, 0.5), 10, 40, 0.0, per_item=5, test=test)], sims, seed=5,
                   jobs=2)[0]
     print(f"\nGLMM {test} test, null rejection rate {r.power:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]")
-    assert abs(r.power - 0.05) < mc_tolerance(0.05, sims)
+    if test == "lrt":
+        assert abs(r.power - 0.05) < mc_tolerance(0.05, sims)
+    else:  # documented: the Wald z ignores that sd_worker rests on 10 workers (docs/headtohead.md)
+        assert r.ci_low > 0.05
 
 
 @pytest.mark.r
