@@ -11,42 +11,22 @@ if TYPE_CHECKING:
     from .model import RawFit
 
 
-def fit_crossed(data: pd.DataFrame, reml: bool) -> tuple[float, float, bool, bool]:
-    """Fit y ~ x + independent worker/item intercepts and slopes as variance components.
-
-    Crossed effects are expressed as variance components within one all-data
-    group. Returns (estimate of x, its SE, singular, warned).
-    """
-    import statsmodels.formula.api as smf
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning
-
-    vc = {
-        "worker": "0 + C(worker)",
-        "worker_x": "0 + C(worker):x",
-        "item": "0 + C(item)",
-        "item_x": "0 + C(item):x",
-    }
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = smf.mixedlm("y ~ x", data, groups=np.ones(len(data)), vc_formula=vc, re_formula="0")
-        res = model.fit(reml=reml, method=["lbfgs"])
-    warned = any(issubclass(w.category, (ConvergenceWarning, RuntimeWarning, UserWarning)) for w in caught)
-    singular = bool(np.any(np.asarray(res.vcomp) < 1e-8 * res.scale))
-    return float(res.fe_params["x"]), float(res.bse_fe["x"]), singular, warned
-
-
 def fit_crossed_many(columns: dict[str, np.ndarray], responses: np.ndarray, reml: bool) -> pd.DataFrame:
-    """Fit each column of ``responses`` (n_obs x n_fits); failures are recorded, not raised."""
+    """Fit y ~ x + (1 + x || worker) + (1 + x || item) to each column of ``responses`` (n_obs x n_fits).
+
+    The power simulation's statsmodels path: the same fit as ``hepower fit --backend statsmodels``.
+    Failures are recorded, not raised.
+    """
     base = pd.DataFrame(columns)
     rows = []
     for j in range(responses.shape[1]):
-        data = base.assign(y=responses[:, j])
         try:
-            est, se, singular, warned = fit_crossed(data, reml)
-            failed = not (np.isfinite(est) and np.isfinite(se))
+            fit = fit_lmm_statsmodels(base.assign(score=responses[:, j]), ("x",), reml=reml)
+            co = fit.coefficients.set_index("term").loc["x"]
+            est, se = float(co.estimate), float(co.se)
+            rows.append((est, se, np.nan, fit.singular, not (np.isfinite(est) and np.isfinite(se)), bool(fit.warnings)))
         except (np.linalg.LinAlgError, ValueError):
-            est, se, singular, warned, failed = np.nan, np.nan, False, True, True
-        rows.append((est, se, np.nan, singular, failed, warned))
+            rows.append((np.nan, np.nan, np.nan, False, True, True))
     return pd.DataFrame(rows, columns=["estimate", "se", "df", "singular", "failed", "warned"]).astype(float)
 
 
@@ -75,8 +55,9 @@ def _start_from_pairs(frame: pd.DataFrame, columns: tuple[str, ...], names: list
     return MixedLMParams.from_components(fe, cov_re=np.zeros((0, 0)), vcomp=vcomp)
 
 
-def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: frozenset = frozenset()) -> "RawFit":
-    """REML fit of the crossed model as variance components (no R; z tests; no SD intervals).
+def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: frozenset = frozenset(),
+                        reml: bool = True) -> "RawFit":
+    """(RE)ML fit of the crossed model as variance components (no R; z tests; no SD intervals).
 
     All rows form one group; each random effect is a variance component.
     """
@@ -103,13 +84,13 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
             # Many components: Powell is too slow (>10 min for 28 on DialSummEval); start L-BFGS
             # from the two-system fits of each comparison instead.
             start = _start_from_pairs(frame, columns, list(model.exog_vc.names))
-            res = model.fit(reml=True, method=["lbfgs"], start_params=start, maxiter=5_000)
+            res = model.fit(reml=reml, method=["lbfgs"], start_params=start, maxiter=5_000)
         else:
             # Gradient methods alone stop far from the optimum on crossed designs (seen on DialSummEval
             # AMT: REML criterion -362.5 vs -397.4); Powell gets there, L-BFGS then polishes.
-            res = model.fit(reml=True, method=["powell"], maxiter=20_000)
+            res = model.fit(reml=reml, method=["powell"], maxiter=20_000)
             try:
-                polished = model.fit(reml=True, method=["lbfgs"], start_params=res.params_object, maxiter=5_000)
+                polished = model.fit(reml=reml, method=["lbfgs"], start_params=res.params_object, maxiter=5_000)
                 if polished.llf > res.llf:
                     res = polished
             except (np.linalg.LinAlgError, ValueError):

@@ -1,0 +1,20 @@
+"""The statsmodels tier (no R) against the fast tier: same power within Monte-Carlo error."""
+from __future__ import annotations
+
+import pytest
+
+from humaneval_power.engine import run_cells
+from humaneval_power.params import get_preset
+from humaneval_power.scenarios.likert import LikertScenario
+
+from .conftest import mc_tolerance
+
+
+@pytest.mark.slow
+def test_statsmodels_and_fast_power_agree() -> None:
+    params = get_preset("card2020-high").with_sds(sd_worker_intercept=0.1, sd_item_intercept=0.1)
+    fast = run_cells([LikertScenario(params, 5, 12, 0.3, "fast", "z")], 20_000, seed=1, jobs=1)[0]
+    slow = run_cells([LikertScenario(params, 5, 12, 0.3, "statsmodels", "z")], 150, seed=1, jobs=2)[0]
+    tol = mc_tolerance(fast.power, fast.n_sims) + mc_tolerance(slow.power, slow.n_sims)
+    assert abs(fast.power - slow.power) < tol, (fast.power, slow.power)
+    assert slow.n_failed <= 3
