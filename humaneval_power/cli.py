@@ -154,6 +154,37 @@ def build_parser() -> argparse.ArgumentParser:
     hmde.add_argument("--alpha", type=_float, default=0.05)
     hmde.add_argument("--json", action="store_true")
 
+    acc = sub.add_parser("accuracy", help="comparing classifiers on accuracy (McNemar; unpaired proportions)")
+    asub = acc.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    apow = asub.add_parser("power", help="McNemar power over n x delta x agreement")
+    apow.add_argument("--n", type=_number_list(int, "--n"), nargs="+", required=True)
+    apow.add_argument("--delta", type=_number_list(_float, "--delta"), nargs="+", required=True,
+                      help="accuracy difference B - A, as a proportion (0.02, not 2)")
+    apow.add_argument("--agreement", type=_number_list(_float, "--agreement"), nargs="+", required=True)
+    apow.add_argument("--method", choices=("exact", "normal", "simulate"), default="exact")
+    apow.add_argument("--sims", type=int, default=10_000)
+    apow.add_argument("--seed", type=int, default=1)
+    apow.add_argument("--out", metavar="FILE")
+    asize = asub.add_parser("size", help="test-set size for a target power")
+    asize.add_argument("--delta", type=_float, required=True)
+    asize.add_argument("--agreement", type=_float, required=True)
+    asize.add_argument("--target-power", type=_float, default=0.8)
+    asize.add_argument("--method", choices=("normal", "exact"), default="normal")
+    amde = asub.add_parser("mde", help="minimum detectable accuracy gain under a historical prior")
+    amde.add_argument("--n", type=int, required=True)
+    amde.add_argument("--baseline", type=_float, required=True, help="state-of-the-art accuracy (proportion)")
+    amde.add_argument("--prior", choices=("glue", "squad2"), default="glue")
+    amde.add_argument("--target-power", type=_float, default=0.8)
+    amde.add_argument("--method", choices=("normal", "exact"), default="normal")
+    atab = asub.add_parser("table", help="Card et al. Table 2: MDE per GLUE task")
+    atab.add_argument("--prior", choices=("glue",), default="glue")
+    atab.add_argument("--method", choices=("normal", "exact"), default="normal")
+    atab.add_argument("--target-power", type=_float, default=0.8)
+    for q in (apow, asize, amde):
+        q.add_argument("--alpha", type=_float, default=0.05)
+    for q in (apow, asize, amde, atab):
+        q.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+
     fit = sub.add_parser("fit", help="fit pilot data (ratings or head-to-head judgments) and export parameters")
     fit.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating or judgment")
     for role in ("worker", "item", "system", "score"):
@@ -233,6 +264,30 @@ def _emit(table: pd.DataFrame, args: argparse.Namespace, columns: Sequence[str])
         print(json.dumps(json_records(table)))
     else:
         _print_table(table, columns)
+
+
+def _run_accuracy(args: argparse.Namespace) -> int:
+    from .engine import results_table, run_cells
+    from .scenarios import accuracy as a
+
+    if args.action == "power":
+        if getattr(args, "out", None):
+            check_output_path(args.out)
+        cells = [a.McNemarScenario(n, d, g, args.method, args.alpha)
+                 for n in _flatten(args.n) for d in _flatten(args.delta) for g in _flatten(args.agreement)]
+        table = results_table(run_cells(cells, args.sims, seed=args.seed))
+        _emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"])
+        return 0
+    if args.action == "size":
+        rec = a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method, args.alpha)
+        table = pd.DataFrame([rec])
+    elif args.action == "mde":
+        table = pd.DataFrame([a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method,
+                                             args.alpha)])
+    else:
+        table = pd.DataFrame(a.glue_table(args.method, args.target_power))
+    _emit(table, args, list(table.columns))
+    return 0
 
 
 def _run_h2h(args: argparse.Namespace) -> int:
@@ -461,6 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_fit(args)
         if args.command == "h2h":
             return _run_h2h(args)
+        if args.command == "accuracy":
+            return _run_accuracy(args)
         handler = {("likert", "power"): _run_likert_power, ("likert", "size"): _run_likert_size}
         return handler[(args.command, args.action)](args)
     except (InputError, BackendUnavailableError, HepowerError) as exc:
