@@ -176,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     amde.add_argument("--prior", choices=("glue", "squad2"), default="glue")
     amde.add_argument("--target-power", type=_float, default=0.8)
     amde.add_argument("--method", choices=("normal", "exact"), default="normal")
+    aest = asub.add_parser("estimate", help="delta and agreement of two models from per-item correctness")
+    aest.add_argument("predictions", metavar="PREDICTIONS", help="CSV/Parquet: item, model, correct (0/1)")
+    aest.add_argument("--model-a", required=True)
+    aest.add_argument("--model-b", required=True)
+    for col in ("item", "model", "correct"):
+        aest.add_argument(f"--{col}-column", dest=f"{col}_column", default=col, metavar="COL")
+    aest.add_argument("--json", action="store_true")
     atab = asub.add_parser("table", help="Card et al. Table 2: MDE per GLUE task")
     atab.add_argument("--prior", choices=("glue",), default="glue")
     atab.add_argument("--method", choices=("normal", "exact"), default="normal")
@@ -277,6 +284,11 @@ def _run_accuracy(args: argparse.Namespace) -> int:
                  for n in _flatten(args.n) for d in _flatten(args.delta) for g in _flatten(args.agreement)]
         table = results_table(run_cells(cells, args.sims, seed=args.seed))
         _emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"])
+        return 0
+    if args.action == "estimate":
+        rec = a.estimate_accuracy(args.predictions, args.model_a, args.model_b, args.item_column,
+                                  args.model_column, args.correct_column)
+        _emit(pd.DataFrame([rec]), args, list(rec))
         return 0
     if args.action == "size":
         rec = a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method, args.alpha)

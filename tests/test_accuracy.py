@@ -67,3 +67,33 @@ def test_bad_input(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["accuracy"] + argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_gsm8k_estimate_then_plan(data_dir, capsys: pytest.CaptureFixture[str]) -> None:
+    from scipy import stats
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    from humaneval_power.scenarios.accuracy import estimate_accuracy
+
+    path = data_dir / "gsm8k_solutions" / "correct.csv"
+    est = estimate_accuracy(path, "6b_verification", "175b_finetuning")
+    # the data README: b = 209 (first right, second wrong), c = 152; accuracies 0.3904 and 0.3472
+    assert (est["a_right_b_wrong"], est["b_right_a_wrong"], est["n"]) == (209, 152, 1319)
+    assert est["accuracy_a"] == pytest.approx(0.3904, abs=1e-4) and est["accuracy_b"] == pytest.approx(0.3472, abs=1e-4)
+    assert est["delta"] == pytest.approx(est["accuracy_b"] - est["accuracy_a"])
+    assert est["p_value"] == pytest.approx(mcnemar([[306, 209], [152, 652]], exact=True).pvalue, rel=1e-9)
+    assert est["p_value"] == pytest.approx(stats.binomtest(152, 361).pvalue, rel=1e-9)
+    power = McNemarScenario(est["n"], abs(est["delta"]), est["agreement"]).exact().power
+    assert 0.5 < power < 1
+    assert main(["accuracy", "estimate", str(path), "--model-a", "6b_finetuning", "--model-b",
+                 "175b_verification", "--json"]) == 0
+    assert '"b_right_a_wrong": 499' in capsys.readouterr().out
+
+
+def test_predictions_with_unequal_item_sets(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.csv"
+    path.write_text("item,model,correct\n1,A,1\n2,A,0\n1,B,1\n3,B,1\n")
+    assert main(["accuracy", "estimate", str(path), "--model-a", "A", "--model-b", "B"]) == 2
+    assert "different items" in capsys.readouterr().err
+    path.write_text("item,model,correct\n1,A,1\n1,B,yes\n")
+    assert main(["accuracy", "estimate", str(path), "--model-a", "A", "--model-b", "B"]) == 2

@@ -138,6 +138,58 @@ def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.
             "power": McNemarScenario(n, delta, agreement, "exact", alpha).exact().power, "method": method}
 
 
+def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item", model: str = "model",
+                      correct: str = "correct", level: float = 0.95) -> dict[str, Any]:
+    """Δacc, agreement and the discordant probabilities of two models from per-item correctness.
+
+    ``source``: long CSV/Parquet/DataFrame with columns item, model, correct (0/1).
+    Both models must cover the same items. Intervals: Wald for the paired
+    difference, Wilson for the agreement; ``p_value`` is the exact McNemar test.
+    """
+    import pandas as pd
+
+    from ..io import read_table, resolve_column
+
+    frame, name, _ = read_table(source)
+    cols = {role: resolve_column(frame, role, given) for role, given in
+            (("item", item), ("model", model), ("correct", correct))}
+    f = pd.DataFrame({k: frame[c] for k, c in cols.items()})
+    f["model"] = f["model"].astype(str)
+    known = sorted(f["model"].unique())
+    for m in (model_a, model_b):
+        if m not in known:
+            raise InputError(f"model {m!r} not in {name}; models: {', '.join(known)}")
+    values = pd.to_numeric(f["correct"], errors="coerce")
+    if values.isna().any() or not values.isin([0, 1]).all():
+        raise InputError(f"column {cols['correct']!r} must hold 0/1 correctness")
+    f["correct"] = values.astype(int)
+    a = f[f["model"] == model_a].set_index("item")["correct"]
+    b = f[f["model"] == model_b].set_index("item")["correct"]
+    for m, s_ in ((model_a, a), (model_b, b)):
+        if s_.index.duplicated().any():
+            raise InputError(f"model {m!r} has several rows for one item")
+    if set(a.index) != set(b.index):
+        only = sorted(set(a.index) ^ set(b.index), key=str)[:5]
+        raise InputError(f"the two models cover different items ({len(set(a.index) ^ set(b.index))} differ, "
+                         f"e.g. {', '.join(map(str, only))})")
+    b = b.loc[a.index]
+    n = len(a)
+    n01 = int(((a == 0) & (b == 1)).sum())
+    n10 = int(((a == 1) & (b == 0)).sum())
+    p01, p10 = n01 / n, n10 / n
+    delta, agree = p01 - p10, 1 - p01 - p10
+    z = stats.norm.isf((1 - level) / 2)
+    se = math.sqrt(max(p01 + p10 - delta**2, 0.0) / n)
+    centre = (agree + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(agree * (1 - agree) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    p_value = float(stats.binomtest(n01, n01 + n10, 0.5).pvalue) if n01 + n10 else 1.0
+    return {"n": n, "model_a": model_a, "model_b": model_b, "accuracy_a": float(a.mean()),
+            "accuracy_b": float(b.mean()), "delta": delta, "delta_ci_low": delta - z * se,
+            "delta_ci_high": delta + z * se, "agreement": agree, "agreement_ci_low": centre - half,
+            "agreement_ci_high": centre + half, "b_right_a_wrong": n01, "a_right_b_wrong": n10,
+            "p_value": p_value}
+
+
 #: Card et al. (2020) overlap (agreement) regressions: Pa = a + b * baseline + c * delta
 OVERLAP_PRIORS: dict[str, tuple[float, float, float]] = {
     "glue": (0.41422307, 0.58187475, -0.46624237),
@@ -199,5 +251,5 @@ def glue_table(method: str = "normal", target_power: float = 0.8) -> list[dict[s
     return [{"task": task, **accuracy_mde(n, sota, "glue", target_power, method)} for task, (n, sota) in GLUE_TABLE2.items()]
 
 
-__all__: list[str] = ["McNemarScenario", "discordant", "normal_power", "prop_test_power", "mcnemar_sample_size",
+__all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "normal_power", "prop_test_power", "mcnemar_sample_size",
                       "accuracy_mde", "glue_table", "prior_agreement", "OVERLAP_PRIORS"]
