@@ -8,6 +8,7 @@ fitted with pymer4 (old ``Lmer`` with ``.model_obj`` or new ``lmer`` with
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -52,5 +53,5 @@ def from_pymer4(model: Any, data: PilotData, intervals: str = "wald") -> FitResu
                          f"fit pymer4_formula(data) = {pymer4_formula(data)!r} on pymer4_frame(data)")
     design = Design.for_data(data)
     raw = extract_lmm(r_model, intervals)
-    raw = type(raw)(**{**raw.__dict__, "backend": "pymer4 (lme4)"})
+    raw = replace(raw, backend="pymer4 (lme4)")
     return FitResult(data, design, raw, correlated, intervals, (), (), build_records(data, design, raw, correlated))
