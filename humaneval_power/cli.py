@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     apow.add_argument("--delta", type=_number_list(_float, "--delta"), nargs="+", required=True,
                       help="accuracy difference B - A, as a proportion (0.02, not 2)")
     apow.add_argument("--agreement", type=_number_list(_float, "--agreement"), nargs="+", required=True)
-    apow.add_argument("--method", choices=("exact", "normal", "simulate"), default="exact")
+    apow.add_argument("--method", choices=("exact", "midp", "normal", "simulate"), default="exact")
     apow.add_argument("--sims", type=int, default=10_000)
     apow.add_argument("--seed", type=int, default=1)
     apow.add_argument("--out", metavar="FILE")

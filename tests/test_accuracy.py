@@ -97,3 +97,21 @@ def test_predictions_with_unequal_item_sets(tmp_path, capsys: pytest.CaptureFixt
     assert "different items" in capsys.readouterr().err
     path.write_text("item,model,correct\n1,A,1\n1,B,yes\n")
     assert main(["accuracy", "estimate", str(path), "--model-a", "A", "--model-b", "B"]) == 2
+
+
+def test_midp_power_against_simulated_decisions() -> None:
+    """Mid-p power by summation against mid-p p-values computed on simulated tables."""
+    import numpy as np
+    from scipy import stats
+
+    n, delta, agreement = 300, 0.03, 0.85
+    exact = McNemarScenario(n, delta, agreement, "midp").exact().power
+    rng = np.random.default_rng(0)
+    p01, p10 = (1 - agreement + delta) / 2, (1 - agreement - delta) / 2
+    c = rng.multinomial(n, [p01, agreement, p10], size=100_000)
+    m, w = c[:, 0] + c[:, 2], c[:, 0]
+    small = np.minimum(w, m - w)
+    midp = 2 * (stats.binom.cdf(small, m, 0.5) - stats.binom.pmf(small, m, 0.5) / 2)
+    sim = ((midp <= 0.05) & (w > m - w)).mean()
+    assert abs(sim - exact) < mc_tolerance(exact, len(c))
+    assert exact >= McNemarScenario(n, delta, agreement, "exact").exact().power

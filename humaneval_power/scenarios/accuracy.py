@@ -7,11 +7,12 @@ p01 = (1 - Pa + Δ)/2 and p10 = (1 - Pa - Δ)/2, which needs Pa + |Δ| <= 1.
 
 Methods: ``exact`` — the exact conditional test (binomial test on the
 discordant pairs; statsmodels' ``mcnemar`` default), power by summation;
-``normal`` — the normal approximation used by R's MESS ``power_mcnemar_test``
-(Connor 1987); ``simulate`` — the exact test on simulated tables.
+``midp`` — its mid-p version (Fagerland et al. 2013); ``normal`` — the normal
+approximation used by R's MESS ``power_mcnemar_test`` (Connor 1987);
+``simulate`` — the exact test on simulated tables.
 Unpaired: ``prop_test_power`` matches R's ``power.prop.test``.
 
-Not yet here (open in issue 5): mid-p and exact unconditional tests, priors from
+Not yet here (open in issue 5): the exact unconditional test, priors from
 validation predictions and Lachenbruch's bounds, plots, the predictions file.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..errors import InputError, NotAttainableError
 from ..significance.binomial import exact_power, sign_test
 from .likert import check_alpha
 
-METHODS = ("exact", "normal", "simulate")
+METHODS = ("exact", "midp", "normal", "simulate")
 
 
 def discordant(delta: float, agreement: float) -> tuple[float, float]:
@@ -110,7 +111,8 @@ class McNemarScenario:
             power, type_s, type_m = normal_power(self.n, self.delta, self.agreement, self.alpha), math.nan, math.nan
         else:
             p01, p10 = discordant(self.delta, self.agreement)
-            power, type_s, type_m = exact_power(self.n, p01, self.agreement, "drop", self.alpha)
+            power, type_s, type_m = exact_power(self.n, p01, self.agreement, "drop", self.alpha,
+                                                mid_p=self.method == "midp")
         return PowerResult(self.cell(), power, power, power, power, type_s, type_m, self.delta, 0, 0, 0, 0)
 
 
