@@ -145,6 +145,14 @@ class PowerResult:
             df=c.sum_df / c.n_df if c.n_df else nan,
         )
 
+    @classmethod
+    def closed_form(cls, cell: dict[str, Any], power: float, type_s: float, type_m: float, df: float = math.nan,
+                    extra: dict[str, Any] | None = None) -> PowerResult:
+        """An exact (not simulated) result: no Monte-Carlo interval, no simulated studies."""
+        return cls(cell=dict(cell), power=power, ci_low=power, ci_high=power, power_excluding_failures=power,
+                   type_s=type_s, type_m=type_m, mean_estimate=float(cell["effect"]), n_sims=0, n_failed=0,
+                   n_singular=0, n_warnings=0, df=df, extra=extra or {})
+
     def record(self) -> dict[str, Any]:
         """One flat record: design fields first, then the results."""
         d = asdict(self)

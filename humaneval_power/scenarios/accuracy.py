@@ -28,16 +28,15 @@ from scipy import optimize, stats
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError, NotAttainableError
 from ..significance.binomial import exact_power, sign_test
-from .likert import check_alpha
+from ..validation import check_alpha, check_count, check_number
 
 METHODS = ("exact", "midp", "normal", "simulate")
 
 
 def discordant(delta: float, agreement: float) -> tuple[float, float]:
     """(p01, p10): B right & A wrong, A right & B wrong."""
-    for name, v in (("delta", delta), ("agreement", agreement)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise InputError(f"{name} must be a number, got {v!r}")
+    check_number("delta", delta)
+    check_number("agreement", agreement)
     if not 0 <= agreement <= 1:
         raise InputError(f"agreement must be in [0, 1], got {agreement}")
     if agreement + abs(delta) > 1 + 1e-12:
@@ -77,8 +76,7 @@ class McNemarScenario:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 1:
-            raise InputError(f"n must be a positive integer, got {self.n!r}")
+        check_count("n", self.n)
         discordant(self.delta, self.agreement)
         check_alpha(self.alpha)
         if self.method not in METHODS:
@@ -113,7 +111,7 @@ class McNemarScenario:
             p01, p10 = discordant(self.delta, self.agreement)
             power, type_s, type_m = exact_power(self.n, p01, self.agreement, "drop", self.alpha,
                                                 mid_p=self.method == "midp")
-        return PowerResult(self.cell(), power, power, power, power, type_s, type_m, self.delta, 0, 0, 0, 0)
+        return PowerResult.closed_form(self.cell(), power, type_s, type_m)
 
 
 def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.8, method: str = "normal",

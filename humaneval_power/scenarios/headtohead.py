@@ -36,16 +36,10 @@ from ..engine import (
 from ..errors import InputError, NotAttainableError
 from ..params import H2HParams
 from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_power, sign_test
-from .likert import check_alpha
+from ..validation import check_alpha, check_count
 
 INDEPENDENT_METHODS = ("exact", "simulate")
 MIXED_TESTS = ("z", "lrt")
-
-
-def _count(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -60,7 +54,7 @@ class IndependentJudgments:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        _count("n", self.n)
+        check_count("n", self.n)
         check_probabilities(self.p_win, self.p_tie)
         check_alpha(self.alpha)
         if self.ties not in TIE_POLICIES:
@@ -94,7 +88,7 @@ class IndependentJudgments:
         if self.method != "exact":
             return None
         power, type_s, type_m = exact_power(self.n, self.p_win, self.p_tie, self.ties, self.alpha)
-        return PowerResult(self.cell(), power, power, power, power, type_s, type_m, self.effect, 0, 0, 0, 0)
+        return PowerResult.closed_form(self.cell(), power, type_s, type_m)
 
 
 def h2h_power(
@@ -150,7 +144,7 @@ def h2h_sample_size(p_win: float, p_tie: float = 0.0, target_power: float = 0.8,
 
 def h2h_mde(n: int, p_tie: float = 0.0, target_power: float = 0.8, ties: str = "drop", alpha: float = 0.05) -> dict[str, Any]:
     """Smallest p_win (> p_lose) whose exact power at n reaches the target, with its effect."""
-    _count("n", n)
+    check_count("n", n)
     check_probabilities(0.5 * (1 - p_tie) if p_tie < 1 else 0.5, p_tie)
     lo, hi = (1 - p_tie) / 2, 1 - p_tie
 
@@ -187,10 +181,10 @@ class MixedJudgments:
     method: str = "lme4"
 
     def __post_init__(self) -> None:
-        _count("workers", self.workers, 2)
-        _count("items", self.items, 2)
+        check_count("workers", self.workers, 2)
+        check_count("items", self.items, 2)
         if self.per_item is not None:
-            _count("judgments per item", self.per_item)
+            check_count("judgments per item", self.per_item)
             if self.per_item > self.workers:
                 raise InputError(f"judgments per item ({self.per_item}) exceed the workers ({self.workers})")
         if not math.isfinite(self.log_odds):

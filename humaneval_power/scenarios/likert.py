@@ -34,6 +34,7 @@ from ..engine import (
 )
 from ..errors import InputError
 from ..params import LikertParams
+from ..validation import check_alpha, check_count, check_number
 from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
 from ..significance.lmm_balanced import (
     draw_stats,
@@ -47,26 +48,6 @@ from ..significance.lmm_balanced import (
 METHODS = ("fast", "analytic", "lme4", "statsmodels")
 FORMULA = "y ~ x + (1 + x || worker) + (1 + x || item)"
 _CHUNK = {"fast": 20_000, "analytic": 1, "lme4": 50, "statsmodels": 5}
-
-
-def _check_count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
-        raise InputError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def check_alpha(alpha: Any) -> float:
-    """Validate a significance level."""
-    a = _check_number("alpha", alpha)
-    if not 0 < a < 1:
-        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
-    return a
 
 
 def simulate_ratings(
@@ -107,9 +88,9 @@ class LikertScenario:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        _check_count("workers", self.workers, 2)
-        _check_count("items", self.items, 2)
-        _check_number("effect", self.effect)
+        check_count("workers", self.workers, 2)
+        check_count("items", self.items, 2)
+        check_number("effect", self.effect)
         check_alpha(self.alpha)
         check_test(self.test)
         if self.method not in METHODS:
@@ -160,22 +141,8 @@ class LikertScenario:
             power, type_s, type_m = 2 * float(_tail(crit, df)), math.nan, math.nan
         else:
             power, type_s, type_m = t_power(ncp, df, crit)
-        return PowerResult(
-            cell=self.cell(),
-            power=power,
-            ci_low=power,
-            ci_high=power,
-            power_excluding_failures=power,
-            type_s=type_s,
-            type_m=type_m,
-            mean_estimate=self.effect,
-            n_sims=0,
-            n_failed=0,
-            n_singular=0,
-            n_warnings=0,
-            df=df,
-            extra={"ncp": ncp, "se": math.sqrt(v)},
-        )
+        return PowerResult.closed_form(self.cell(), power, type_s, type_m, df=df,
+                                       extra={"ncp": ncp, "se": math.sqrt(v)})
 
     def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
         if self.method == "fast":
@@ -276,7 +243,7 @@ def likert_sample_size(
     fixed = workers if vary == "items" else items
     if fixed is None:
         raise InputError(f"give the number of {fixed_name} to hold fixed while varying {vary}")
-    if _check_number("effect", effect) == 0:
+    if check_number("effect", effect) == 0:
         raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
     big = 10**6 if method in ("fast", "analytic") else 1000
 

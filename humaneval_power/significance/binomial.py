@@ -17,15 +17,15 @@ import numpy as np
 from scipy import stats
 
 from ..errors import InputError
+from ..validation import check_number
 
 TIE_POLICIES = ("drop", "split")
 
 
 def check_probabilities(p_win: float, p_tie: float) -> float:
     """Validate (p_win, p_tie) and return p_lose."""
-    for name, v in (("p_win", p_win), ("p_tie", p_tie)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not math.isfinite(v):
-            raise InputError(f"{name} must be a number, got {v!r}")
+    check_number("p_win", p_win)
+    check_number("p_tie", p_tie)
     if not 0 < p_win < 1:
         raise InputError(f"p_win must be in (0, 1), got {p_win}")
     if not 0 <= p_tie < 1:

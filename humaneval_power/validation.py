@@ -1,0 +1,31 @@
+"""Checks at the API boundary, shared by every scenario: clear InputErrors."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+
+def check_count(name: str, value: Any, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (booleans refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_number(name: str, value: Any) -> float:
+    """A finite number (booleans refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_alpha(alpha: Any) -> float:
+    """A significance level in (0, 1)."""
+    a = check_number("alpha", alpha)
+    if not 0 < a < 1:
+        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    return a
