@@ -18,6 +18,7 @@ from .errors import BackendUnavailableError, HepowerError, InputError, NotAttain
 from .io import PLOT_FORMATS, check_output_path, json_records, write_table
 from .params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from .scenarios.likert import METHODS, likert_power, likert_sample_size
+from .scenarios.accuracy import METHODS as ACCURACY_METHODS
 from .significance.coef_test import COEFFICIENT_TESTS
 
 
@@ -161,35 +162,42 @@ def build_parser() -> argparse.ArgumentParser:
     apow.add_argument("--delta", type=_number_list(_float, "--delta"), nargs="+", required=True,
                       help="accuracy difference B - A, as a proportion (0.02, not 2)")
     apow.add_argument("--agreement", type=_number_list(_float, "--agreement"), nargs="+", required=True)
-    apow.add_argument("--method", choices=("exact", "midp", "normal", "simulate"), default="exact")
+    apow.add_argument("--method", choices=ACCURACY_METHODS, default="exact")
     apow.add_argument("--sims", type=int, default=10_000)
     apow.add_argument("--seed", type=int, default=1)
     apow.add_argument("--out", metavar="FILE")
+    apow.add_argument("--plot", metavar="FILE", help="power, Type-M and Type-S against delta (Card et al. Figs. 3, 7, 8)")
     asize = asub.add_parser("size", help="test-set size for a target power")
     asize.add_argument("--delta", type=_float, required=True)
     asize.add_argument("--agreement", type=_float, required=True)
     asize.add_argument("--target-power", type=_float, default=0.8)
-    asize.add_argument("--method", choices=("normal", "exact"), default="normal")
-    amde = asub.add_parser("mde", help="minimum detectable accuracy gain under a historical prior")
+    asize.add_argument("--method", choices=[m for m in ACCURACY_METHODS if m != "simulate"], default="normal")
+    amde = asub.add_parser("mde", help="minimum detectable accuracy gain under a historical prior (or none)")
     amde.add_argument("--n", type=int, required=True)
     amde.add_argument("--baseline", type=_float, required=True, help="state-of-the-art accuracy (proportion)")
-    amde.add_argument("--prior", choices=("glue", "squad2"), default="glue")
+    amde.add_argument("--prior", choices=("glue", "squad2", "lachenbruch"), default="glue",
+                      help="overlap regression (Card et al. Tables 5-6) or Lachenbruch's no-prior bounds")
     amde.add_argument("--target-power", type=_float, default=0.8)
-    amde.add_argument("--method", choices=("normal", "exact"), default="normal")
+    amde.add_argument("--method", choices=[m for m in ACCURACY_METHODS if m != "simulate"], default="normal")
     aest = asub.add_parser("estimate", help="delta and agreement of two models from per-item correctness")
     aest.add_argument("predictions", metavar="PREDICTIONS", help="CSV/Parquet: item, model, correct (0/1)")
     aest.add_argument("--model-a", required=True)
     aest.add_argument("--model-b", required=True)
     for col in ("item", "model", "correct"):
         aest.add_argument(f"--{col}-column", dest=f"{col}_column", default=col, metavar="COL")
-    aest.add_argument("--json", action="store_true")
-    atab = asub.add_parser("table", help="Card et al. Table 2: MDE per GLUE task")
-    atab.add_argument("--prior", choices=("glue",), default="glue")
-    atab.add_argument("--method", choices=("normal", "exact"), default="normal")
+    atab = asub.add_parser("table", help="Card et al. Table 2 / Table 9: MDE per benchmark task")
+    atab.add_argument("--prior", choices=("glue", "squad2"), default="glue")
+    atab.add_argument("--method", choices=[m for m in ACCURACY_METHODS if m != "simulate"], nargs="+",
+                      default=["normal"], help="one or more methods, one MDE column each")
     atab.add_argument("--target-power", type=_float, default=0.8)
-    for q in (apow, asize, amde):
+    aunp = asub.add_parser("unpaired", help="two independent proportions (power.prop.test): solve for the missing one")
+    aunp.add_argument("--n", type=_float, help="items per model")
+    aunp.add_argument("--p1", type=_float, required=True, help="baseline accuracy")
+    aunp.add_argument("--p2", type=_float, help="new model's accuracy")
+    aunp.add_argument("--power", type=_float)
+    for q in (apow, asize, amde, atab, aunp):
         q.add_argument("--alpha", type=_float, default=0.05)
-    for q in (apow, asize, amde, atab):
+    for q in (apow, asize, amde, aest, atab, aunp):
         q.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
     fit = sub.add_parser("fit", help="fit pilot data (ratings or head-to-head judgments) and export parameters")
@@ -264,9 +272,9 @@ def _is_mixed(args: argparse.Namespace) -> bool:
     return any(getattr(args, k, None) is not None for k in ("params", "sd_worker", "sd_item", "workers"))
 
 
-def _emit(table: pd.DataFrame, args: argparse.Namespace, columns: Sequence[str]) -> None:
-    if getattr(args, "out", None):
-        write_table(table, check_output_path(args.out))
+def _emit(table: pd.DataFrame, args: argparse.Namespace, columns: Sequence[str], out: Any = None) -> None:
+    if out or getattr(args, "out", None):
+        write_table(table, out or check_output_path(args.out))
     if args.json:
         print(json.dumps(json_records(table)))
     else:
@@ -278,28 +286,57 @@ def _run_accuracy(args: argparse.Namespace) -> int:
     from .scenarios import accuracy as a
 
     if args.action == "power":
-        if getattr(args, "out", None):
-            check_output_path(args.out)
+        out = check_output_path(args.out) if args.out else None
+        plot = check_output_path(args.plot, PLOT_FORMATS, "--plot") if args.plot else None
         cells = [a.McNemarScenario(n, d, g, args.method, args.alpha)
                  for n in _flatten(args.n) for d in _flatten(args.delta) for g in _flatten(args.agreement)]
         table = results_table(run_cells(cells, args.sims, seed=args.seed))
-        _emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"])
+        if plot:
+            from .plots import plot_accuracy_curves
+
+            plot_accuracy_curves(table, plot, title=f"McNemar, {args.method} method, alpha {args.alpha:g}")
+        _emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
+              out)
         return 0
     if args.action == "estimate":
         rec = a.estimate_accuracy(args.predictions, args.model_a, args.model_b, args.item_column,
                                   args.model_column, args.correct_column)
-        _emit(pd.DataFrame([rec]), args, list(rec))
-        return 0
-    if args.action == "size":
-        rec = a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method, args.alpha)
         table = pd.DataFrame([rec])
+    elif args.action == "size":
+        table = pd.DataFrame([a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method,
+                                                    args.alpha)])
     elif args.action == "mde":
         table = pd.DataFrame([a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method,
                                              args.alpha)])
+    elif args.action == "unpaired":
+        table = pd.DataFrame([a.solve_prop_test(args.n, args.p1, args.p2, args.power, args.alpha)])
     else:
-        table = pd.DataFrame(a.glue_table(args.method, args.target_power))
+        table = pd.DataFrame(a.mde_table(args.prior, list(dict.fromkeys(args.method)), args.target_power, args.alpha))
+        if not args.json:
+            _print_mde_table(table, args.prior)
+            return 0
     _emit(table, args, list(table.columns))
     return 0
+
+
+def _print_mde_table(table: pd.DataFrame, prior: str) -> None:
+    """Table 9 layout: one row per task, MDEs in percentage points."""
+    wide = table.pivot_table(index="task", columns="method", values="mde", sort=False, dropna=False)
+    first = table.drop_duplicates("task").set_index("task")
+    pct = lambda v: "n.a." if v is None or v != v else f"+{100 * v:.2f}"  # noqa: E731
+    rows = []
+    for task in first.index:
+        r = first.loc[task]
+        row = {"task": task, "n": int(r["n"]), "SOTA %": f"{100 * r['sota']:.3g}"}
+        row.update({f"MDE {m}": pct(wide.loc[task, m]) for m in wide.columns})
+        row["MDE unpaired"] = pct(r["mde_unpaired"])
+        row["Lachenbruch mid (low, high)"] = (f"{pct(r['mde_lachenbruch'])} ({pct(r['mde_lachenbruch_low'])}, "
+                                             f"{pct(r['mde_lachenbruch_high'])})")
+        row["expected gain"] = f"{100 * r['expected_gain']:+.2f}"
+        rows.append(row)
+    print(f"Minimum detectable effects at 80% power, {prior} prior (percentage points):")
+    print(pd.DataFrame(rows).to_string(index=False))
+    print("n.a.: no gain reaches the target power under this prior (its agreement shrinks as the gain grows).")
 
 
 def _run_h2h(args: argparse.Namespace) -> int:

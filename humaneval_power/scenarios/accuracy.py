@@ -7,20 +7,21 @@ p01 = (1 - Pa + Δ)/2 and p10 = (1 - Pa - Δ)/2, which needs Pa + |Δ| <= 1.
 
 Methods: ``exact`` — the exact conditional test (binomial test on the
 discordant pairs; statsmodels' ``mcnemar`` default), power by summation;
-``midp`` — its mid-p version (Fagerland et al. 2013); ``normal`` — the normal
+``midp`` — its mid-p version (Fagerland et al. 2013); ``unconditional`` — the
+exact unconditional test of Suissa & Shuster (1991), the z statistic
+(n01 - n10)/sqrt(n01 + n10) with its critical value maximised over the
+unknown discordance, power by summation; ``normal`` — the normal
 approximation used by R's MESS ``power_mcnemar_test`` (Connor 1987);
-``simulate`` — the exact test on simulated tables.
-Unpaired: ``prop_test_power`` matches R's ``power.prop.test``.
-
-Not yet here (open in issue 5): the exact unconditional test, priors from
-validation predictions and Lachenbruch's bounds, plots, the predictions file.
+``simulate`` — the exact conditional test on simulated tables.
+Unpaired: ``prop_test_power`` / ``solve_prop_test`` match R's ``power.prop.test``.
+No prior: Lachenbruch (1992) bounds from the marginal accuracies alone.
 """
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy import optimize, stats
@@ -30,7 +31,7 @@ from ..errors import InputError, NotAttainableError
 from ..significance.binomial import exact_power, sign_test
 from ..validation import check_alpha, check_count, check_number
 
-METHODS = ("exact", "midp", "normal", "simulate")
+METHODS = ("exact", "midp", "unconditional", "normal", "simulate")
 
 
 def discordant(delta: float, agreement: float) -> tuple[float, float]:
@@ -110,13 +111,18 @@ class McNemarScenario:
         else:
             p01, p10 = discordant(self.delta, self.agreement)
             power, type_s, type_m = exact_power(self.n, p01, self.agreement, "drop", self.alpha,
-                                                mid_p=self.method == "midp")
+                                                test=self.method)
         return PowerResult.closed_form(self.cell(), power, type_s, type_m)
 
 
 def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.8, method: str = "normal",
                         alpha: float = 0.05) -> dict[str, Any]:
-    """n reaching the target power: unrounded for ``normal`` (as MESS), integer for ``exact``."""
+    """n reaching the target power: unrounded for ``normal`` (as MESS), the smallest integer otherwise.
+
+    Exact power is saw-toothed in n: the bisection assumes it grows with n, so
+    ``n_required`` is where the search crossed the target; an isolated smaller n
+    may also reach it by chance.
+    """
     if not 0 < target_power < 1:
         raise InputError(f"target power must be in (0, 1), got {target_power}")
     if delta == 0:
@@ -126,16 +132,17 @@ def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.
         n = optimize.brentq(lambda k: normal_power(k, delta, agreement, alpha) - target_power, 1e-6, 1e12)
         return {"n": n, "n_required": math.ceil(n - 1e-9), "delta": delta, "agreement": agreement,
                 "power": target_power, "method": method}
-    if method != "exact":
-        raise InputError("sample size is computed by the normal or exact method")
+    if method not in METHODS or method == "simulate":
+        raise InputError(f"sample size methods: {', '.join(m for m in METHODS if m != 'simulate')}")
     from ..engine import smallest_n
 
-    n = smallest_n(lambda k: McNemarScenario(k, delta, agreement, "exact", alpha).exact().power >= target_power,
-                   1, 100_000_000)
+    def power(k: int) -> float:
+        return McNemarScenario(k, delta, agreement, method, alpha).exact().power
+
+    n = smallest_n(lambda k: power(k) >= target_power, 1, 100_000_000)
     if n is None:
         raise NotAttainableError("target power not reached up to n = 1e8")
-    return {"n": n, "n_required": n, "delta": delta, "agreement": agreement,
-            "power": McNemarScenario(n, delta, agreement, "exact", alpha).exact().power, "method": method}
+    return {"n": n, "n_required": n, "delta": delta, "agreement": agreement, "power": power(n), "method": method}
 
 
 def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item", model: str = "model",
@@ -199,57 +206,235 @@ OVERLAP_PRIORS: dict[str, tuple[float, float, float]] = {
 
 def prior_agreement(prior: str, baseline: float, delta: float) -> float:
     """Agreement implied by a historical overlap regression (Tables 5-6)."""
-    try:
-        a, b, c = OVERLAP_PRIORS[prior]
-    except KeyError:
-        raise InputError(f"unknown prior {prior!r}; choose one of {', '.join(OVERLAP_PRIORS)}") from None
+    a, b, c = _overlap(prior)
     return a + b * baseline + c * delta
+
+
+def _first_crossing(power: Callable[[float], float], lo: float, hi: float, target: float,
+                    grid: int = 32) -> tuple[float | None, float]:
+    """Smallest d in [lo, hi] with power(d) >= target (grid, then root), or (None, highest power)."""
+    ds = np.linspace(lo, hi, grid)
+    values = np.array([power(d) for d in ds])
+    hit = np.flatnonzero(values >= target)
+    if not len(hit):
+        i = int(values.argmax())  # make sure a narrow peak between grid points is not missed
+        res = optimize.minimize_scalar(lambda d: -power(d), bounds=(ds[max(i - 1, 0)], ds[min(i + 1, grid - 1)]),
+                                       method="bounded")
+        top = max(float(values[i]), -float(res.fun))
+        if top < target:
+            return None, top
+        hit_d = float(res.x)
+        prev = ds[max(i - 1, 0)]
+    else:
+        hit_d = float(ds[hit[0]])
+        prev = float(ds[hit[0] - 1]) if hit[0] > 0 else None
+    if prev is None or power(prev) >= target:
+        return hit_d, power(hit_d)
+    d = optimize.brentq(lambda x: power(x) - target, prev, hit_d, xtol=1e-10)
+    return d, power(d)
 
 
 def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: float = 0.8, method: str = "normal",
                  alpha: float = 0.05) -> dict[str, Any]:
     """Smallest accuracy gain over ``baseline`` reaching the target power, agreement from the prior.
 
-    Gains are bounded so that the new accuracy stays <= 1 and the implied
-    table exists; when none reaches the target, ``mde`` is None and ``reason`` says why.
+    ``prior``: ``glue`` or ``squad2`` (overlap regressions, Tables 5-6), or
+    ``lachenbruch`` (no prior: normal-approximation midpoint with lower and
+    upper bounds, see :func:`lachenbruch_mde`). Gains are bounded so that the
+    new accuracy stays <= 1 and the implied table exists; when none reaches
+    the target, ``mde`` is None and ``reason`` says why.
+
+    >>> round(accuracy_mde(1725, 0.92)["mde"], 4)
+    0.0162
     """
+    check_count("n", n)
     if not 0 < baseline < 1:
         raise InputError(f"baseline accuracy must be in (0, 1), got {baseline}")
+    if not 0 < target_power < 1:
+        raise InputError(f"target power must be in (0, 1), got {target_power}")
+    if prior == "lachenbruch":
+        if method != "normal":
+            raise InputError("the Lachenbruch bounds use the normal approximation (--method normal)")
+        return {"n": n, "baseline": baseline, "prior": prior, "method": method,
+                **lachenbruch_mde(n, baseline, target_power, alpha)}
+    if method not in METHODS or method == "simulate":
+        raise InputError(f"MDE methods: {', '.join(m for m in METHODS if m != 'simulate')}")
+    a, b, c = _overlap(prior)
+    # feasible gains d: baseline + d <= 1, Pa + d <= 1 and Pa >= 0, with Pa = a + b baseline + c d
+    base = a + b * baseline
+    hi = 1 - baseline
+    if 1 + c > 0:
+        hi = min(hi, (1 - base) / (1 + c))
+    if c < 0:
+        hi = min(hi, base / -c)
+    rec = {"n": n, "baseline": baseline, "prior": prior, "method": method}
+    if hi <= 0 or base > 1:
+        return {**rec, "mde": None, "power_at_mde": None,
+                "reason": f"the {prior} prior implies no valid table at baseline {baseline:g}"}
 
     def power(d: float) -> float:
-        pa = prior_agreement(prior, baseline, d)
-        cell = McNemarScenario(n, d, min(max(pa, 0.0), 1.0), method, alpha)
-        return cell.exact().power
+        pa = min(max(a + b * baseline + c * d, 0.0), 1.0 - d)
+        return McNemarScenario(n, d, pa, method, alpha).exact().power
 
-    def feasible(d: float) -> bool:
-        pa = prior_agreement(prior, baseline, d)
-        return 0 <= pa <= 1 and pa + d <= 1 and baseline + d <= 1
-
-    grid = [d for d in np.linspace(1e-5, 1 - baseline, 2001) if feasible(d)]
-    best = max(grid, key=power) if grid else None
-    rec = {"n": n, "baseline": baseline, "prior": prior, "method": method}
-    if best is None or power(best) < target_power:
-        top = power(best) if best is not None else math.nan
+    mde, top = _first_crossing(power, 1e-6, hi * (1 - 1e-9), target_power)
+    if mde is None:
         return {**rec, "mde": None, "power_at_mde": None,
-                "reason": f"no gain up to {1 - baseline:.4f} reaches power {target_power:g} under this prior "
+                "reason": f"no gain up to {hi:.4f} reaches power {target_power:g} under this prior "
                           f"(highest {top:.3f}): the prior's agreement shrinks as the gain grows"}
-    first = next(d for d in grid if power(d) >= target_power)
-    lo = max([d for d in grid if d < first], default=1e-9)
-    mde = optimize.brentq(lambda d: power(d) - target_power, lo, first) if lo < first else first
-    return {**rec, "mde": mde, "power_at_mde": power(mde), "agreement": prior_agreement(prior, baseline, mde)}
+    return {**rec, "mde": mde, "power_at_mde": top, "agreement": prior_agreement(prior, baseline, mde)}
 
 
-#: Card et al. Table 2: test size and SOTA accuracy per GLUE task
-GLUE_TABLE2: dict[str, tuple[int, float]] = {
-    "WNLI": (147, 0.945), "MRPC": (1725, 0.920), "SST-2": (1821, 0.972), "RTE": (3000, 0.917),
-    "QNLI": (5463, 0.975), "MNLI-m": (9796, 0.916), "MNLI-mm": (9847, 0.913), "QQP": (390965, 0.910),
+def _overlap(prior: str) -> tuple[float, float, float]:
+    try:
+        return OVERLAP_PRIORS[prior]
+    except KeyError:
+        raise InputError(f"unknown prior {prior!r}; choose one of {', '.join(OVERLAP_PRIORS)}, lachenbruch") from None
+
+
+def _z_sum(target_power: float, alpha: float) -> float:
+    check_alpha(alpha)
+    if not 0 < target_power < 1:
+        raise InputError(f"target power must be in (0, 1), got {target_power}")
+    return float(stats.norm.isf(alpha / 2) + stats.norm.ppf(target_power))
+
+
+def lachenbruch_sample_size(p1: float, p2: float, target_power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
+    """Lachenbruch (1992): n from the marginal accuracies alone, for the extreme and middle agreement.
+
+    With d = |p2 - p1| and discordance pd, n = (z_{alpha/2} + z_beta)^2 pd / d^2.
+    pd ranges from d (the models agree as much as possible: ``n_low``) to
+    min(p1 + p2, 2 - p1 - p2) (as little as possible: ``n_high``); ``n_mid`` uses the midpoint.
+
+    >>> lachenbruch_sample_size(0.8, 0.9, 0.9)["n_required"]
+    [106, 211, 316]
+    """
+    for name, p in (("p1", p1), ("p2", p2)):
+        check_number(name, p)
+        if not 0 <= p <= 1:
+            raise InputError(f"{name} must be in [0, 1], got {p}")
+    d = abs(p2 - p1)
+    if d == 0:
+        raise InputError("the sample size for equal accuracies is undefined")
+    z2 = _z_sum(target_power, alpha) ** 2
+    pd_high = min(p1 + p2, 2 - p1 - p2)
+    ns = [z2 * pd / d**2 for pd in (d, (d + pd_high) / 2, pd_high)]
+    return {"p1": p1, "p2": p2, "power": target_power, "n_low": ns[0], "n_mid": ns[1], "n_high": ns[2],
+            "n_required": [math.ceil(v - 1e-9) for v in ns], "method": "lachenbruch"}
+
+
+def lachenbruch_mde(n: int, baseline: float, target_power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
+    """MDE without a prior (Lachenbruch 1992): ``mde`` at the middle agreement, ``mde_low``/``mde_high`` at the extremes.
+
+    Solves n d^2 = z^2 pd(d) for d with pd = d, the midpoint, and the largest
+    discordance allowed by accuracies (baseline, baseline + d); closed form.
+    """
+    z2 = _z_sum(target_power, alpha) ** 2 / n
+    low = z2  # pd = d
+    top = 1 - baseline  # largest gain keeping the new accuracy <= 1
+
+    def solve(pd: Callable[[float], float]) -> float:
+        return optimize.brentq(lambda d: d * d - z2 * pd(d), 1e-15, top) if top * top >= z2 * pd(top) else math.nan
+
+    def pd_high(d: float) -> float:
+        return min(2 * baseline + d, 2 - 2 * baseline - d)
+
+    high = solve(pd_high)
+    mid = solve(lambda d: (d + pd_high(d)) / 2)
+    ok = [v for v in (low, mid, high) if v == v and v <= top]
+    return {"mde": mid if mid == mid else None, "mde_low": low if low <= top else None,
+            "mde_high": high if high == high else None, "power_at_mde": target_power if ok else None}
+
+
+def solve_prop_test(n: float | None = None, p1: float | None = None, p2: float | None = None,
+                    power: float | None = None, alpha: float = 0.05) -> dict[str, Any]:
+    """Unpaired accuracies (R ``power.prop.test``): give all but one of n, p2, power and get it.
+
+    ``n`` is per group (test-set size for each model); ``p2`` is solved above ``p1``.
+
+    >>> round(solve_prop_test(n=50, p1=0.5, p2=0.75)["power"], 7)
+    0.7401659
+    """
+    missing = [k for k, v in (("n", n), ("p2", p2), ("power", power)) if v is None]
+    if p1 is None or len(missing) != 1:
+        raise InputError("give p1 and exactly two of n, p2, power")
+    if power is not None and not 0 < power < 1:
+        raise InputError(f"power must be in (0, 1), got {power}")
+    if n is not None and not n > 0:
+        raise InputError(f"n must be positive, got {n}")
+    if missing == ["power"]:
+        power = prop_test_power(n, p1, p2, alpha)
+    elif missing == ["n"]:
+        if p1 == p2:
+            raise InputError("the sample size for equal accuracies is undefined")
+        prop_test_power(1.0, p1, p2, alpha)
+        n = optimize.brentq(lambda k: prop_test_power(k, p1, p2, alpha) - power, 1e-6, 1e12)
+    else:
+        hi = 1 - 1e-12
+        if prop_test_power(n, p1, hi, alpha) < power:
+            raise NotAttainableError(f"no p2 up to 1 reaches power {power:g} with n = {n:g}")
+        p2 = optimize.brentq(lambda q: prop_test_power(n, p1, q, alpha) - power, p1 + 1e-12, hi, xtol=1e-12)
+    return {"n": n, "p1": p1, "p2": p2, "delta": p2 - p1, "power": power, "method": "prop_test"}
+
+
+#: Card et al. Tables 7-8: expected next SOTA gain from the baseline accuracy.
+#: GLUE (Table 7, in points): 24.342 - 0.264 baseline + task effect (MNLI-m is the reference);
+#: SQuAD 2.0 (Table 8, proportions): 0.1331 - 0.1408 baseline.
+GAIN_PRIORS: dict[str, dict[str, Any]] = {
+    "glue": {"scale": 100.0, "const": 24.342, "slope": -0.264,
+             "task": {"MNLI-m": 0.0, "MNLI-mm": 0.150, "MRPC": 0.023, "QNLI": 2.139, "QQP": -0.195,
+                      "RTE": 1.018, "SST-2": 1.536, "WNLI": -0.520}},
+    "squad2": {"scale": 1.0, "const": 0.1331, "slope": -0.1408, "task": {"SQuAD 2.0": 0.0}},
 }
 
 
-def glue_table(method: str = "normal", target_power: float = 0.8) -> list[dict[str, Any]]:
-    """Table 2 of Card et al.: MDE per GLUE task under the GLUE overlap prior."""
-    return [{"task": task, **accuracy_mde(n, sota, "glue", target_power, method)} for task, (n, sota) in GLUE_TABLE2.items()]
+def expected_gain(prior: str, baseline: float, task: str | None = None) -> float:
+    """Predicted accuracy gain of the next SOTA (Tables 7-8), as a proportion.
+
+    The GLUE regression needs the task; coefficients are the papers' rounded ones.
+    """
+    try:
+        g = GAIN_PRIORS[prior]
+    except KeyError:
+        raise InputError(f"no effect-size prior for {prior!r}; choose one of {', '.join(GAIN_PRIORS)}") from None
+    if task is None:
+        task = next(iter(g["task"])) if len(g["task"]) == 1 else None
+    if task not in g["task"]:
+        raise InputError(f"the {prior} effect-size prior needs a task: {', '.join(g['task'])}")
+    scale = g["scale"]
+    return (g["const"] + g["slope"] * baseline * scale + g["task"][task]) / scale
 
 
-__all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "normal_power", "prop_test_power", "mcnemar_sample_size",
-                      "accuracy_mde", "glue_table", "prior_agreement", "OVERLAP_PRIORS"]
+#: Card et al. Table 2 / Table 9: test size and SOTA accuracy per task, with the prior family
+BENCHMARK_TASKS: dict[str, tuple[int, float, str]] = {
+    "WNLI": (147, 0.945, "glue"), "MRPC": (1725, 0.920, "glue"), "SST-2": (1821, 0.972, "glue"),
+    "RTE": (3000, 0.917, "glue"), "QNLI": (5463, 0.975, "glue"), "MNLI-m": (9796, 0.916, "glue"),
+    "MNLI-mm": (9847, 0.913, "glue"), "QQP": (390965, 0.910, "glue"), "SQuAD 2.0": (8862, 0.90724, "squad2"),
+}
+
+
+def mde_table(prior: str = "glue", methods: Sequence[str] = ("normal",), target_power: float = 0.8,
+              alpha: float = 0.05) -> list[dict[str, Any]]:
+    """Table 2 / Table 9 of Card et al.: per task, the MDE under the overlap prior for each method,
+    the unpaired (``power.prop.test``) MDE, Lachenbruch's midpoint and bounds, and the expected gain."""
+    tasks = {t: v for t, v in BENCHMARK_TASKS.items() if v[2] == prior}
+    if not tasks:
+        raise InputError(f"no tasks for prior {prior!r}; choose one of {', '.join(sorted(GAIN_PRIORS))}")
+    rows = []
+    for task, (n, sota, _) in tasks.items():
+        lach = lachenbruch_mde(n, sota, target_power, alpha)
+        try:
+            unpaired = solve_prop_test(n=n, p1=sota, power=target_power, alpha=alpha)["delta"]
+        except NotAttainableError:
+            unpaired = None
+        extra = {"mde_unpaired": unpaired, "mde_lachenbruch": lach["mde"], "mde_lachenbruch_low": lach["mde_low"],
+                 "mde_lachenbruch_high": lach["mde_high"], "expected_gain": expected_gain(prior, sota, task)}
+        for method in methods:
+            rows.append({"task": task, "sota": sota, **accuracy_mde(n, sota, prior, target_power, method, alpha),
+                         **extra})
+    return rows
+
+
+__all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "normal_power", "prop_test_power",
+                      "solve_prop_test", "mcnemar_sample_size", "accuracy_mde", "mde_table", "prior_agreement",
+                      "expected_gain", "lachenbruch_mde", "lachenbruch_sample_size", "OVERLAP_PRIORS",
+                      "GAIN_PRIORS", "BENCHMARK_TASKS"]

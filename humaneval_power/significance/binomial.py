@@ -12,14 +12,18 @@ The effect is the net preference p_win - p_lose; its estimate (W - L) / n.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from ..errors import InputError
 from ..validation import check_number
 
 TIE_POLICIES = ("drop", "split")
+#: tests of the discordant (non-tied) counts: exact conditional, its mid-p version,
+#: and the exact unconditional test of Suissa & Shuster (1991)
+SIGN_TESTS = ("exact", "midp", "unconditional")
 
 
 def check_probabilities(p_win: float, p_tie: float) -> float:
@@ -54,6 +58,99 @@ def lower_critical(m: np.ndarray, alpha: float, mid_p: bool = False) -> np.ndarr
     return np.where(m > 0, np.minimum(k, np.floor((m - 1) / 2)), -1.0)
 
 
+class _UnconditionalSize:
+    """Size of "reject iff |W - L| / sqrt(W + L) >= z" maximised over the discordance pi = P(W or L).
+
+    Under H0 the n pairs are discordant with unknown probability pi and split
+    evenly, so the size is sup_pi sum_m Bin(m; n, pi) P(|2W - m| >= z sqrt m | m).
+    The binomial weights on a grid of pi are computed once per n; the
+    supremum over the grid is refined around its three best points.
+    """
+
+    def __init__(self, n: int, grid: int = 1000) -> None:
+        self.n = n
+        self.pis = np.linspace(1.0 / grid, 1.0, grid)
+        supports = [_support(n, p) for p in self.pis]
+        width = max(len(s) for s in supports)
+        self.index = np.array([np.minimum(s[0] + np.arange(width), n) for s in supports])
+        self.weight = np.array([np.pad(stats.binom.pmf(s, n, p), (0, width - len(s)))
+                                for s, p in zip(supports, self.pis)])
+        self.m = np.arange(n + 1, dtype=float)
+
+    def tail(self, z: float) -> np.ndarray:
+        """P(|2W - m| >= z sqrt(m)) for W ~ Bin(m, 1/2), m = 0..n; 0 for m = 0."""
+        k = np.floor((self.m - z * np.sqrt(self.m)) / 2 + 1e-9)
+        return np.where(self.m > 0, np.minimum(1.0, 2 * stats.binom.cdf(k, self.m, 0.5)), 0.0)
+
+    def __call__(self, z: float) -> float:
+        tail = self.tail(z)
+        values = (self.weight * tail[self.index]).sum(axis=1)
+        best = float(values.max())
+        step = self.pis[1] - self.pis[0] if len(self.pis) > 1 else 1.0
+
+        def size(pi: float) -> float:
+            ms = _support(self.n, pi)
+            return float(stats.binom.pmf(ms, self.n, pi) @ tail[ms])
+
+        for i in np.argsort(values)[-3:]:
+            lo, hi = max(self.pis[i] - step, 1e-12), min(self.pis[i] + step, 1.0)
+            res = optimize.minimize_scalar(lambda p: -size(p), bounds=(lo, hi), method="bounded",
+                                           options={"xatol": 1e-9})
+            best = max(best, -float(res.fun))
+        return best
+
+
+def unconditional_size(n: int, z: float) -> float:
+    """Exact unconditional size of the McNemar z test with critical value z (see ``_UnconditionalSize``)."""
+    return _size_function(n)(z)
+
+
+@lru_cache(maxsize=8)
+def _size_function(n: int) -> _UnconditionalSize:
+    return _UnconditionalSize(n)
+
+
+@lru_cache(maxsize=256)
+def unconditional_critical_z(n: int, alpha: float) -> float:
+    """Smallest z with exact unconditional size <= alpha (Suissa & Shuster 1991), to 1e-8."""
+    size = _size_function(n)
+    z_normal = float(stats.norm.isf(alpha / 2))
+    lo, hi = 0.9 * z_normal, 1.1 * z_normal
+    if size(lo) <= alpha:
+        lo = 0.0
+    while size(hi) > alpha:  # tiny n: widen until (almost) nothing is rejected
+        lo, hi = hi, hi * 2
+        if hi > math.sqrt(n) + 1:
+            return math.inf
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if size(mid) <= alpha:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo < 1e-8:
+            break
+    return hi
+
+
+def critical_counts(m: np.ndarray, n: int, alpha: float, test: str = "exact") -> np.ndarray:
+    """Lower critical count k per number of non-tied pairs m: reject iff W <= k or W >= m - k.
+
+    ``exact`` and ``midp`` are conditional on m; ``unconditional`` rejects iff
+    |W - L| / sqrt(m) >= z*, with z* fixed by n (see ``unconditional_critical_z``).
+    """
+    if test not in SIGN_TESTS:
+        raise InputError(f"unknown test {test!r}; choose one of {', '.join(SIGN_TESTS)}")
+    m = np.asarray(m, dtype=float)
+    if test != "unconditional":
+        return lower_critical(m, alpha, mid_p=test == "midp")
+    z = unconditional_critical_z(int(n), float(alpha))
+    if math.isinf(z):
+        return np.full(m.shape, -1.0)
+    k = np.floor((m - z * np.sqrt(m)) / 2 + 1e-9)
+    return np.where(m > 0, np.minimum(k, np.floor((m - 1) / 2)), -1.0)
+
+
 def sign_test(wins: np.ndarray, ties: np.ndarray, losses: np.ndarray, ties_policy: str, alpha: float):
     """p-values and significance of simulated or observed counts (arrays)."""
     w, t, lo = (np.asarray(a, dtype=float) for a in (wins, ties, losses))
@@ -83,11 +180,12 @@ def _tail_mean(m: np.ndarray, q: float, a: np.ndarray) -> np.ndarray:
 
 
 def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", alpha: float = 0.05,
-                mid_p: bool = False):
+                test: str = "exact"):
     """Power (significant with the sign of p_win - p_lose), Type-S and Type-M by exact summation.
 
     Returns (power, type_s, type_m); with p_win = p_lose power is the rejection rate.
-    ``mid_p`` (ties dropped only) uses the mid-p version of the test.
+    ``test`` (ties dropped only): ``exact`` conditional binomial test, its
+    ``midp`` version, or the ``unconditional`` test (see ``critical_counts``).
     Cost: O(sqrt(n)) binomial terms for ``drop``, one FFT of length ~n for ``split``.
 
     >>> [round(v, 4) for v in exact_power(100, 0.65, 0.0)[:1] + exact_power(25, 0.65, 0.0)[:1]]
@@ -96,8 +194,8 @@ def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", a
     p_lose = check_probabilities(p_win, p_tie)
     if ties_policy not in TIE_POLICIES:
         raise InputError(f"ties must be one of {', '.join(TIE_POLICIES)}")
-    if mid_p and ties_policy != "drop":
-        raise InputError("the mid-p test is defined here for ties dropped")
+    if test != "exact" and ties_policy != "drop":
+        raise InputError(f"the {test} test is defined here for ties dropped")
     effect = p_win - p_lose
     if abs(effect) < 1e-12:
         effect = 0.0
@@ -105,7 +203,7 @@ def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", a
         ms = _support(n, 1 - p_tie) if p_tie > 0 else np.array([n])
         pm = stats.binom.pmf(ms, n, 1 - p_tie) if p_tie > 0 else np.array([1.0])
         q = p_win / (p_win + p_lose) if p_win + p_lose > 0 else 0.5
-        k = lower_critical(ms, alpha, mid_p)
+        k = critical_counts(ms, n, alpha, test)
         hi_cut = ms - k  # reject upward iff W >= m - k
         up = stats.binom.sf(hi_cut - 1, ms, q)
         down = stats.binom.cdf(k, ms, q)
