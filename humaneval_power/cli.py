@@ -159,9 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     asub = acc.add_subparsers(dest="action", required=True, parser_class=_Parser)
     apow = asub.add_parser("power", help="McNemar power over n x delta x agreement")
     apow.add_argument("--n", type=_number_list(int, "--n"), nargs="+", required=True)
-    apow.add_argument("--delta", type=_number_list(_float, "--delta"), nargs="+", required=True,
+    apow.add_argument("--delta", type=_number_list(_float, "--delta"), nargs="+",
                       help="accuracy difference B - A, as a proportion (0.02, not 2)")
-    apow.add_argument("--agreement", type=_number_list(_float, "--agreement"), nargs="+", required=True)
+    apow.add_argument("--agreement", type=_number_list(_float, "--agreement"), nargs="+")
+    apow.add_argument("--table", type=_float, nargs=4, metavar=("BOTH_RIGHT", "A_ONLY", "B_ONLY", "BOTH_WRONG"),
+                      help="2x2 table of probabilities instead of --delta/--agreement")
     apow.add_argument("--method", choices=ACCURACY_METHODS, default="exact")
     apow.add_argument("--sims", type=int, default=10_000)
     apow.add_argument("--seed", type=int, default=1)
@@ -288,8 +290,12 @@ def _run_accuracy(args: argparse.Namespace) -> int:
     if args.action == "power":
         out = check_output_path(args.out) if args.out else None
         plot = check_output_path(args.plot, PLOT_FORMATS, "--plot") if args.plot else None
-        cells = [a.McNemarScenario(n, d, g, args.method, args.alpha)
-                 for n in _flatten(args.n) for d in _flatten(args.delta) for g in _flatten(args.agreement)]
+        if (args.table is None) == (args.delta is None or args.agreement is None) or (
+                args.table is not None and (args.delta or args.agreement)):
+            raise InputError("give --delta and --agreement, or --table (four probabilities)")
+        pairs = ([a.from_table(*args.table)] if args.table else
+                 [(d, g) for d in _flatten(args.delta) for g in _flatten(args.agreement)])
+        cells = [a.McNemarScenario(n, d, g, args.method, args.alpha) for n in _flatten(args.n) for d, g in pairs]
         table = results_table(run_cells(cells, args.sims, seed=args.seed))
         if plot:
             from .plots import plot_accuracy_curves

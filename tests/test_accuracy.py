@@ -176,6 +176,8 @@ def test_mde_power_and_exact_method() -> None:
     ["size", "--delta", "0", "--agreement", "0.9"],
     ["mde", "--n", "100", "--baseline", "0.9", "--prior", "lachenbruch", "--method", "exact"],
     ["unpaired", "--p1", "0.5", "--n", "50"],
+    ["power", "--n", "500", "--table", "0.8", "0.1", "0.1", "0.1"],
+    ["power", "--n", "500", "--table", "0.8", "0.1", "0.1", "0.0", "--delta", "0.01"],
     ["unpaired", "--p1", "1.5", "--n", "50", "--p2", "0.6"],
     ["power", "--n", "500", "--delta", "0.02", "--agreement", "0.9", "--plot", "out.txt"],
 ])
@@ -247,6 +249,10 @@ def test_cli_table_plot_and_unpaired(tmp_path, capsys: pytest.CaptureFixture[str
     recs = json.loads(capsys.readouterr().out)
     assert plot.stat().st_size > 10_000 and len(recs) == 12
     assert {"n", "delta", "agreement", "power", "type_s", "type_m", "method"} <= set(recs[0])
+    assert main(["accuracy", "power", "--n", "500", "--table", "0.85", "0.04", "0.06", "0.05", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert (rec["delta"], rec["agreement"]) == (pytest.approx(0.02), pytest.approx(0.9))
+    assert rec["power"] == pytest.approx(McNemarScenario(500, 0.02, 0.9).exact().power)
     assert main(["accuracy", "unpaired", "--p1", "0.5", "--p2", "0.75", "--power", "0.9", "--json"]) == 0
     assert round(json.loads(capsys.readouterr().out)[0]["n"], 1) == 76.7
     assert main(["accuracy", "mde", "--n", "1725", "--baseline", "0.92", "--prior", "lachenbruch", "--json"]) == 0

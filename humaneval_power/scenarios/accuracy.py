@@ -45,6 +45,18 @@ def discordant(delta: float, agreement: float) -> tuple[float, float]:
     return max((1 - agreement + delta) / 2, 0.0), max((1 - agreement - delta) / 2, 0.0)
 
 
+def from_table(both_right: float, a_only: float, b_only: float, both_wrong: float) -> tuple[float, float]:
+    """(delta, agreement) from a 2x2 table of probabilities (A right & B right, A only, B only, both wrong)."""
+    cells = (both_right, a_only, b_only, both_wrong)
+    for name, v in zip(("both_right", "a_only", "b_only", "both_wrong"), cells):
+        check_number(name, v)
+        if v < 0:
+            raise InputError(f"table probability {name} must be >= 0, got {v}")
+    if abs(sum(cells) - 1) > 1e-6:
+        raise InputError(f"the four table probabilities must sum to 1, got {sum(cells):g}")
+    return b_only - a_only, both_right + both_wrong
+
+
 def normal_power(n: float, delta: float, agreement: float, alpha: float = 0.05) -> float:
     """McNemar power, normal approximation (MESS ``power_mcnemar_test(method = "normal")``)."""
     p01, p10 = discordant(delta, agreement)
@@ -434,7 +446,7 @@ def mde_table(prior: str = "glue", methods: Sequence[str] = ("normal",), target_
     return rows
 
 
-__all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "normal_power", "prop_test_power",
+__all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "from_table", "normal_power", "prop_test_power",
                       "solve_prop_test", "mcnemar_sample_size", "accuracy_mde", "mde_table", "prior_agreement",
                       "expected_gain", "lachenbruch_mde", "lachenbruch_sample_size", "OVERLAP_PRIORS",
                       "GAIN_PRIORS", "BENCHMARK_TASKS"]
