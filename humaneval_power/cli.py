@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -18,7 +19,11 @@ from .errors import BackendUnavailableError, HepowerError, InputError, NotAttain
 from .io import PLOT_FORMATS, check_output_path, json_records, write_table
 from .params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from .scenarios.likert import METHODS, likert_power, likert_sample_size
+from .metrics import METRICS as CORPUS_METRICS
 from .scenarios.accuracy import METHODS as ACCURACY_METHODS
+from .scenarios.bleu import METHODS as BLEU_METHODS
+from .significance.paired import BOOTSTRAP_RULES
+from .significance.randomization import APPROXIMATIONS
 from .significance.coef_test import COEFFICIENT_TESTS
 
 
@@ -202,6 +207,58 @@ def build_parser() -> argparse.ArgumentParser:
     for q in (apow, asize, amde, aest, atab, aunp):
         q.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
+    bleu = sub.add_parser("bleu", help="BLEU/chrF: randomization-test power, swap-effect estimates, paired tests")
+    bsub = bleu.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    bpow = bsub.add_parser("power", help="power, Type-S, Type-M over n x delta x p0 x b0")
+    bpow.add_argument("--n", type=_number_list(int, "--n"), nargs="+", required=True, help="test-set sentences")
+    bpow.add_argument("--delta", type=_number_list(_float, "--delta"), nargs="+", required=True,
+                      help="expected difference B - A in BLEU points")
+    bpow.add_argument("--sims", type=int, default=1000)
+    bpow.add_argument("--permutations", type=int, default=10_000, help="randomization trials per simulated study")
+    bpow.add_argument("--approx", nargs="?", const="saddlepoint", choices=APPROXIMATIONS,
+                      help="approximate p-values instead of permutations (default approximation: saddlepoint)")
+    bpow.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
+    bpow.add_argument("--checkpoint", metavar="FILE", help="JSONL of finished chunks; rerun to resume")
+    bpow.add_argument("--out", metavar="FILE")
+    bmde = bsub.add_parser("mde", help="smallest BLEU difference reaching the target power")
+    bmde.add_argument("--n", type=int, required=True)
+    bsize = bsub.add_parser("size", help="test-set size reaching the target power")
+    bsize.add_argument("--delta", type=_float, required=True)
+    for q in (bmde, bsize):
+        q.add_argument("--p0", type=_float, required=True)
+        q.add_argument("--b0", type=_float, required=True)
+        q.add_argument("--target-power", type=_float, default=0.8)
+        q.add_argument("--sims", type=int, default=2000)
+        q.add_argument("--method", choices=BLEU_METHODS, default="saddlepoint")
+        q.add_argument("--permutations", type=int, default=10_000)
+        q.add_argument("--jobs", type=int)
+    for q in (bpow,):
+        q.add_argument("--p0", type=_number_list(_float, "--p0"), nargs="+", required=True,
+                       help="share of sentences whose swap changes nothing")
+        q.add_argument("--b0", type=_number_list(_float, "--b0"), nargs="+", required=True,
+                       help="Laplace scale of the swap effects times n")
+    best = bsub.add_parser("estimate", help="swap effects of two systems' outputs -> P0, b0 (with intervals)")
+    best.add_argument("--ref", required=True, metavar="FILE", help="reference, one segment per line")
+    best.add_argument("--sys-a", required=True, metavar="FILE")
+    best.add_argument("--sys-b", required=True, metavar="FILE")
+    best.add_argument("--nboot", type=int, default=1000)
+    btest = bsub.add_parser("test", help="paired tests of systems against a baseline")
+    btest.add_argument("--ref", required=True, metavar="FILE")
+    btest.add_argument("--baseline", required=True, metavar="FILE")
+    btest.add_argument("--systems", required=True, nargs="+", metavar="FILE")
+    kind = btest.add_mutually_exclusive_group()
+    kind.add_argument("--paired-ar", action="store_true", help="approximate randomization (default)")
+    kind.add_argument("--paired-bs", action="store_true", help="paired bootstrap")
+    btest.add_argument("--trials", type=int, help="AR trials (default 10,000) or bootstrap resamples (1,000)")
+    btest.add_argument("--bs-rule", choices=BOOTSTRAP_RULES, default="sacrebleu")
+    for q in (best, btest):
+        q.add_argument("--metric", choices=CORPUS_METRICS, default="bleu")
+    for q in (bpow, bmde, bsize, best, btest):
+        q.add_argument("--seed", type=int, default=1)
+        if q is not best and q is not btest:
+            q.add_argument("--alpha", type=_float, default=0.05)
+        q.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+
     fit = sub.add_parser("fit", help="fit pilot data (ratings or head-to-head judgments) and export parameters")
     fit.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating or judgment")
     for role in ("worker", "item", "system", "score"):
@@ -343,6 +400,70 @@ def _print_mde_table(table: pd.DataFrame, prior: str) -> None:
     print(f"Minimum detectable effects at 80% power, {prior} prior (percentage points):")
     print(pd.DataFrame(rows).to_string(index=False))
     print("n.a.: no gain reaches the target power under this prior (its agreement shrinks as the gain grows).")
+
+
+def _system_name(path: str) -> str:
+    stem = Path(path).name
+    for prefix, suffix in (("system.", ""), ("", ".txt")):
+        stem = stem[len(prefix):] if prefix and stem.startswith(prefix) else stem
+        stem = stem[: -len(suffix)] if suffix and stem.endswith(suffix) else stem
+    return stem
+
+
+def _run_bleu(args: argparse.Namespace) -> int:
+    from .scenarios import bleu as b
+
+    if args.action == "power":
+        out = check_output_path(args.out) if args.out else None
+        bar = _ProgressBar(enabled=True)
+        try:
+            table = b.bleu_power(_flatten(args.n), _flatten(args.delta), _flatten(args.p0), _flatten(args.b0),
+                                 args.approx or "randomization", args.permutations, args.alpha, args.sims, args.seed,
+                                 args.jobs, bar, args.checkpoint)
+        finally:
+            bar.close()
+        _emit(table, args, ["n", "delta", "p0", "b0", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
+              out)
+        return 0
+    if args.action in ("mde", "size"):
+        common = dict(target_power=args.target_power, method=args.method, permutations=args.permutations,
+                      alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs)
+        rec = (b.bleu_mde(args.n, args.p0, args.b0, **common) if args.action == "mde"
+               else b.bleu_sample_size(args.delta, args.p0, args.b0, **common))
+        table = pd.DataFrame([rec])
+        _emit(table, args, list(table.columns))
+        return 0
+    from .fitting.swap_effects import estimate_swap_parameters, subset_swap_check, swap_effects
+    from .metrics import corpus_stats, read_lines
+    from .significance.paired import paired_bootstrap, paired_randomization
+
+    ref = read_lines(args.ref, "reference")
+
+    def stats_of(path: str) -> Any:
+        return corpus_stats(read_lines(path, "system output"), ref, args.metric)
+
+    if args.action == "estimate":
+        a, bb = stats_of(args.sys_a), stats_of(args.sys_b)
+        rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b),
+               **estimate_swap_parameters(a, bb, args.nboot, seed=args.seed)}
+        check = subset_swap_check(a, bb, swap_effects(a, bb), seed=args.seed)
+        rec.update({"additivity_correlation": check["correlation"], "additivity_rms_gap": check["rms_gap"]})
+        table = pd.DataFrame([rec])
+        _emit(table, args, list(table.columns))
+        return 0
+    base = stats_of(args.baseline)
+    rows = []
+    for path in args.systems:
+        other = stats_of(path)
+        if args.paired_bs:
+            r = paired_bootstrap(base, other, args.trials or 1000, args.seed, args.bs_rule)
+        else:
+            r = paired_randomization(base, other, args.trials or 10_000, args.seed)
+        rows.append({"system": _system_name(path), "baseline": _system_name(args.baseline), "metric": args.metric,
+                     **r})
+    table = pd.DataFrame(rows)
+    _emit(table, args, ["system", "baseline", "metric", "score", "baseline_score", "delta", "p_value", "method"])
+    return 0
 
 
 def _run_h2h(args: argparse.Namespace) -> int:
@@ -573,11 +694,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_h2h(args)
         if args.command == "accuracy":
             return _run_accuracy(args)
+        if args.command == "bleu":
+            return _run_bleu(args)
         handler = {("likert", "power"): _run_likert_power, ("likert", "size"): _run_likert_size}
         return handler[(args.command, args.action)](args)
     except (InputError, BackendUnavailableError, HepowerError) as exc:
         print(f"hepower: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `hepower ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("hepower: interrupted (finished chunks are kept with --checkpoint)", file=sys.stderr)
         return 130
