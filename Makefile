@@ -51,11 +51,13 @@ bench: setup
 	$(PY) benchmarks/bench_fit.py
 	$(PY) benchmarks/bench_h2h.py
 	$(PY) benchmarks/bench_accuracy.py
+	$(PY) benchmarks/bench_bleu.py
 
 example: setup
 	$(PY) examples/fig6_card2020.py
 	$(PY) examples/fit_then_plan.py
 	$(PY) examples/gsm8k_accuracy.py
+	$(PY) examples/wmt23_bleu.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

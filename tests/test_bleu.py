@@ -142,6 +142,9 @@ def test_paired_tests_agree_with_sacrebleu(wmt) -> None:
     ours = paired_bootstrap(a, b, 1000, seed=1)["p_value"]
     theirs = _paired_bs_test(info, "b", b_txt, [ref], {"BLEU": metric}, 1000, -1, 7)[1]["BLEU"].p_value
     assert abs(ours - theirs) < 3.5 * math.sqrt(2 * theirs * (1 - theirs) / 1000)
+    # with the same seed both draw the same resamples (numpy's integers / choice): the same p-value
+    same = _paired_bs_test(info, "b", b_txt, [ref], {"BLEU": metric}, 1000, -1, 1)[1]["BLEU"].p_value
+    assert ours == pytest.approx(same, abs=1e-12)
 
 
 def test_f1_randomization_null_and_effect() -> None:

@@ -65,13 +65,18 @@ def paired_bootstrap(a: ItemStats, b: ItemStats, samples: int = 1000, seed: int 
     rng = np.random.default_rng(seed)
     sa, sb = a.stats.sum(axis=0), b.stats.sum(axis=0)
     observed = float(a.score_sums(sb) - a.score_sums(sa))
+    k = a.stats.shape[1]
+    both = np.hstack([a.stats, b.stats])
+    if np.all(both == np.round(both)) and a.n * np.abs(both).max() < 2**24:
+        both = both.astype(np.float32)  # counts: float32 sums stay exact
     diffs = []
     for start in range(0, samples, block):
         m = min(block, samples - start)
         idx = rng.integers(0, a.n, size=(m, a.n))
-        counts = np.zeros((m, a.n))
-        np.add.at(counts, (np.repeat(np.arange(m), a.n), idx.ravel()), 1.0)
-        diffs.append(a.score_sums(counts @ b.stats) - a.score_sums(counts @ a.stats))
+        flat = (idx + (np.arange(m) * a.n)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=m * a.n).reshape(m, a.n).astype(both.dtype)
+        sums = counts @ both  # resampled sums of A's and B's statistics side by side
+        diffs.append(a.score_sums(sums[:, k:].astype(float)) - a.score_sums(sums[:, :k].astype(float)))
     d = np.concatenate(diffs)
     if rule == "sacrebleu":
         centred = np.abs(d) - np.abs(d).mean()
