@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InputError
+from .validation import check_target_power
 from .parallel import map_tasks
 
 Progress = Callable[[int, int], None]
@@ -403,8 +404,7 @@ def solve_sample_size(
     doubling grid to the first n that reaches the target and bisects below it;
     ``limit_power`` (the power as n grows without bound) only explains failure.
     """
-    if not 0 < target < 1:
-        raise InputError(f"target power must be in (0, 1), got {target!r}")
+    check_target_power(target)
     cache: dict[int, PowerResult] = {}
 
     def at(n: int) -> PowerResult:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import InputError
+from .validation import check_choice
 
 METRICS = ("bleu", "chrf")
 
@@ -99,8 +100,7 @@ def read_lines(path: str | Path, what: str) -> list[str]:
 
 def corpus_stats(hypotheses: Sequence[str], references: Sequence[str], metric: str = "bleu") -> ItemStats:
     """sacrebleu's per-sentence statistics of ``hypotheses`` against one reference each."""
-    if metric not in METRICS:
-        raise InputError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    check_choice("metric", metric, METRICS)
     if len(hypotheses) != len(references):
         raise InputError(f"{len(hypotheses)} hypotheses but {len(references)} references: files must align line by line")
     if not len(hypotheses):

@@ -29,3 +29,18 @@ def check_alpha(alpha: Any) -> float:
     if not 0 < a < 1:
         raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
     return a
+
+
+def check_target_power(value: Any) -> float:
+    """A target power in (0, 1)."""
+    p = check_number("target power", value)
+    if not 0 < p < 1:
+        raise InputError(f"target power must be in (0, 1), got {value}")
+    return p
+
+
+def check_choice(what: str, value: Any, choices: Any) -> Any:
+    """One of ``choices`` (any iterable of allowed values)."""
+    if value not in choices:
+        raise InputError(f"unknown {what} {value!r}; choose one of {', '.join(map(str, choices))}")
+    return value

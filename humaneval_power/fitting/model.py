@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..validation import check_choice
 from ..params import SD_NAMES, LikertParams
 from .ratings import PilotData
 
@@ -335,8 +336,7 @@ def fit_pilot(
     ``simplify`` drops zero variance components one at a time (after first
     dropping correlations) and records what was dropped and why.
     """
-    if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    check_choice("backend", backend, BACKENDS)
     defaults = {"lme4": "wald", "statsmodels": "none", "bambi": "posterior"}
     intervals = intervals or defaults[backend]
     allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("none",), "bambi": ("posterior",)}

@@ -29,7 +29,7 @@ from scipy import optimize, stats
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError, NotAttainableError
 from ..significance.binomial import exact_power, sign_test
-from ..validation import check_alpha, check_count, check_number
+from ..validation import check_alpha, check_choice, check_count, check_number, check_target_power
 
 METHODS = ("exact", "midp", "unconditional", "normal", "simulate")
 
@@ -92,8 +92,7 @@ class McNemarScenario:
         check_count("n", self.n)
         discordant(self.delta, self.agreement)
         check_alpha(self.alpha)
-        if self.method not in METHODS:
-            raise InputError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        check_choice("method", self.method, METHODS)
 
     @property
     def effect(self) -> float:
@@ -135,8 +134,7 @@ def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.
     ``n_required`` is where the search crossed the target; an isolated smaller n
     may also reach it by chance.
     """
-    if not 0 < target_power < 1:
-        raise InputError(f"target power must be in (0, 1), got {target_power}")
+    check_target_power(target_power)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
     discordant(delta, agreement)
@@ -262,8 +260,7 @@ def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: flo
     check_count("n", n)
     if not 0 < baseline < 1:
         raise InputError(f"baseline accuracy must be in (0, 1), got {baseline}")
-    if not 0 < target_power < 1:
-        raise InputError(f"target power must be in (0, 1), got {target_power}")
+    check_target_power(target_power)
     if prior == "lachenbruch":
         if method != "normal":
             raise InputError("the Lachenbruch bounds use the normal approximation (--method normal)")
@@ -285,7 +282,7 @@ def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: flo
                 "reason": f"the {prior} prior implies no valid table at baseline {baseline:g}"}
 
     def power(d: float) -> float:
-        pa = min(max(a + b * baseline + c * d, 0.0), 1.0 - d)
+        pa = min(max(prior_agreement(prior, baseline, d), 0.0), 1.0 - d)
         return McNemarScenario(n, d, pa, method, alpha).exact().power
 
     mde, top = _first_crossing(power, 1e-6, hi * (1 - 1e-9), target_power)
@@ -305,8 +302,7 @@ def _overlap(prior: str) -> tuple[float, float, float]:
 
 def _z_sum(target_power: float, alpha: float) -> float:
     check_alpha(alpha)
-    if not 0 < target_power < 1:
-        raise InputError(f"target power must be in (0, 1), got {target_power}")
+    check_target_power(target_power)
     return float(stats.norm.isf(alpha / 2) + stats.norm.ppf(target_power))
 
 

@@ -27,7 +27,7 @@ from scipy import optimize
 from ..engine import PowerResult, Progress, StudyOutcomes, results_table, run_cells, smallest_n
 from ..errors import InputError, NotAttainableError
 from ..significance.randomization import APPROXIMATIONS, approximate_pvalues, montecarlo_pvalues
-from ..validation import check_alpha, check_count, check_number
+from ..validation import check_alpha, check_choice, check_count, check_number, check_target_power
 
 METHODS = ("randomization",) + APPROXIMATIONS
 
@@ -72,8 +72,7 @@ class BleuScenario:
         check_swap_parameters(self.p0, self.b0)
         check_alpha(self.alpha)
         check_count("permutations", self.permutations)
-        if self.method not in METHODS:
-            raise InputError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        check_choice("method", self.method, METHODS)
 
     @property
     def effect(self) -> float:
@@ -132,8 +131,7 @@ def bleu_mde(n: int, p0: float, b0: float, target_power: float = 0.8, method: st
     """
     check_count("n", n)
     check_swap_parameters(p0, b0)
-    if not 0 < target_power < 1:
-        raise InputError(f"target power must be in (0, 1), got {target_power}")
+    check_target_power(target_power)
     sd = b0 / n * math.sqrt(2 * n * (1 - p0)) / 2  # SD of the observed difference
     hi = sd
     while _power_at(n, hi, p0, b0, method, permutations, alpha, n_sims, seed, jobs) < target_power:
@@ -158,8 +156,7 @@ def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0
     check_swap_parameters(p0, b0)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
-    if not 0 < target_power < 1:
-        raise InputError(f"target power must be in (0, 1), got {target_power}")
+    check_target_power(target_power)
     n = smallest_n(lambda k: _power_at(k, delta, p0, b0, method, permutations, alpha, n_sims, seed, jobs)
                    >= target_power, 10, max_n)
     if n is None:

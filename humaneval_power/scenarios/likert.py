@@ -34,7 +34,7 @@ from ..engine import (
 )
 from ..errors import InputError
 from ..params import LikertParams
-from ..validation import check_alpha, check_count, check_number
+from ..validation import check_alpha, check_choice, check_count, check_number
 from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
 from ..significance.lmm_balanced import (
     draw_stats,
@@ -93,8 +93,7 @@ class LikertScenario:
         check_number("effect", self.effect)
         check_alpha(self.alpha)
         check_test(self.test)
-        if self.method not in METHODS:
-            raise InputError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        check_choice("method", self.method, METHODS)
         if self.test == "card2020" and self.effect < 0:
             raise InputError("the card2020 test counts only positive detections (B > A): give a positive effect")
         if self.method == "analytic" and self.test == "card2020":

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from ..errors import InputError
-from ..validation import check_number
+from ..validation import check_choice, check_number
 
 TIE_POLICIES = ("drop", "split")
 #: tests of the discordant (non-tied) counts: exact conditional, its mid-p version,
@@ -139,8 +139,7 @@ def critical_counts(m: np.ndarray, n: int, alpha: float, test: str = "exact") ->
     ``exact`` and ``midp`` are conditional on m; ``unconditional`` rejects iff
     |W - L| / sqrt(m) >= z*, with z* fixed by n (see ``unconditional_critical_z``).
     """
-    if test not in SIGN_TESTS:
-        raise InputError(f"unknown test {test!r}; choose one of {', '.join(SIGN_TESTS)}")
+    check_choice("test", test, SIGN_TESTS)
     m = np.asarray(m, dtype=float)
     if test != "unconditional":
         return lower_critical(m, alpha, mid_p=test == "midp")

@@ -5,6 +5,7 @@ import numpy as np
 from scipy import stats
 
 from ..errors import InputError
+from ..validation import check_choice
 
 #: Tests offered for a mixed-model coefficient.
 #: ``satterthwaite``: REML fit, two-sided t-test with Satterthwaite df (lmerTest; default).
@@ -15,8 +16,7 @@ COEFFICIENT_TESTS = ("satterthwaite", "card2020", "z")
 
 def check_test(test: str) -> str:
     """Validate a test name."""
-    if test not in COEFFICIENT_TESTS:
-        raise InputError(f"unknown test {test!r}; choose one of {', '.join(COEFFICIENT_TESTS)}")
+    check_choice("test", test, COEFFICIENT_TESTS)
     return test
 
 

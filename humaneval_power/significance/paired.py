@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..metrics import ItemStats
+from ..validation import check_choice
 from .randomization import random_signs
 
 BOOTSTRAP_RULES = ("sacrebleu", "bk2012")
@@ -60,8 +61,7 @@ def paired_bootstrap(a: ItemStats, b: ItemStats, samples: int = 1000, seed: int 
                      level: float = 0.95, block: int = 500) -> dict[str, Any]:
     """Paired bootstrap test of score(B) - score(A), with a percentile interval for the difference."""
     _check(a, b, samples)
-    if rule not in BOOTSTRAP_RULES:
-        raise InputError(f"unknown bootstrap rule {rule!r}; choose one of {', '.join(BOOTSTRAP_RULES)}")
+    check_choice("bootstrap rule", rule, BOOTSTRAP_RULES)
     rng = np.random.default_rng(seed)
     sa, sb = a.stats.sum(axis=0), b.stats.sum(axis=0)
     observed = float(a.score_sums(sb) - a.score_sums(sa))
