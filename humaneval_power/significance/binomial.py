@@ -102,18 +102,13 @@ class _UnconditionalSize:
 
 def unconditional_size(n: int, z: float) -> float:
     """Exact unconditional size of the McNemar z test with critical value z (see ``_UnconditionalSize``)."""
-    return _size_function(n)(z)
-
-
-@lru_cache(maxsize=8)
-def _size_function(n: int) -> _UnconditionalSize:
-    return _UnconditionalSize(n)
+    return _UnconditionalSize(n)(z)
 
 
 @lru_cache(maxsize=256)
 def unconditional_critical_z(n: int, alpha: float) -> float:
     """Smallest z with exact unconditional size <= alpha (Suissa & Shuster 1991), to 1e-8."""
-    size = _size_function(n)
+    size = _UnconditionalSize(n)  # its binomial weights serve every step of the bisection, then go
     z_normal = float(stats.norm.isf(alpha / 2))
     lo, hi = 0.9 * z_normal, 1.1 * z_normal
     if size(lo) <= alpha:
