@@ -39,6 +39,14 @@ class ItemStats:
         return float(self.score_sums(self.stats.sum(axis=0)))
 
 
+def check_paired(a: ItemStats, b: ItemStats) -> None:
+    """Two systems' statistics on the same segments, for the same metric."""
+    if a.metric != b.metric:
+        raise InputError(f"both systems need the same metric ({a.metric} vs {b.metric})")
+    if a.n != b.n:
+        raise InputError(f"the two systems have {a.n} and {b.n} segments: outputs must align line by line")
+
+
 def bleu_from_sums(sums: np.ndarray, max_order: int = 4) -> np.ndarray:
     """sacrebleu corpus BLEU (exp smoothing) from summed statistics [..., 2 + 2 * max_order]."""
     s = np.asarray(sums, dtype=float)
@@ -120,5 +128,5 @@ def per_item_stats(values: Sequence[float], metric: str = "mean") -> ItemStats:
     return ItemStats(metric, np.column_stack([v, np.ones_like(v)]), mean_from_sums)
 
 
-__all__ = ["ItemStats", "corpus_stats", "per_item_stats", "bleu_from_sums", "chrf_from_sums", "mean_from_sums",
+__all__ = ["ItemStats", "check_paired", "corpus_stats", "per_item_stats", "bleu_from_sums", "chrf_from_sums", "mean_from_sums",
            "read_lines", "METRICS"]

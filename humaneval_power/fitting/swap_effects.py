@@ -13,19 +13,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import ItemStats
-
-
-def _check_pair(a: ItemStats, b: ItemStats) -> None:
-    if a.metric != b.metric:
-        raise InputError(f"both systems need the same metric ({a.metric} vs {b.metric})")
-    if a.n != b.n:
-        raise InputError(f"the two systems have {a.n} and {b.n} segments: outputs must align line by line")
+from ..metrics import ItemStats, check_paired
 
 
 def swap_effects(a: ItemStats, b: ItemStats) -> np.ndarray:
     """Per-sentence swap effects delta_i on score(B) - score(A)."""
-    _check_pair(a, b)
+    check_paired(a, b)
     sa, sb = a.stats.sum(axis=0), b.stats.sum(axis=0)
     diff = a.score_sums(sb) - a.score_sums(sa)
     moved = b.stats - a.stats
@@ -39,7 +32,7 @@ def subset_swap_check(a: ItemStats, b: ItemStats, effects: np.ndarray, subsets: 
     Returns the correlation and the RMS and largest absolute gap between
     sum_{i in S} delta_i and R(S) - D over random subsets S.
     """
-    _check_pair(a, b)
+    check_paired(a, b)
     rng = np.random.default_rng(seed)
     w = (rng.random((subsets, a.n)) < fraction).astype(float)
     sa, sb = a.stats.sum(axis=0), b.stats.sum(axis=0)
@@ -67,8 +60,10 @@ def fit_laplace(effects: np.ndarray, zero_tol: float = 1e-9) -> dict[str, float]
 
 def estimate_swap_parameters(a: ItemStats, b: ItemStats, n_boot: int = 1000, level: float = 0.95,
                              seed: int = 0) -> dict[str, Any]:
-    """Corpus scores, their difference, P0 and b0 with percentile bootstrap intervals (resampling sentences)."""
+    """Corpus scores, their difference, P0 and b0 with percentile bootstrap intervals (resampling sentences),
+    and the additivity check of :func:`subset_swap_check` (``additivity_correlation``, ``additivity_rms_gap``)."""
     effects = swap_effects(a, b)
+    check = subset_swap_check(a, b, effects, seed=seed)
     fit = fit_laplace(effects)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(effects), size=(n_boot, len(effects)))
@@ -84,7 +79,8 @@ def estimate_swap_parameters(a: ItemStats, b: ItemStats, n_boot: int = 1000, lev
     return {"metric": a.metric, "n": a.n, f"{a.metric}_a": score_a, f"{a.metric}_b": score_b,
             "delta": score_b - score_a, "p0": fit["p0"], "p0_ci_low": float(np.quantile(p0s, lo)),
             "p0_ci_high": float(np.quantile(p0s, hi)), "b0": fit["b0"], "b0_ci_low": float(np.quantile(b0s, lo)),
-            "b0_ci_high": float(np.quantile(b0s, hi)), "mu": fit["mu"], "sum_effects_over_minus2": -effects.sum() / 2}
+            "b0_ci_high": float(np.quantile(b0s, hi)), "mu": fit["mu"], "sum_effects_over_minus2": float(-effects.sum() / 2),
+            "additivity_correlation": check["correlation"], "additivity_rms_gap": check["rms_gap"]}
 
 
 __all__ = ["swap_effects", "subset_swap_check", "fit_laplace", "estimate_swap_parameters"]

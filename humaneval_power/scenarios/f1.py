@@ -19,7 +19,7 @@ import numpy as np
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..validation import check_alpha, check_count, check_number
-from ..significance.randomization import random_signs
+from ..significance.paired import randomization_test
 
 
 def f1_from_sums(sums: np.ndarray) -> np.ndarray:
@@ -91,14 +91,8 @@ class F1Scenario:
         est, sig = np.empty(n), np.empty(n, dtype=bool)
         for k in range(n):
             cat = rng.choice(8, size=self.n, p=probs)
-            a, b = s1[cat], s2[cat]
-            sa, sb = a.sum(axis=0), b.sum(axis=0)
-            observed = f1_from_sums(sb) - f1_from_sums(sa)
-            w = (random_signs(rng, (self.permutations, self.n)) > 0).astype(np.float32)
-            shift = (w @ (b - a).astype(np.float32)).astype(float)
-            null = f1_from_sums(sb - shift) - f1_from_sums(sa + shift)
-            p = ((np.abs(null) >= abs(observed) - 1e-12).sum() + 1) / (self.permutations + 1)
-            est[k], sig[k] = observed, p <= self.alpha
+            est[k], p = randomization_test(s1[cat], s2[cat], f1_from_sums, self.permutations, rng)
+            sig[k] = p <= self.alpha
         zeros = np.zeros(n, dtype=bool)
         return StudyOutcomes(est, sig, zeros, zeros)
 

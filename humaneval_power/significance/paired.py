@@ -15,12 +15,12 @@ vectorised score: no text is re-scored and no Python loop runs per trial.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import ItemStats
+from ..metrics import ItemStats, check_paired
 from ..validation import check_choice
 from .randomization import random_signs
 
@@ -28,33 +28,45 @@ BOOTSTRAP_RULES = ("sacrebleu", "bk2012")
 
 
 def _check(a: ItemStats, b: ItemStats, trials: int) -> None:
-    if a.metric != b.metric or a.n != b.n:
-        raise InputError(f"systems differ in metric or length ({a.metric}/{a.n} vs {b.metric}/{b.n} segments)")
+    check_paired(a, b)
     if trials < 1:
         raise InputError(f"the number of trials must be positive, got {trials}")
+
+
+def _float32_if_exact(x: np.ndarray, largest_sum: float) -> np.ndarray:
+    """float32 when ``x`` holds integers whose sums stay below 2^24 (float32 products are then exact)."""
+    return x.astype(np.float32) if largest_sum < 2**24 and np.all(x == np.round(x)) else x
+
+
+def randomization_test(stats_a: np.ndarray, stats_b: np.ndarray, score_sums: Callable[[np.ndarray], np.ndarray],
+                       trials: int, rng: np.random.Generator, block: int = 2000) -> tuple[float, float]:
+    """(observed score(sum B) - score(sum A), two-sided approximate-randomization p-value).
+
+    Each trial swaps each item's rows with probability 1/2 (packed random bits);
+    the swapped sums are the observed ones shifted by (0/1 trials) @ (B - A).
+    """
+    sa, sb = stats_a.sum(axis=0), stats_b.sum(axis=0)
+    observed = float(score_sums(sb) - score_sums(sa))
+    moved = stats_b - stats_a
+    moved = _float32_if_exact(moved, np.abs(moved).sum(axis=0).max())
+    count, done = 0, 0
+    while done < trials:
+        m = min(block, trials - done)
+        w = (random_signs(rng, (m, len(moved))) > 0).astype(moved.dtype)
+        shift = (w @ moved).astype(float)
+        diff = score_sums(sb[None, :] - shift) - score_sums(sa[None, :] + shift)
+        count += int((np.abs(diff) >= abs(observed) - 1e-9 * max(1.0, abs(observed))).sum())
+        done += m
+    return observed, (count + 1) / (trials + 1)
 
 
 def paired_randomization(a: ItemStats, b: ItemStats, trials: int = 10_000, seed: int = 0,
                          block: int = 2000) -> dict[str, Any]:
     """Two-sided approximate randomization test of score(B) - score(A)."""
     _check(a, b, trials)
-    rng = np.random.default_rng(seed)
-    sa, sb = a.stats.sum(axis=0), b.stats.sum(axis=0)
-    observed = float(a.score_sums(sb) - a.score_sums(sa))
-    moved = b.stats - a.stats
-    exact32 = np.abs(moved).sum(axis=0).max() < 2**24 and np.all(moved == np.round(moved))
-    moved32 = moved.astype(np.float32) if exact32 else moved
-    count, done = 0, 0
-    while done < trials:
-        m = min(block, trials - done)
-        # 0/1 swaps from packed random bits; float32 products of counts are exact below 2^24
-        w = (random_signs(rng, (m, a.n)) > 0).astype(np.float32)
-        shift = (w.astype(moved32.dtype) @ moved32).astype(float)
-        diff = a.score_sums(sb[None, :] - shift) - a.score_sums(sa[None, :] + shift)
-        count += int((np.abs(diff) >= abs(observed) - 1e-9 * max(1.0, abs(observed))).sum())
-        done += m
-    return {"score": float(a.score_sums(sb)), "baseline_score": float(a.score_sums(sa)), "delta": observed,
-            "p_value": (count + 1) / (trials + 1), "method": "paired-ar", "trials": trials}
+    observed, p = randomization_test(a.stats, b.stats, a.score_sums, trials, np.random.default_rng(seed), block)
+    return {"score": b.corpus_score(), "baseline_score": a.corpus_score(), "delta": observed,
+            "p_value": p, "method": "paired-ar", "trials": trials}
 
 
 def paired_bootstrap(a: ItemStats, b: ItemStats, samples: int = 1000, seed: int = 0, rule: str = "sacrebleu",
@@ -67,8 +79,7 @@ def paired_bootstrap(a: ItemStats, b: ItemStats, samples: int = 1000, seed: int 
     observed = float(a.score_sums(sb) - a.score_sums(sa))
     k = a.stats.shape[1]
     both = np.hstack([a.stats, b.stats])
-    if np.all(both == np.round(both)) and a.n * np.abs(both).max() < 2**24:
-        both = both.astype(np.float32)  # counts: float32 sums stay exact
+    both = _float32_if_exact(both, a.n * np.abs(both).max())
     diffs = []
     for start in range(0, samples, block):
         m = min(block, samples - start)
@@ -89,4 +100,4 @@ def paired_bootstrap(a: ItemStats, b: ItemStats, samples: int = 1000, seed: int 
             "delta_ci_high": float(hi)}
 
 
-__all__ = ["paired_randomization", "paired_bootstrap", "BOOTSTRAP_RULES"]
+__all__ = ["randomization_test", "paired_randomization", "paired_bootstrap", "BOOTSTRAP_RULES"]
