@@ -306,6 +306,11 @@ def _z_sum(target_power: float, alpha: float) -> float:
     return float(stats.norm.isf(alpha / 2) + stats.norm.ppf(target_power))
 
 
+def _max_discordance(p1: float, p2: float) -> float:
+    """Largest P(models disagree) that marginal accuracies p1, p2 allow (Lachenbruch's upper bound)."""
+    return min(p1 + p2, 2 - p1 - p2)
+
+
 def lachenbruch_sample_size(p1: float, p2: float, target_power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
     """Lachenbruch (1992): n from the marginal accuracies alone, for the extreme and middle agreement.
 
@@ -324,7 +329,7 @@ def lachenbruch_sample_size(p1: float, p2: float, target_power: float = 0.8, alp
     if d == 0:
         raise InputError("the sample size for equal accuracies is undefined")
     z2 = _z_sum(target_power, alpha) ** 2
-    pd_high = min(p1 + p2, 2 - p1 - p2)
+    pd_high = _max_discordance(p1, p2)
     ns = [z2 * pd / d**2 for pd in (d, (d + pd_high) / 2, pd_high)]
     return {"p1": p1, "p2": p2, "power": target_power, "n_low": ns[0], "n_mid": ns[1], "n_high": ns[2],
             "n_required": [math.ceil(v - 1e-9) for v in ns], "method": "lachenbruch"}
@@ -333,9 +338,10 @@ def lachenbruch_sample_size(p1: float, p2: float, target_power: float = 0.8, alp
 def lachenbruch_mde(n: int, baseline: float, target_power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
     """MDE without a prior (Lachenbruch 1992): ``mde`` at the middle agreement, ``mde_low``/``mde_high`` at the extremes.
 
-    Solves n d^2 = z^2 pd(d) for d with pd = d, the midpoint, and the largest
-    discordance allowed by accuracies (baseline, baseline + d); closed form.
+    Solves n d^2 = z^2 pd(d) for d with pd = d (closed form), the midpoint and
+    the largest discordance allowed by accuracies (baseline, baseline + d) (root finding).
     """
+    check_count("n", n)
     z2 = _z_sum(target_power, alpha) ** 2 / n
     low = z2  # pd = d
     top = 1 - baseline  # largest gain keeping the new accuracy <= 1
@@ -344,7 +350,7 @@ def lachenbruch_mde(n: int, baseline: float, target_power: float = 0.8, alpha: f
         return optimize.brentq(lambda d: d * d - z2 * pd(d), 1e-15, top) if top * top >= z2 * pd(top) else math.nan
 
     def pd_high(d: float) -> float:
-        return min(2 * baseline + d, 2 - 2 * baseline - d)
+        return _max_discordance(baseline, baseline + d)
 
     high = solve(pd_high)
     mid = solve(lambda d: (d + pd_high(d)) / 2)
