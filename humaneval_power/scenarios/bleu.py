@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import optimize
 
 from ..engine import PowerResult, Progress, StudyOutcomes, results_table, run_cells, smallest_n
 from ..errors import InputError, NotAttainableError
@@ -114,10 +113,18 @@ def bleu_power(n: Sequence[int], delta: Sequence[float], p0: Sequence[float], b0
     return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint))
 
 
-def _power_at(n: int, delta: float, p0: float, b0: float, method: str, permutations: int, alpha: float,
-              n_sims: int, seed: int, jobs: int | None) -> float:
-    cell = BleuScenario(n, delta, p0, b0, method, permutations, alpha)
-    return run_cells([cell], n_sims, seed=seed, jobs=jobs)[0].power
+def _power_curve(p0: float, b0: float, method: str, permutations: int, alpha: float, n_sims: int, seed: int,
+                 jobs: int | None) -> Callable[[int, float], float]:
+    """power(n, delta) with fixed simulation settings, memoised (searches revisit their end points)."""
+    memo: dict[tuple[int, float], float] = {}
+
+    def power(n: int, delta: float) -> float:
+        if (n, delta) not in memo:
+            cell = BleuScenario(n, delta, p0, b0, method, permutations, alpha)
+            memo[(n, delta)] = run_cells([cell], n_sims, seed=seed, jobs=jobs)[0].power
+        return memo[(n, delta)]
+
+    return power
 
 
 def bleu_mde(n: int, p0: float, b0: float, target_power: float = 0.8, method: str = "saddlepoint",
@@ -126,25 +133,24 @@ def bleu_mde(n: int, p0: float, b0: float, target_power: float = 0.8, method: st
     """Smallest dB (BLEU points) whose simulated power reaches the target.
 
     The same simulated swap patterns are used for every dB (common random
-    numbers), so power is monotone in dB and a root search is well defined;
-    its Monte-Carlo error is that of ``n_sims`` studies at the target.
+    numbers), so power is a monotone step function of dB; bisection keeps an
+    upper end that reaches the target and stops within 1e-4 of the bracket.
+    Its Monte-Carlo error is that of ``n_sims`` studies at the target.
     """
     check_count("n", n)
     check_swap_parameters(p0, b0)
     check_target_power(target_power)
-    sd = b0 / n * math.sqrt(2 * n * (1 - p0)) / 2  # SD of the observed difference
-    hi = sd
-    while _power_at(n, hi, p0, b0, method, permutations, alpha, n_sims, seed, jobs) < target_power:
+    power = _power_curve(p0, b0, method, permutations, alpha, n_sims, seed, jobs)
+    hi = b0 / n * math.sqrt(2 * n * (1 - p0)) / 2  # SD of the observed difference
+    while power(n, hi) < target_power:
         hi *= 2
         if hi > 1e4:
             raise NotAttainableError("no difference up to 10,000 points reaches the target power")
-    mde = optimize.brentq(lambda d: _power_at(n, d, p0, b0, method, permutations, alpha, n_sims, seed, jobs)
-                          - target_power + 1e-12, 0.0, hi, xtol=1e-4 * max(hi, 1e-3))
-    power = _power_at(n, mde, p0, b0, method, permutations, alpha, n_sims, seed, jobs)
-    if power < target_power:  # brentq brackets a step: take its upper side
-        mde = mde + 1e-4 * max(hi, 1e-3)
-        power = _power_at(n, mde, p0, b0, method, permutations, alpha, n_sims, seed, jobs)
-    return {"n": n, "p0": p0, "b0": b0, "mde": mde, "power_at_mde": power, "target_power": target_power,
+    lo, tol = 0.0, 1e-4 * max(hi, 1e-3)
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if power(n, mid) >= target_power else (mid, hi)
+    return {"n": n, "p0": p0, "b0": b0, "mde": hi, "power_at_mde": power(n, hi), "target_power": target_power,
             "method": method, "n_sims": n_sims}
 
 
@@ -157,13 +163,12 @@ def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
     check_target_power(target_power)
-    n = smallest_n(lambda k: _power_at(k, delta, p0, b0, method, permutations, alpha, n_sims, seed, jobs)
-                   >= target_power, 10, max_n)
+    power = _power_curve(p0, b0, method, permutations, alpha, n_sims, seed, jobs)
+    n = smallest_n(lambda k: power(k, delta) >= target_power, 10, max_n)
     if n is None:
         raise NotAttainableError(f"target power not reached up to n = {max_n:,}")
     return {"n": n, "n_required": n, "delta": delta, "p0": p0, "b0": b0, "target_power": target_power,
-            "power": _power_at(n, delta, p0, b0, method, permutations, alpha, n_sims, seed, jobs),
-            "method": method, "n_sims": n_sims}
+            "power": power(n, delta), "method": method, "n_sims": n_sims}
 
 
 __all__ = ["BleuScenario", "bleu_power", "bleu_mde", "bleu_sample_size", "draw_swap_effects", "METHODS"]
