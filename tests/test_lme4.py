@@ -46,7 +46,7 @@ def test_statsmodels_backend_matches_closed_form() -> None:
     res = fit_crossed_many(long_design(4, 8), ratings.reshape(2, -1).T, reml=True)
     ours = fit_reml(stats_from_ratings(ratings))
     np.testing.assert_allclose(res.estimate, ours.estimate, rtol=1e-6)
-    np.testing.assert_allclose(res.se, ours.se, rtol=2e-2)
+    np.testing.assert_allclose(res.se, ours.se, rtol=1e-6)
 
 
 def _agree(fast, slow) -> None:

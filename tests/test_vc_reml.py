@@ -1,0 +1,92 @@
+"""The exact-gradient (RE)ML solver behind the statsmodels backend, against statsmodels and calculus."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from humaneval_power.fitting.statsmodels_lmm import statsmodels_deviance
+from humaneval_power.fitting.vc_reml import CrossedComponentsModel
+
+COLUMNS = ("c1", "c2")
+COMPONENTS = [(g, t) for g in ("worker", "item") for t in ("(Intercept)",) + COLUMNS]
+
+
+def sparse_ratings(workers: int, items: int, per_worker: int, seed: int) -> pd.DataFrame:
+    """Each worker rates a random subset of items under all three systems (A baseline, B, C)."""
+    rng = np.random.default_rng(seed)
+    rows = [(w, i, s) for w in range(workers) for i in rng.choice(items, per_worker, replace=False) for s in range(3)]
+    f = pd.DataFrame(rows, columns=["worker", "item", "system"])
+    f["c1"], f["c2"] = (f.system == 1).astype(float), (f.system == 2).astype(float)
+    u = {k: rng.normal(0, sd, n) for k, sd, n in [("w", 0.3, workers), ("i", 0.4, items), ("ws", 0.15, workers),
+                                                  ("is", 0.2, items)]}
+    f["score"] = (0.1 * f.c1 - 0.2 * f.c2 + u["w"][f.worker] + u["i"][f.item]
+                  + (u["ws"][f.worker] + u["is"][f.item]) * f.c1 + rng.normal(0, 0.5, len(f)))
+    return f
+
+
+def model(f: pd.DataFrame, reml: bool = True) -> CrossedComponentsModel:
+    x = np.column_stack([np.ones(len(f)), f.c1, f.c2])
+    return CrossedComponentsModel(x, f.score.to_numpy(), {"worker": f.worker.to_numpy(), "item": f.item.to_numpy()},
+                                  {c: f[c].to_numpy() for c in COLUMNS}, COMPONENTS, reml)
+
+
+# more workers than item effects, and the reverse: either factor becomes the block-diagonal one
+DESIGNS = [(40, 12, 5, 1), (6, 50, 20, 2)]
+
+
+@pytest.mark.parametrize("reml", [True, False])
+@pytest.mark.parametrize("design", DESIGNS)
+def test_deviance_equals_statsmodels(design: tuple, reml: bool) -> None:
+    f = sparse_ratings(*design)
+    m = model(f, reml)
+    rng = np.random.default_rng(3)
+    for gamma in (np.full(6, 0.5), rng.uniform(0.01, 2, 6), np.array([1e-6, 3.0, 0.1, 0.02, 1e-3, 0.7])):
+        dev, _, beta, _ = m.deviance(gamma, gradient=False)
+        fit = type("Point", (), {"components": tuple(COMPONENTS), "gamma": gamma, "beta": beta})
+        assert dev == pytest.approx(statsmodels_deviance(f, COLUMNS, fit, reml), rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("reml", [True, False])
+@pytest.mark.parametrize("design", DESIGNS)
+def test_gradient_equals_richardson_difference(design: tuple, reml: bool) -> None:
+    m = model(sparse_ratings(*design), reml)
+    gamma = np.array([0.4, 0.05, 1.3, 0.2, 0.0, 0.9])  # one component at the boundary
+    _, grad, _, _ = m.deviance(gamma)
+    h = 1e-4
+    for k in range(6):
+        e = np.eye(6)[k]
+        if gamma[k] == 0:  # one-sided, second order: (-3 f0 + 4 f(h) - f(2h)) / 2h
+            fs = [m.deviance(gamma + j * h * e, False)[0] for j in range(3)]
+            fd = (-3 * fs[0] + 4 * fs[1] - fs[2]) / (2 * h)
+            tol = 1e-5 * (1 + abs(fd))  # O(h^2) truncation with h = 1e-4
+        else:
+            central = [(m.deviance(gamma + s * e, False)[0] - m.deviance(gamma - s * e, False)[0]) / (2 * s)
+                       for s in (h, h / 2)]
+            fd = (4 * central[1] - central[0]) / 3  # Richardson: O(h^4)
+            tol = 1e-7 * (1 + abs(fd))
+        assert grad[k] == pytest.approx(fd, abs=tol), k
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_optimum_is_a_kkt_point_reached_from_any_start(design: tuple) -> None:
+    m = model(sparse_ratings(*design))
+    a, b = m.fit(), m.fit(start=np.full(6, 0.01))
+    assert a.converged and b.converged, (a.message, b.message)
+    assert a.deviance == pytest.approx(b.deviance, abs=1e-7)
+    np.testing.assert_allclose(a.sds, b.sds, atol=1e-4)
+    # no single coordinate improves on it (a local check independent of the optimiser)
+    for k in range(6):
+        for step in (1e-3, -1e-3):
+            g = a.gamma.copy()
+            g[k] = max(g[k] + step, 0.0)
+            assert m.deviance(g, False)[0] >= a.deviance - 1e-9
+    # Cov(beta) = s^2 (X'V^-1 X)^-1 against a direct dense computation
+    f = sparse_ratings(*design)
+    x = np.column_stack([np.ones(len(f)), f.c1, f.c2])
+    z = [np.equal.outer(f[g].to_numpy(), np.unique(f[g])) * (1.0 if t == "(Intercept)" else f[t].to_numpy()[:, None])
+         for g, t in COMPONENTS]
+    v = a.sigma2 * (np.eye(len(f)) + sum(gk * zk @ zk.T for gk, zk in zip(a.gamma, z)))
+    vi_x = np.linalg.solve(v, x)
+    np.testing.assert_allclose(a.beta_cov, np.linalg.inv(x.T @ vi_x), rtol=1e-8)
+    np.testing.assert_allclose(a.beta, np.linalg.solve(x.T @ vi_x, vi_x.T @ f.score.to_numpy()), rtol=1e-8, atol=1e-12)
