@@ -107,3 +107,17 @@ def test_judgments_orientation_and_ties() -> None:
     assert split.frame.w.sum() == pytest.approx(5.0)
     with pytest.raises(InputError):
         read_judgments(pairs, baseline="C")
+
+
+def test_simplify_keeps_the_last_component(tmp_path: Path) -> None:
+    """Pure noise: every component is at zero; --simplify drops all but one, and says why it stops."""
+    import numpy as np
+
+    from humaneval_power.fitting.model import fit_pilot
+
+    rows = [(w, i, s) for w in range(3) for i in range(6) for s in "AB"]
+    frame = pd.DataFrame(rows, columns=["worker", "item", "system"])
+    frame["score"] = np.random.default_rng(21).normal(size=len(frame))  # a seed whose REML fit is all zeros
+    fit = fit_pilot(read_ratings(frame), "statsmodels", simplify=True)
+    assert len(fit.dropped) == 3 and fit.raw.singular
+    assert fit.steps[-1].startswith("kept the last variance component")

@@ -42,8 +42,8 @@ def test_same_estimate_se_df_p_as_lmertest(lme4_backend, workers: int, items: in
 def test_statsmodels_backend_matches_closed_form() -> None:
     rng = np.random.default_rng(8)
     ratings = simulate_ratings(get_preset("card2020-low").with_sds(sd_worker_intercept=0.2, sd_item_intercept=0.2),
-                               4, 8, 0.2, 2, rng)
-    res = fit_crossed_many(long_design(4, 8), ratings.reshape(2, -1).T, reml=True)
+                               4, 8, 0.2, 100, rng)
+    res = fit_crossed_many(long_design(4, 8), ratings.reshape(100, -1).T, reml=True)
     ours = fit_reml(stats_from_ratings(ratings))
     np.testing.assert_allclose(res.estimate, ours.estimate, rtol=1e-6)
     np.testing.assert_allclose(res.se, ours.se, rtol=1e-6)

@@ -369,6 +369,10 @@ def fit_pilot(
         zeros = zero_components(design, raw)
         if not zeros:
             break
+        if len(design.components()) - len(dropped) <= 1:
+            steps.append("kept the last variance component although it is at zero "
+                         "(without random effects the model is no longer a mixed model)")
+            break
         comp = raw.components.set_index(["group", "term"])
         g, t = min(zeros, key=lambda gt: float(comp.loc[gt, "sd"]))
         why = f"estimated SD {float(comp.loc[(g, t), 'sd']):.3g} (at the boundary)"
