@@ -171,9 +171,9 @@ class CrossedComponentsModel:
     # -- criterion ---------------------------------------------------------------------------------
 
     def deviance(self, gamma: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None, np.ndarray, np.ndarray]:
-        """(deviance, gradient or None, GLS fixed effects, [X y]' P-ish cross-products) at ``gamma``.
+        """(deviance, its gradient or None, GLS fixed effects b, S) at ``gamma``.
 
-        The last item is ``S = [X y]' H^-1 [X y]``; the residual variance is
+        ``S = [X y]' H^-1 [X y]``: the residual variance is
         ``(S_yy - S_yx b) / nu`` and ``Cov(b) = s^2 S_xx^-1``.
         """
         p = self.p
