@@ -18,6 +18,7 @@ import pandas as pd
 from .errors import BackendUnavailableError, HepowerError, InputError, NotAttainableError
 from .io import PLOT_FORMATS, check_output_path, json_records, write_table
 from .params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
+from .fitting.model import BACKENDS as FIT_BACKENDS, INTERVALS
 from .scenarios.likert import METHODS, likert_power, likert_sample_size
 from .metrics import METRICS as CORPUS_METRICS
 from .scenarios.accuracy import METHODS as ACCURACY_METHODS
@@ -270,14 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems")
     fit.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE")
     fit.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian")
-    fit.add_argument("--backend", choices=("lme4", "statsmodels", "bambi"), default="lme4")
+    fit.add_argument("--backend", choices=FIT_BACKENDS, default="lme4",
+                     help="lme4 (R, Satterthwaite t; default), statsmodels (no R, z tests, "
+                          "Gaussian only), bambi (Bayesian, posterior intervals)")
     fit.add_argument("--scale", nargs=2, type=_float, metavar=("MIN", "MAX"), help="rating scale; rescale to [0, 1]")
     fit.add_argument("--duplicates", choices=("error", "average", "keep"), default="error")
     fit.add_argument("--ties", choices=("drop", "split"), default="drop")
     fit.add_argument("--correlated", action="store_true", help="correlated random intercepts and slopes")
     fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
-    fit.add_argument("--intervals", choices=("wald", "profile", "boot", "posterior", "none"),
-                     help="intervals for the SDs (default: wald for lme4, posterior for bambi)")
+    fit.add_argument("--intervals", choices=INTERVALS,
+                     help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
     fit.add_argument("--nboot", type=int, default=500, help="bootstrap fits for --intervals boot")
     fit.add_argument("--draws", type=int, default=1000, help="bambi: draws per chain")
     fit.add_argument("--chains", type=int, default=2, help="bambi: chains")

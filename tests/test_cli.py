@@ -38,7 +38,6 @@ def _bad_cases(tmp: Path) -> dict[str, list[str]]:
         "out folder": BASE + ["--out", str(tmp / "missing" / "t.csv")],
         "card2020 negative": ["likert", "power", "--effect", "-0.1", "--test", "card2020", "--sims", "10"] + out,
         "analytic card2020": BASE + ["--method", "analytic", "--test", "card2020"] + out,
-        "statsmodels satterthwaite": BASE + ["--method", "statsmodels"] + out,
         "partial SDs": BASE + ["--sd-residual", "0.2"] + out,
         "preset and params": BASE + ["--preset", "card2020-low", "--params", str(tmp / "x.json")] + out,
         "size without workers": ["likert", "size", "--effect", "0.1"],

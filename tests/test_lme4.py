@@ -47,6 +47,9 @@ def test_statsmodels_backend_matches_closed_form() -> None:
     ours = fit_reml(stats_from_ratings(ratings))
     np.testing.assert_allclose(res.estimate, ours.estimate, rtol=1e-6)
     np.testing.assert_allclose(res.se, ours.se, rtol=1e-6)
+    # lmerTest's Satterthwaite df, from a numerical Hessian of the exact gradient, against the closed form
+    np.testing.assert_allclose(res.df, ours.df, rtol=1e-6)
+    assert res.singular.any(), "boundary fits must be among the compared ones"
 
 
 def _agree(fast, slow) -> None:

@@ -119,31 +119,9 @@ def _get(res: Any, name: str) -> Any:
     return None if value is ro.NULL or isinstance(value, type(ro.NULL)) else value
 
 
-def _wald_intervals(theta: np.ndarray, sigma: float, vcov: np.ndarray, level: float = 0.95) -> list[tuple[float, float]]:
-    """Delta-method intervals on the log-SD scale for sd_k = theta_k * sigma and sigma itself."""
-    from scipy import stats
-
-    z = stats.norm.isf((1 - level) / 2)
-    m = len(theta)
-    out = []
-    for k in range(m + 1):
-        grad = np.zeros(m + 1)
-        if k < m:
-            grad[k], grad[m], sd = sigma, theta[k], theta[k] * sigma
-        else:
-            grad[m], sd = 1.0, sigma
-        var = float(grad @ vcov @ grad)
-        if sd <= 1e-4 * sigma or not np.isfinite(var) or var <= 0:
-            out.append((0.0 if sd <= 1e-4 * sigma else float("nan"), float("nan")))
-            continue
-        half = min(z * np.sqrt(var) / sd, 700.0)  # exp() of more overflows: the interval is [0, inf) anyway
-        out.append((sd * float(np.exp(-half)), sd * float(np.exp(half))))
-    return out
-
-
 def _components(res: Any, intervals: str) -> tuple[pd.DataFrame, pd.DataFrame, float, tuple[float, float]]:
     """Variance components, correlations, sigma and its interval from an R fit result."""
-    from .model import split_component_name
+    from .model import split_component_name, wald_sd_intervals
 
     vc = _get(res, "varcorr")
     grp = [str(g) for g in vc.rx2("grp")]
@@ -164,7 +142,7 @@ def _components(res: Any, intervals: str) -> tuple[pd.DataFrame, pd.DataFrame, f
         theta = np.asarray(list(res.rx2("theta")), float)
         vv = np.asarray(list(res.rx2("vcov_varpar")), float)
         if len(theta) == len(components) and vv.size == (len(theta) + 1) ** 2:
-            cis = _wald_intervals(theta, sigma, vv.reshape(len(theta) + 1, -1, order="F"))
+            cis = wald_sd_intervals(theta, sigma, vv.reshape(len(theta) + 1, -1, order="F"))
             components["lower"] = [c[0] for c in cis[:-1]]
             components["upper"] = [c[1] for c in cis[:-1]]
             sigma_ci = cis[-1]

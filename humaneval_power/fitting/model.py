@@ -106,6 +106,32 @@ class Design:
         return lhs + "".join(f" + {t}" for t in terms)
 
 
+def wald_sd_intervals(theta: np.ndarray, sigma: float, vcov: np.ndarray, level: float = 0.95) -> list[tuple[float, float]]:
+    """Delta-method intervals on the log-SD scale for sd_k = theta_k * sigma and sigma itself.
+
+    ``vcov``: covariance of (theta..., sigma) (lmerTest's ``vcov_varpar``). An SD
+    at zero gets [0, NaN]: the log scale has no upper bound there.
+    """
+    from scipy import stats
+
+    z = stats.norm.isf((1 - level) / 2)
+    m = len(theta)
+    out = []
+    for k in range(m + 1):
+        grad = np.zeros(m + 1)
+        if k < m:
+            grad[k], grad[m], sd = sigma, theta[k], theta[k] * sigma
+        else:
+            grad[m], sd = 1.0, sigma
+        var = float(grad @ vcov @ grad)
+        if sd <= ZERO_TOL * sigma or not np.isfinite(var) or var <= 0:
+            out.append((0.0 if sd <= ZERO_TOL * sigma else float("nan"), float("nan")))
+            continue
+        half = min(z * np.sqrt(var) / sd, 700.0)  # exp() of more overflows: the interval is [0, inf) anyway
+        out.append((sd * float(np.exp(-half)), sd * float(np.exp(half))))
+    return out
+
+
 def component_label(design: Design, group: str, term: str) -> str:
     """Human name of a variance component, e.g. 'worker slope of F vs A'."""
     if design.family == "binomial":
@@ -331,15 +357,15 @@ def fit_pilot(
 ) -> FitResult:
     """Fit the crossed mixed model to validated pilot data.
 
-    ``intervals``: ``wald`` (lme4 default; log-SD scale from lmerTest's Hessian),
+    ``intervals``: ``wald`` (lme4 and statsmodels default; log-SD scale from lmerTest's Hessian),
     ``profile``, ``boot`` (parametric, ``nboot``), ``posterior`` (bambi), ``none``.
     ``simplify`` drops zero variance components one at a time (after first
     dropping correlations) and records what was dropped and why.
     """
     check_choice("backend", backend, BACKENDS)
-    defaults = {"lme4": "wald", "statsmodels": "none", "bambi": "posterior"}
+    defaults = {"lme4": "wald", "statsmodels": "wald", "bambi": "posterior"}
     intervals = intervals or defaults[backend]
-    allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("none",), "bambi": ("posterior",)}
+    allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("wald", "none"), "bambi": ("posterior",)}
     if intervals not in allowed[backend]:
         raise InputError(f"--intervals {intervals} is not available with the {backend} backend "
                          f"(choose {', '.join(allowed[backend])})")
@@ -396,7 +422,7 @@ def _gaussian_fitter(backend: str, data: PilotData, design: Design, intervals: s
         if backend == "statsmodels":
             from .statsmodels_lmm import fit_lmm_statsmodels
 
-            return fit_lmm_statsmodels(frame, design.columns, dropped)
+            return fit_lmm_statsmodels(frame, design.columns, dropped, intervals=intervals)
         from .bambi_fit import fit_bambi
 
         return fit_bambi(frame, formula, "gaussian", draws, chains, seed)

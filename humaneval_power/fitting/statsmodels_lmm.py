@@ -7,7 +7,8 @@ the profiled deviance with its exact gradient), because statsmodels' own
 optimisers stall on crossed designs (DialSummEval, 14 systems: REML criterion
 -213.288 after 4 min against lme4's -213.417). statsmodels' log-likelihood at
 the optimum must equal ours, or the fit fails loudly. Fixed effects are GLS
-with ``Cov = s^2 (X' H^-1 X)^-1`` (lme4's); tests are z tests.
+with ``Cov = s^2 (X' H^-1 X)^-1`` (lme4's), tested with lmerTest's
+Satterthwaite t; SD intervals are the lme4 backend's Wald intervals.
 """
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ def fit_crossed_many(columns: dict[str, np.ndarray], responses: np.ndarray, reml
     rows = []
     for j in range(responses.shape[1]):
         try:
-            fit = fit_lmm_statsmodels(base.assign(score=responses[:, j]), ("x",), reml=reml)
+            fit = fit_lmm_statsmodels(base.assign(score=responses[:, j]), ("x",), reml=reml, intervals="none")
             co = fit.coefficients.set_index("term").loc["x"]
             est, se = float(co.estimate), float(co.se)
-            rows.append((est, se, np.nan, fit.singular, not (np.isfinite(est) and np.isfinite(se)), bool(fit.warnings)))
+            rows.append((est, se, float(co.df), fit.singular, not (np.isfinite(est) and np.isfinite(se)), bool(fit.warnings)))
         except (np.linalg.LinAlgError, ValueError):
             rows.append((np.nan, np.nan, np.nan, False, True, True))
     return pd.DataFrame(rows, columns=["estimate", "se", "df", "singular", "failed", "warned"]).astype(float)
@@ -62,12 +63,17 @@ def statsmodels_deviance(frame: pd.DataFrame, columns: tuple[str, ...], fit: Com
 
 
 def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: frozenset = frozenset(),
-                        reml: bool = True) -> "RawFit":
-    """(RE)ML fit of the crossed model as variance components (no R; z tests; no SD intervals)."""
+                        reml: bool = True, intervals: str = "wald") -> "RawFit":
+    """(RE)ML fit of the crossed model as variance components, without R.
+
+    Fixed effects get lmerTest's Satterthwaite t tests and, with ``intervals="wald"``,
+    the SDs the same log-SD delta-method intervals as the lme4 backend, all
+    from the same variance-parameter calculus (:meth:`CrossedComponentsModel.satterthwaite`).
+    """
     import scipy
     from scipy import stats
 
-    from .model import GROUPS, ZERO_TOL, RawFit
+    from .model import GROUPS, ZERO_TOL, RawFit, wald_sd_intervals
 
     keys = [(g, t) for g in GROUPS for t in ("(Intercept)",) + columns if (g, t) not in dropped]
     x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in columns])
@@ -75,39 +81,45 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
                                    {g: frame[g].to_numpy() for g in GROUPS},
                                    {c: frame[c].to_numpy(float) for c in columns}, keys, reml=reml)
     fit = model.fit()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        theirs = statsmodels_deviance(frame, columns, fit, reml)
-    # statsmodels returns NaN where a component is exactly zero; then check just off the boundary
-    if not math.isfinite(theirs):
-        nudged = replace(fit, gamma=np.maximum(fit.gamma, 1e-10))
-        theirs = statsmodels_deviance(frame, columns, nudged, reml)
-        ours = model.deviance(nudged.gamma, gradient=False)[0]
-    else:
-        ours = fit.deviance
-    if not abs(theirs - ours) <= 1e-6 * (1 + abs(ours)):
-        raise RuntimeError(f"REML criterion disagrees with statsmodels' ({ours:.8g} vs {theirs:.8g})")
-    sds = fit.sds
-    components = pd.DataFrame([(g, t, float(sd)) for (g, t), sd in zip(keys, sds)], columns=["group", "term", "sd"])
-    components["lower"] = np.nan
-    components["upper"] = np.nan
-    se = np.sqrt(np.diag(fit.beta_cov))
-    z = fit.beta / se
-    coefficients = pd.DataFrame({
-        "term": ["(Intercept)", *columns], "estimate": fit.beta, "se": se, "df": np.inf, "z": z,
-        "p_value": 2 * stats.norm.sf(np.abs(z)),
-    })
+    _check_against_statsmodels(model, fit, frame, columns, reml)
+    satt = model.satterthwaite(fit)
     sigma = math.sqrt(fit.sigma2)
+    components = pd.DataFrame([(g, t, float(sd)) for (g, t), sd in zip(keys, fit.sds)], columns=["group", "term", "sd"])
+    cis = wald_sd_intervals(fit.theta, sigma, satt.vcov_varpar) if intervals == "wald" else [(np.nan, np.nan)] * (len(keys) + 1)
+    components["lower"] = [c[0] for c in cis[:-1]]
+    components["upper"] = [c[1] for c in cis[:-1]]
+    se = np.sqrt(np.diag(fit.beta_cov))
+    t = fit.beta / se
+    coefficients = pd.DataFrame({
+        "term": ["(Intercept)", *columns], "estimate": fit.beta, "se": se, "df": satt.df, "t": t,
+        "p_value": 2 * stats.t.sf(np.abs(t), satt.df),
+    })
+    notes = satt.notes if fit.converged else (f"optimizer did not converge: {fit.message}",) + satt.notes
     return RawFit(
         backend="statsmodels",
         coefficients=coefficients,
         components=components,
         correlations=pd.DataFrame(columns=["group", "term1", "term2", "cor"]),
         sigma=sigma,
-        sigma_interval=(np.nan, np.nan),
+        sigma_interval=cis[-1],
         singular=bool((components.sd <= ZERO_TOL * sigma).any()),
-        warnings=() if fit.converged else (f"optimizer did not converge: {fit.message}",),
+        warnings=notes,
         versions={"statsmodels": __import__("statsmodels").__version__, "scipy": scipy.__version__,
                   "optimizer": "exact-gradient profiled REML, L-BFGS-B"},
         criterion=fit.deviance,
     )
+
+
+def _check_against_statsmodels(model: CrossedComponentsModel, fit: ComponentsFit, frame: pd.DataFrame,
+                               columns: tuple[str, ...], reml: bool) -> None:
+    """statsmodels' log-likelihood at the optimum must be ours, or the fit fails loudly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = statsmodels_deviance(frame, columns, fit, reml)
+        ours = fit.deviance
+        if not math.isfinite(theirs):  # statsmodels gives NaN at an exactly zero component: check just off it
+            nudged = replace(fit, gamma=np.maximum(fit.gamma, 1e-10))
+            theirs = statsmodels_deviance(frame, columns, nudged, reml)
+            ours = model.deviance(nudged.gamma, gradient=False)[0]
+    if not abs(theirs - ours) <= 1e-6 * (1 + abs(ours)):
+        raise RuntimeError(f"REML criterion disagrees with statsmodels' ({ours:.8g} vs {theirs:.8g})")

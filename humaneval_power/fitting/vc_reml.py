@@ -48,8 +48,35 @@ class ComponentsFit:
     message: str
 
     @property
+    def theta(self) -> np.ndarray:
+        """Relative SDs (lme4's theta)."""
+        return np.sqrt(self.gamma)
+
+    @property
     def sds(self) -> np.ndarray:
         return np.sqrt(self.gamma * self.sigma2)
+
+
+@dataclass(frozen=True)
+class Satterthwaite:
+    """lmerTest's quantities: ``vcov_varpar`` of (theta..., sigma) and each fixed effect's df."""
+
+    vcov_varpar: np.ndarray
+    df: np.ndarray
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Point:
+    """The criterion and its by-products at one ``gamma`` (gradient parts only when asked for)."""
+
+    deviance: float
+    beta: np.ndarray
+    s: np.ndarray  # [X y]' H^-1 [X y]
+    r2: float
+    trace: np.ndarray | None = None  # tr(Z_k' P Z_k) per component (H^-1 for ML)
+    score: np.ndarray | None = None  # |Z_k' P y|^2 per component
+    zhx: np.ndarray | None = None    # Z' H^-1 X
 
 
 @dataclass(frozen=True)
@@ -170,12 +197,7 @@ class CrossedComponentsModel:
 
     # -- criterion ---------------------------------------------------------------------------------
 
-    def deviance(self, gamma: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None, np.ndarray, np.ndarray]:
-        """(deviance, its gradient or None, GLS fixed effects b, S) at ``gamma``.
-
-        ``S = [X y]' H^-1 [X y]``: the residual variance is
-        ``(S_yy - S_yx b) / nu`` and ``Cov(b) = s^2 S_xx^-1``.
-        """
+    def _evaluate(self, gamma: np.ndarray, gradient: bool) -> _Point:
         p = self.p
         lam = np.sqrt(np.maximum(np.asarray(gamma, float), 0.0))[self.component]
         f = self._factor(lam)
@@ -184,19 +206,73 @@ class CrossedComponentsModel:
         rx = linalg.cho_factor(s[:p, :p], lower=True)
         beta = linalg.cho_solve(rx, s[:p, p])
         r2 = float(s[p, p] - s[:p, p] @ beta)
-        dev = f.logdet + self.nu * (1 + math.log(2 * math.pi * r2 / self.nu))
-        if self.reml:
-            dev += 2 * np.log(np.diag(rx[0])).sum()
+        logdet = f.logdet + (2 * float(np.log(np.diag(rx[0])).sum()) if self.reml else 0.0)
+        dev = logdet + self.nu * (1 + math.log(2 * math.pi * r2 / self.nu))
         if not gradient:
-            return float(dev), None, beta, s
+            return _Point(float(dev), beta, s, r2)
         zhx = self.zxy - self.g @ (lam[:, None] * self._ltsolve(f, v))  # Z' H^-1 [X y]
         zpy = zhx[:, p] - zhx[:, :p] @ beta
         diag = self._diag_zhz(f, lam)
         if self.reml:
             diag -= np.einsum("ij,ij->i", zhx[:, :p], linalg.cho_solve(rx, zhx[:, :p].T).T)
-        grad = (np.bincount(self.component, diag, self.k)
-                - self.nu * np.bincount(self.component, zpy**2, self.k) / r2)
-        return float(dev), grad, beta, s
+        return _Point(float(dev), beta, s, r2, np.bincount(self.component, diag, self.k),
+                      np.bincount(self.component, zpy**2, self.k), zhx[:, :p])
+
+    def deviance(self, gamma: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None, np.ndarray, np.ndarray]:
+        """(deviance, its gradient or None, GLS fixed effects b, S) at ``gamma``.
+
+        ``S = [X y]' H^-1 [X y]``: the residual variance is
+        ``(S_yy - S_yx b) / nu`` and ``Cov(b) = s^2 S_xx^-1``.
+        """
+        pt = self._evaluate(gamma, gradient)
+        grad = None if pt.trace is None else pt.trace - self.nu * pt.score / pt.r2
+        return pt.deviance, grad, pt.beta, pt.s
+
+    # -- lmerTest's variance-parameter calculus: varpar = (theta, sigma), theta = sqrt(gamma) ---------
+
+    def varpar_gradient(self, varpar: np.ndarray) -> np.ndarray:
+        """Gradient of the deviance with sigma not profiled out (lmerTest's ``devfun_vp``)."""
+        theta, sigma = np.asarray(varpar[:-1], float), float(varpar[-1])
+        pt = self._evaluate(theta**2, gradient=True)
+        return np.append(2 * theta * (pt.trace - pt.score / sigma**2), 2 * self.nu / sigma - 2 * pt.r2 / sigma**3)
+
+    def satterthwaite(self, fit: ComponentsFit) -> Satterthwaite:
+        """Covariance of (theta, sigma) and Satterthwaite df of each fixed effect, as lmerTest computes them.
+
+        ``vcov_varpar = 2 H^-1`` over the positive eigenvalues of the Hessian
+        ``H`` (central differences of the exact gradient), and
+        ``df_j = 2 V_jj^2 / (g_j' vcov_varpar g_j)``, ``g_j`` the exact derivative
+        of ``V_jj = Var(b_j)`` in (theta, sigma).
+        """
+        x = np.append(fit.theta, math.sqrt(fit.sigma2))
+        m = len(x)
+        hess = np.empty((m, m))
+        for i in range(m):
+            step = 1e-5 * max(abs(x[i]), 1e-2)
+            e = np.zeros(m)
+            e[i] = step
+            hess[:, i] = (self.varpar_gradient(x + e) - self.varpar_gradient(x - e)) / (2 * step)
+        hess = (hess + hess.T) / 2
+        values, vectors = np.linalg.eigh(hess)
+        pos = values > 1e-8
+        vcov = 2 * (vectors[:, pos] / values[pos]) @ vectors[:, pos].T
+        notes = []
+        if (values < -1e-8).any():
+            notes.append("Hessian of the deviance has negative eigenvalues: "
+                         + " ".join(f"{v:.1e}" for v in values[values < -1e-8]))
+        if (np.abs(values) <= 1e-8).any():
+            notes.append("Hessian of the deviance has eigenvalues close to zero: "
+                         + " ".join(f"{v:.1e}" for v in values[np.abs(values) <= 1e-8]))
+        # d Cov(b) / d gamma_k = s^2 C (X'H^-1 Z_k Z_k' H^-1 X) C, C = (X'H^-1 X)^-1
+        pt = self._evaluate(fit.gamma, gradient=True)
+        c = np.linalg.inv(pt.s[:self.p, :self.p])
+        czx = pt.zhx @ c  # rows: C X' H^-1 z_j
+        d_var = np.stack([np.bincount(self.component, czx[:, j] ** 2, self.k) for j in range(self.p)], axis=1)
+        grads = np.vstack([2 * fit.theta[:, None] * fit.sigma2 * d_var, 2 * math.sqrt(fit.sigma2) * np.diag(c)])
+        var = np.diag(fit.beta_cov)
+        denom = np.einsum("ij,ik,kj->j", grads, vcov, grads)
+        df = np.divide(2 * var**2, denom, out=np.full(self.p, np.inf), where=denom > 0)
+        return Satterthwaite(vcov, df, tuple(notes))
 
     def fit(self, start: np.ndarray | None = None, max_iter: int = 5_000, gtol: float = 1e-4,
             restarts: int = 5) -> ComponentsFit:

@@ -9,7 +9,8 @@ Four ways to compute power, which agree where they overlap:
 ``fast``         exact simulation: sufficient statistics drawn directly and fitted
                  in closed form; the same estimate, SE, df and p as lme4+lmerTest.
 ``lme4``         full data sets refitted by lme4 (+ lmerTest) inside R.
-``statsmodels``  full data sets refitted by statsmodels MixedLM (no R needed; slow).
+``statsmodels``  full data sets refitted without R: statsmodels' MixedLM likelihood, exact-gradient
+                 REML and lmerTest's Satterthwaite df (see :mod:`humaneval_power.fitting.vc_reml`).
 """
 from __future__ import annotations
 
@@ -98,8 +99,6 @@ class LikertScenario:
             raise InputError("the card2020 test counts only positive detections (B > A): give a positive effect")
         if self.method == "analytic" and self.test == "card2020":
             raise InputError("the analytic method has no closed form for the card2020 (ML) test; use --method fast")
-        if self.method == "statsmodels" and self.test == "satterthwaite":
-            raise InputError("statsmodels MixedLM gives no Satterthwaite df; use --test z or card2020, or --method lme4")
 
     @property
     def chunk_size(self) -> int:
