@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE")
     fit.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian")
     fit.add_argument("--backend", choices=FIT_BACKENDS, default="lme4",
-                     help="lme4 (R, Satterthwaite t; default), statsmodels (no R, z tests, "
+                     help="lme4 (R, Satterthwaite t; default), statsmodels (no R, same tests and Wald intervals, "
                           "Gaussian only), bambi (Bayesian, posterior intervals)")
     fit.add_argument("--scale", nargs=2, type=_float, metavar=("MIN", "MAX"), help="rating scale; rescale to [0, 1]")
     fit.add_argument("--duplicates", choices=("error", "average", "keep"), default="error")

@@ -75,14 +75,19 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
 
     from .model import GROUPS, ZERO_TOL, RawFit, wald_sd_intervals
 
+    from threadpoolctl import threadpool_limits
+
     keys = [(g, t) for g in GROUPS for t in ("(Intercept)",) + columns if (g, t) not in dropped]
     x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in columns])
-    model = CrossedComponentsModel(x, frame["score"].to_numpy(float),
-                                   {g: frame[g].to_numpy() for g in GROUPS},
-                                   {c: frame[c].to_numpy(float) for c in columns}, keys, reml=reml)
-    fit = model.fit()
+    # One BLAS thread: the per-evaluation matrices are small, and threaded BLAS on them
+    # spins (14 DialSummEval systems: 0.37 s instead of 4.2 s for the optimisation).
+    with threadpool_limits(1):
+        model = CrossedComponentsModel(x, frame["score"].to_numpy(float),
+                                       {g: frame[g].to_numpy() for g in GROUPS},
+                                       {c: frame[c].to_numpy(float) for c in columns}, keys, reml=reml)
+        fit = model.fit()
+        satt = model.satterthwaite(fit)
     _check_against_statsmodels(model, fit, frame, columns, reml)
-    satt = model.satterthwaite(fit)
     sigma = math.sqrt(fit.sigma2)
     components = pd.DataFrame([(g, t, float(sd)) for (g, t), sd in zip(keys, fit.sds)], columns=["group", "term", "sd"])
     cis = wald_sd_intervals(fit.theta, sigma, satt.vcov_varpar) if intervals == "wald" else [(np.nan, np.nan)] * (len(keys) + 1)
