@@ -48,7 +48,7 @@ from ..significance.lmm_balanced import (
 
 METHODS = ("fast", "analytic", "lme4", "statsmodels")
 FORMULA = "y ~ x + (1 + x || worker) + (1 + x || item)"
-_CHUNK = {"fast": 20_000, "analytic": 1, "lme4": 50, "statsmodels": 5}
+_CHUNK = {"fast": 20_000, "analytic": 1, "lme4": 50, "statsmodels": 20}
 
 
 def simulate_ratings(
