@@ -121,3 +121,15 @@ def test_simplify_keeps_the_last_component(tmp_path: Path) -> None:
     fit = fit_pilot(read_ratings(frame), "statsmodels", simplify=True)
     assert len(fit.dropped) == 3 and fit.raw.singular
     assert fit.steps[-1].startswith("kept the last variance component")
+
+
+def test_statsmodels_refuses_designs_beyond_dense_algebra(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """4,001 workers and 4,001 items with slopes: 8,002 effects in the smaller factor -> one line, exit 2."""
+    rows = [(f"w{k}", f"i{k}", s, 3) for k in range(4001) for s in "AB"]
+    rows += [(f"w{k}", f"i{(k + 1) % 4001}", s, 4) for k in range(4001) for s in "AB"]
+    src = _write(tmp_path, "wide.csv", pd.DataFrame(rows, columns=["worker", "item", "system", "score"]))
+    out = tmp_path / "p.json"
+    assert main(["fit", src, "--backend", "statsmodels", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "use --backend lme4" in err[0], err
+    assert not out.exists()

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .vc_reml import ComponentsFit, CrossedComponentsModel
+from ..errors import InputError
+from .vc_reml import ComponentsFit, CrossedComponentsModel, TooManyEffectsError
 
 if TYPE_CHECKING:
     from .model import RawFit
@@ -84,9 +85,13 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
     # One BLAS thread: the per-evaluation matrices are small, and threaded BLAS on them
     # spins (14 DialSummEval systems: 0.37 s instead of 4.2 s for the optimisation).
     with threadpool_limits(1):
-        model = CrossedComponentsModel(x, frame["score"].to_numpy(float),
-                                       {g: frame[g].to_numpy() for g in GROUPS},
-                                       {c: frame[c].to_numpy(float) for c in columns}, keys, reml=reml)
+        try:
+            model = CrossedComponentsModel(x, frame["score"].to_numpy(float),
+                                           {g: frame[g].to_numpy() for g in GROUPS},
+                                           {c: frame[c].to_numpy(float) for c in columns}, keys, reml=reml)
+        except TooManyEffectsError as exc:
+            raise InputError(f"the statsmodels backend cannot fit this design: {exc}; "
+                             "use --backend lme4 (sparse algebra)") from exc
         fit = model.fit()
         satt = model.satterthwaite(fit)
     if check:

@@ -33,6 +33,10 @@ from scipy import linalg, optimize
 MAX_DENSE_EFFECTS = 8_000
 
 
+class TooManyEffectsError(ValueError):
+    """The design's dense Schur complement would be too large."""
+
+
 @dataclass(frozen=True)
 class ComponentsFit:
     """The optimum; ``gamma`` are variances relative to ``sigma2`` in the order of ``components``."""
@@ -128,7 +132,7 @@ class CrossedComponentsModel:
         self.q1 = za.shape[1]
         self.q2 = z.shape[1] - self.q1
         if self.q2 > MAX_DENSE_EFFECTS:
-            raise ValueError(f"{self.q2} random effects outside the largest factor exceed the dense limit "
+            raise TooManyEffectsError(f"{self.q2} random effects outside the largest factor exceed the dense limit "
                              f"of {MAX_DENSE_EFFECTS}")
         self.g = (z.T @ z).tocsc()
         self.g_diag = self.g.diagonal()
