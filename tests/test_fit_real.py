@@ -245,3 +245,25 @@ def test_bambi_medians_inside_lme4_intervals(lme4_backend, data_dir: Path) -> No
         assert lo <= rec[key] <= hi, (key, lo, rec[key], hi)
     doc = bayes.to_params_doc()
     assert len(doc["posterior_draws"]["sd_worker_slope"]) == 2000
+
+
+@pytest.mark.slow
+def test_statsmodels_optimum_never_worse_than_lme4(lme4_backend, data_dir: Path) -> None:
+    """24 real two-system fits (both panels, 4 dimensions, 3 pairs): the same REML criterion, or a lower one.
+
+    On crowd coherence B vs M lme4 stops short (lmerTest: a negative Hessian eigenvalue) 0.016 REML
+    units above the optimum the no-R backend finds.
+    """
+    for panel in ("dialsummeval_expert", "dialsummeval_amt"):
+        for dimension in ("consistency", "relevance", "fluency", "coherence"):
+            for pair in (["A", "F"], ["B", "M"], ["C", "N"]):
+                data = read_ratings(data_dir / panel / "ratings.csv", where={"dimension": dimension},
+                                    systems=pair, baseline=pair[0], scale=(1, 5))
+                a, b = fit_pilot(data, "lme4", intervals="none"), fit_pilot(data, "statsmodels", intervals="none")
+                gap = a.raw.criterion - b.raw.criterion
+                assert gap > -1e-6, (panel, dimension, pair, gap)
+                if (panel, dimension, pair[0]) == ("dialsummeval_amt", "coherence", "B"):
+                    assert gap > 0.01 and any("negative eigenvalue" in w for w in a.raw.warnings)
+                else:
+                    assert gap < 1e-4, (panel, dimension, pair, gap)
+                    _agree(a.records[0], b.records[0])
