@@ -267,3 +267,35 @@ def test_statsmodels_optimum_never_worse_than_lme4(lme4_backend, data_dir: Path)
                 else:
                     assert gap < 1e-4, (panel, dimension, pair, gap)
                     _agree(a.records[0], b.records[0])
+
+
+@pytest.mark.slow
+def test_statsmodels_bootstrap_intervals_match_lme4s(lme4_backend, data_dir: Path) -> None:
+    """Parametric-bootstrap percentile intervals, 500 refits each way: lme4's end points lie within
+    the Monte-Carlo band of ours (order statistics at p +- 3.5 sqrt(2 p (1 - p) / B))."""
+    from humaneval_power.fitting.model import Design
+    from humaneval_power.fitting.statsmodels_lmm import bootstrap_sd_draws
+    from humaneval_power.fitting.vc_reml import CrossedComponentsModel
+
+    data = expert(data_dir)
+    nboot = 500
+    a = fit_pilot(data, "lme4", intervals="boot", nboot=nboot)
+    b = fit_pilot(data, "statsmodels", intervals="boot", nboot=nboot)
+    design = Design.for_data(data)
+    f = design.model_frame(data)
+    model = CrossedComponentsModel(np.column_stack([np.ones(len(f)), f.x]), f.score.to_numpy(),
+                                   {g: f[g].to_numpy() for g in ("worker", "item")}, {"x": f.x.to_numpy()},
+                                   design.components())
+    draws, failed = bootstrap_sd_draws(model, model.fit(), nboot, seed=1)
+    assert failed <= nboot // 100
+    ours = b.raw.components.set_index(["group", "term"])
+    theirs = a.raw.components.set_index(["group", "term"])
+    for k, gt in enumerate(list(design.components()) + ["sigma"]):
+        column = np.sort(draws[:, k])
+        lme4_ends = a.raw.sigma_interval if gt == "sigma" else (theirs.loc[gt, "lower"], theirs.loc[gt, "upper"])
+        our_ends = b.raw.sigma_interval if gt == "sigma" else (ours.loc[gt, "lower"], ours.loc[gt, "upper"])
+        for p, end, mine in zip((0.025, 0.975), lme4_ends, our_ends):
+            assert mine == pytest.approx(np.quantile(column, p))  # the draws behind the reported interval
+            band = 3.5 * np.sqrt(2 * p * (1 - p) / nboot)
+            lo, hi = np.quantile(column, [max(p - band, 0), min(p + band, 1)])
+            assert lo - 1e-9 <= end <= hi + 1e-9, (gt, p, end, lo, hi)

@@ -365,7 +365,7 @@ def fit_pilot(
     check_choice("backend", backend, BACKENDS)
     defaults = {"lme4": "wald", "statsmodels": "wald", "bambi": "posterior"}
     intervals = intervals or defaults[backend]
-    allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("wald", "none"), "bambi": ("posterior",)}
+    allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("wald", "boot", "none"), "bambi": ("posterior",)}
     if intervals not in allowed[backend]:
         raise InputError(f"--intervals {intervals} is not available with the {backend} backend "
                          f"(choose {', '.join(allowed[backend])})")
@@ -422,7 +422,7 @@ def _gaussian_fitter(backend: str, data: PilotData, design: Design, intervals: s
         if backend == "statsmodels":
             from .statsmodels_lmm import fit_lmm_statsmodels
 
-            return fit_lmm_statsmodels(frame, design.columns, dropped, intervals=intervals)
+            return fit_lmm_statsmodels(frame, design.columns, dropped, intervals=intervals, nboot=nboot, seed=seed)
         from .bambi_fit import fit_bambi
 
         return fit_bambi(frame, formula, "gaussian", draws, chains, seed)

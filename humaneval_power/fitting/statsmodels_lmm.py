@@ -13,6 +13,7 @@ Satterthwaite t; SD intervals are the lme4 backend's Wald intervals.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -66,12 +67,14 @@ def statsmodels_deviance(frame: pd.DataFrame, columns: tuple[str, ...], fit: Com
 
 
 def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: frozenset = frozenset(),
-                        reml: bool = True, intervals: str = "wald", check: bool = True) -> "RawFit":
+                        reml: bool = True, intervals: str = "wald", check: bool = True, nboot: int = 500,
+                        seed: int = 1) -> "RawFit":
     """(RE)ML fit of the crossed model as variance components, without R.
 
     Fixed effects get lmerTest's Satterthwaite t tests and, with ``intervals="wald"``,
     the SDs the same log-SD delta-method intervals as the lme4 backend, all
-    from the same variance-parameter calculus (:meth:`CrossedComponentsModel.satterthwaite`).
+    from the same variance-parameter calculus (:meth:`CrossedComponentsModel.satterthwaite`);
+    ``intervals="boot"``: parametric-bootstrap percentile intervals (``nboot`` refits), as lme4's.
     """
     import scipy
     from scipy import stats
@@ -98,7 +101,16 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
         _check_against_statsmodels(model, fit, frame, columns, reml)
     sigma = math.sqrt(fit.sigma2)
     components = pd.DataFrame([(g, t, float(sd)) for (g, t), sd in zip(keys, fit.sds)], columns=["group", "term", "sd"])
-    cis = wald_sd_intervals(fit.theta, sigma, satt.vcov_varpar) if intervals == "wald" else [(np.nan, np.nan)] * (len(keys) + 1)
+    notes = satt.notes if fit.converged else (f"optimizer did not converge: {fit.message}",) + satt.notes
+    if intervals == "wald":
+        cis = wald_sd_intervals(fit.theta, sigma, satt.vcov_varpar)
+    elif intervals == "boot":
+        draws, failed = bootstrap_sd_draws(model, fit, nboot, seed)
+        cis = list(zip(*np.quantile(draws, [0.025, 0.975], axis=0).tolist()))  # percentile, as lme4's
+        if failed:
+            notes += (f"{failed} of {nboot} bootstrap refits did not converge (kept)",)
+    else:
+        cis = [(np.nan, np.nan)] * (len(keys) + 1)
     components["lower"] = [c[0] for c in cis[:-1]]
     components["upper"] = [c[1] for c in cis[:-1]]
     se = np.sqrt(np.diag(fit.beta_cov))
@@ -107,7 +119,6 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
         "term": ["(Intercept)", *columns], "estimate": fit.beta, "se": se, "df": satt.df, "t": t,
         "p_value": 2 * stats.t.sf(np.abs(t), satt.df),
     })
-    notes = satt.notes if fit.converged else (f"optimizer did not converge: {fit.message}",) + satt.notes
     return RawFit(
         backend="statsmodels",
         coefficients=coefficients,
@@ -121,6 +132,28 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
                   "optimizer": "exact-gradient profiled REML, L-BFGS-B"},
         criterion=fit.deviance,
     )
+
+
+def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, nboot: int,
+                       seed: int) -> tuple[np.ndarray, int]:
+    """Parametric bootstrap (lme4's ``bootMer`` for ``confint(method="boot")``): every SD and sigma per refit.
+
+    Each refit starts from the estimate. Returns the (nboot, k + 1) draws and
+    the number of refits that did not converge (kept, as lme4 keeps them). A
+    bar on stderr appears when it takes over a second.
+    """
+    from threadpoolctl import threadpool_limits
+    from tqdm import tqdm
+
+    rng = np.random.default_rng(seed)
+    draws = np.empty((nboot, model.k + 1))
+    failed = 0
+    with threadpool_limits(1):
+        for b in tqdm(range(nboot), unit="refit", delay=1.0, file=sys.stderr, leave=False):
+            refit = model.with_response(model.simulate(fit, rng)).fit(start=fit.gamma)
+            draws[b] = np.append(refit.sds, math.sqrt(refit.sigma2))
+            failed += not refit.converged
+    return draws, failed
 
 
 def _check_against_statsmodels(model: CrossedComponentsModel, fit: ComponentsFit, frame: pd.DataFrame,

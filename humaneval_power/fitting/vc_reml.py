@@ -22,6 +22,7 @@ where that difference would lose digits. Optimising ``g >= 0`` with bounds
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -141,9 +142,25 @@ class CrossedComponentsModel:
                               for a in range(self.t) for b in range(self.t)], axis=1).reshape(-1, self.t, self.t)
         self.g_ac = self.g[:self.q1, self.q1:].toarray()
         self.g_cc = self.g[self.q1:, self.q1:].toarray()
-        xy = np.column_stack([x, y])
-        self.zxy = np.asarray(z.T @ xy)
+        self.x, self.z = x, z
+        self._set_response(y)
+
+    def _set_response(self, y: np.ndarray) -> None:
+        xy = np.column_stack([self.x, y])
+        self.zxy = np.asarray(self.z.T @ xy)
         self.xyxy = xy.T @ xy
+
+    def with_response(self, y: np.ndarray) -> CrossedComponentsModel:
+        """The same design and components with another response (only y's cross-products are recomputed)."""
+        other = copy.copy(self)
+        other._set_response(np.asarray(y, float))
+        return other
+
+    def simulate(self, fit: ComponentsFit, rng: np.random.Generator) -> np.ndarray:
+        """One response drawn from the fitted model (for the parametric bootstrap)."""
+        sigma = math.sqrt(fit.sigma2)
+        effects = rng.standard_normal(self.z.shape[1]) * (sigma * fit.theta[self.component])
+        return self.x @ fit.beta + self.z @ effects + sigma * rng.standard_normal(self.n)
 
     # -- the factor of M and solves with it -------------------------------------------------------
 
