@@ -57,7 +57,7 @@ def _cases(tmp: Path) -> dict[str, list[str]]:
         "statsmodels binomial": [_write(tmp, "pairs2.csv", pairs.iloc[:1]), "--family", "binomial",
                                  "--worker", "judge", "--item", "segment", "--backend", "statsmodels"] + out,
         "wald correlated": [str(ok), "--correlated", "--intervals", "wald"] + out,
-        "statsmodels profile": [str(ok), "--backend", "statsmodels", "--intervals", "profile"] + out,
+        "statsmodels posterior": [str(ok), "--backend", "statsmodels", "--intervals", "posterior"] + out,
         "ties for ratings": [str(ok), "--ties", "split"] + out,
         "empty file": [str(tmp / "empty.csv")] + out,
     }

@@ -299,3 +299,14 @@ def test_statsmodels_bootstrap_intervals_match_lme4s(lme4_backend, data_dir: Pat
             band = 3.5 * np.sqrt(2 * p * (1 - p) / nboot)
             lo, hi = np.quantile(column, [max(p - band, 0), min(p + band, 1)])
             assert lo - 1e-9 <= end <= hi + 1e-9, (gt, p, end, lo, hi)
+
+
+def test_statsmodels_profile_intervals_equal_lme4s(lme4_backend, data_dir: Path) -> None:
+    """Profile intervals (ML deviance, as lme4 profiles): lme4 interpolates a spline through its profile,
+    we solve for the chi-square crossing; the ends agree to 1e-3 relative (measured: 1e-4)."""
+    data = expert(data_dir)
+    a, b = fit_pilot(data, "lme4", intervals="profile"), fit_pilot(data, "statsmodels", intervals="profile")
+    theirs = a.raw.components.set_index(["group", "term"])
+    for g, t, sd, lo, hi in b.raw.components.itertuples(index=False):
+        assert [lo, hi] == pytest.approx([theirs.loc[(g, t), "lower"], theirs.loc[(g, t), "upper"]], rel=1e-3, abs=1e-6)
+    assert b.raw.sigma_interval == pytest.approx(a.raw.sigma_interval, rel=1e-3)

@@ -365,7 +365,7 @@ def fit_pilot(
     check_choice("backend", backend, BACKENDS)
     defaults = {"lme4": "wald", "statsmodels": "wald", "bambi": "posterior"}
     intervals = intervals or defaults[backend]
-    allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("wald", "boot", "none"), "bambi": ("posterior",)}
+    allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("wald", "profile", "boot", "none"), "bambi": ("posterior",)}
     if intervals not in allowed[backend]:
         raise InputError(f"--intervals {intervals} is not available with the {backend} backend "
                          f"(choose {', '.join(allowed[backend])})")

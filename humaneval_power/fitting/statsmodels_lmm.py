@@ -74,6 +74,7 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
     Fixed effects get lmerTest's Satterthwaite t tests and, with ``intervals="wald"``,
     the SDs the same log-SD delta-method intervals as the lme4 backend, all
     from the same variance-parameter calculus (:meth:`CrossedComponentsModel.satterthwaite`);
+    ``intervals="profile"``: likelihood-profile intervals of the ML deviance, as lme4's;
     ``intervals="boot"``: parametric-bootstrap percentile intervals (``nboot`` refits), as lme4's.
     """
     import scipy
@@ -104,6 +105,11 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
     notes = satt.notes if fit.converged else (f"optimizer did not converge: {fit.message}",) + satt.notes
     if intervals == "wald":
         cis = wald_sd_intervals(fit.theta, sigma, satt.vcov_varpar)
+    elif intervals == "profile":  # lme4 profiles the ML deviance (it refits REML fits by ML)
+        with threadpool_limits(1):
+            ml = model.as_ml() if reml else model
+            ml_fit = ml.fit(start=fit.gamma)
+            cis = [ml.profile_interval(ml_fit, j) for j in range(model.k + 1)]
     elif intervals == "boot":
         draws, failed = bootstrap_sd_draws(model, fit, nboot, seed)
         cis = list(zip(*np.quantile(draws, [0.025, 0.975], axis=0).tolist()))  # percentile, as lme4's

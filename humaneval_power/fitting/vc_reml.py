@@ -34,6 +34,12 @@ from scipy import linalg, optimize
 MAX_DENSE_EFFECTS = 8_000
 
 
+def _lbfgsb(fun, x0: np.ndarray, bounds: list, max_iter: int = 5_000) -> optimize.OptimizeResult:
+    """L-BFGS-B on (value, gradient) with tolerances tight enough for a deviance (stops on no progress)."""
+    return optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                             options={"maxiter": max_iter, "ftol": 1e-15, "gtol": 1e-10, "maxcor": 30})
+
+
 class TooManyEffectsError(ValueError):
     """The design's dense Schur complement would be too large."""
 
@@ -156,6 +162,12 @@ class CrossedComponentsModel:
         other._set_response(np.asarray(y, float))
         return other
 
+    def as_ml(self) -> CrossedComponentsModel:
+        """The same model with the ML criterion (lme4 profiles the ML deviance, refitting REML fits by ML)."""
+        other = copy.copy(self)
+        other.reml, other.nu = False, self.n
+        return other
+
     def simulate(self, fit: ComponentsFit, rng: np.random.Generator) -> np.ndarray:
         """One response drawn from the fitted model (for the parametric bootstrap)."""
         sigma = math.sqrt(fit.sigma2)
@@ -257,6 +269,63 @@ class CrossedComponentsModel:
         pt = self._evaluate(theta**2, gradient=True)
         return np.append(2 * theta * (pt.trace - pt.score / sigma**2), 2 * self.nu / sigma - 2 * pt.r2 / sigma**3)
 
+    def _fixed_sigma(self, gamma: np.ndarray, sigma: float) -> tuple[float, np.ndarray, float]:
+        """Deviance with sigma fixed, its gradient in gamma, and its derivative in sigma."""
+        pt = self._evaluate(gamma, gradient=True)
+        logdet = pt.deviance - self.nu * (1 + math.log(2 * math.pi * pt.r2 / self.nu))
+        dev = logdet + pt.r2 / sigma**2 + self.nu * math.log(2 * math.pi * sigma**2)
+        return dev, pt.trace - pt.score / sigma**2, 2 * self.nu / sigma - 2 * pt.r2 / sigma**3
+
+    def profile_deviance(self, fit: ComponentsFit, index: int, value: float) -> float:
+        """Smallest deviance with one SD held at ``value``: component ``index``, or sigma for ``index == k``.
+
+        The others (relative variances, and log sigma) are optimised from the fit.
+        """
+        k, bounds = self.k, [(0.0, None)] * self.k
+        if index == k:
+            def fun(g: np.ndarray) -> tuple[float, np.ndarray]:
+                return self._fixed_sigma(g, value)[:2]
+            x = fit.gamma
+        else:
+            others = [j for j in range(k) if j != index]
+
+            def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
+                sigma = math.exp(z[-1])
+                gamma = np.empty(k)
+                gamma[others], gamma[index] = z[:-1], (value / sigma) ** 2
+                dev, g, d_sigma = self._fixed_sigma(gamma, sigma)
+                return dev, np.append(g[others], sigma * (d_sigma - 2 * g[index] * value**2 / sigma**3))
+            x, bounds = np.append(fit.gamma[others], 0.5 * math.log(fit.sigma2)), bounds[:-1] + [(None, None)]
+        res = _lbfgsb(fun, x, bounds)
+        return float(_lbfgsb(fun, res.x, bounds).fun)  # a restart after a failed line search
+
+    def profile_interval(self, fit: ComponentsFit, index: int, level: float = 0.95) -> tuple[float, float]:
+        """Likelihood-profile interval of one SD (``index == k``: sigma), as lme4's ``confint(method="profile")``.
+
+        The ends are where the profiled deviance exceeds the minimum by the
+        chi-square(1) quantile; the lower end is 0 when the deviance at 0 does not.
+        """
+        from scipy import stats
+
+        crit = float(stats.chi2.ppf(level, 1))
+        est = math.sqrt(fit.sigma2) if index == self.k else float(fit.sds[index])
+
+        def excess(value: float) -> float:
+            return self.profile_deviance(fit, index, value) - fit.deviance - crit
+
+        if index == self.k:
+            low_end = est / 2
+            while excess(low_end) < 0:
+                low_end /= 2
+            lower = optimize.brentq(excess, low_end, est, xtol=1e-7 * est)
+        else:
+            lower = 0.0 if est == 0 or excess(0.0) <= 0 else optimize.brentq(excess, 0.0, est, xtol=1e-7 * est)
+        high_end = 2 * est if est > 0 else math.sqrt(fit.sigma2)
+        while excess(high_end) < 0:
+            high_end *= 2
+        upper = optimize.brentq(excess, est, high_end, xtol=1e-7 * high_end)
+        return float(lower), float(upper)
+
     def satterthwaite(self, fit: ComponentsFit) -> Satterthwaite:
         """Covariance of (theta, sigma) and Satterthwaite df of each fixed effect, as lmerTest computes them.
 
@@ -308,9 +377,7 @@ class CrossedComponentsModel:
         gamma = np.ones(self.k) if start is None else np.maximum(np.asarray(start, float), 0.0)
         iterations, p = 0, self.p
         for _ in range(1 + restarts):
-            res = optimize.minimize(lambda g: self.deviance(g)[:2], gamma, jac=True, method="L-BFGS-B",
-                                    bounds=[(0.0, None)] * self.k,
-                                    options={"maxiter": max_iter, "ftol": 1e-15, "gtol": 1e-10, "maxcor": 30})
+            res = _lbfgsb(lambda g: self.deviance(g)[:2], gamma, [(0.0, None)] * self.k, max_iter)
             gamma, iterations = res.x, iterations + int(res.nit)
             dev, grad, beta, s = self.deviance(gamma)
             projected = float(np.where(gamma > 0, np.abs(grad) * np.minimum(1.0, 2 * np.sqrt(gamma)),
