@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = (
     "install R, lme4 and lmerTest (Debian: apt-get install r-base-core r-cran-lme4 r-cran-lmertest), "
-    "then pip install 'humaneval-power[r]' (rpy2>=3.5.11,<3.6); `make setup` does both"
+    "then pip install 'humaneval-power[r]' (rpy2>=3.5.11,<3.6); `make setup` does both. "
+    "Without R: `hepower fit --backend statsmodels` (Gaussian: same estimates, tests and intervals), "
+    "`likert power --method fast` or `statsmodels`"
 )
 
 
