@@ -15,14 +15,13 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .vc_reml import ComponentsFit, CrossedComponentsModel, TooManyEffectsError
+from .vc_reml import ComponentsFit, CrossedComponentsModel, Satterthwaite, TooManyEffectsError
 
 if TYPE_CHECKING:
     from .model import RawFit
@@ -79,10 +78,9 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
     """
     import scipy
     from scipy import stats
-
-    from .model import GROUPS, ZERO_TOL, RawFit, wald_sd_intervals
-
     from threadpoolctl import threadpool_limits
+
+    from .model import GROUPS, ZERO_TOL, RawFit
 
     keys = [(g, t) for g in GROUPS for t in ("(Intercept)",) + columns if (g, t) not in dropped]
     x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in columns])
@@ -97,28 +95,15 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
             raise InputError(f"the statsmodels backend cannot fit this design: {exc}; "
                              "use --backend lme4 (sparse algebra)") from exc
         fit = model.fit()
+        if check:
+            _check_against_statsmodels(model, fit, frame, columns, reml)
         satt = model.satterthwaite(fit)
-    if check:
-        _check_against_statsmodels(model, fit, frame, columns, reml)
+        cis, notes = _sd_intervals(model, fit, satt, intervals, nboot, seed)
     sigma = math.sqrt(fit.sigma2)
-    components = pd.DataFrame([(g, t, float(sd)) for (g, t), sd in zip(keys, fit.sds)], columns=["group", "term", "sd"])
-    notes = satt.notes if fit.converged else (f"optimizer did not converge: {fit.message}",) + satt.notes
-    if intervals == "wald":
-        cis = wald_sd_intervals(fit.theta, sigma, satt.vcov_varpar)
-    elif intervals == "profile":  # lme4 profiles the ML deviance (it refits REML fits by ML)
-        with threadpool_limits(1):
-            ml = model.as_ml() if reml else model
-            ml_fit = ml.fit(start=fit.gamma)
-            cis = [ml.profile_interval(ml_fit, j) for j in range(model.k + 1)]
-    elif intervals == "boot":
-        draws, failed = bootstrap_sd_draws(model, fit, nboot, seed)
-        cis = list(zip(*np.quantile(draws, [0.025, 0.975], axis=0).tolist()))  # percentile, as lme4's
-        if failed:
-            notes += (f"{failed} of {nboot} bootstrap refits did not converge (kept)",)
-    else:
-        cis = [(np.nan, np.nan)] * (len(keys) + 1)
-    components["lower"] = [c[0] for c in cis[:-1]]
-    components["upper"] = [c[1] for c in cis[:-1]]
+    components = pd.DataFrame([(g, t, float(sd), lo, hi) for (g, t), sd, (lo, hi) in zip(keys, fit.sds, cis)],
+                              columns=["group", "term", "sd", "lower", "upper"])
+    if not fit.converged:
+        notes = (f"optimizer did not converge: {fit.message}",) + notes
     se = np.sqrt(np.diag(fit.beta_cov))
     t = fit.beta / se
     coefficients = pd.DataFrame({
@@ -138,6 +123,28 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...], dropped: 
                   "optimizer": "exact-gradient profiled REML, L-BFGS-B"},
         criterion=fit.deviance,
     )
+
+
+def _sd_intervals(model: CrossedComponentsModel, fit: ComponentsFit, satt: Satterthwaite, intervals: str,
+                  nboot: int, seed: int) -> tuple[list[tuple[float, float]], tuple[str, ...]]:
+    """Intervals of every SD and then sigma, by ``intervals``, and the notes they leave."""
+    from .model import wald_sd_intervals
+
+    notes = satt.notes
+    if intervals == "wald":
+        cis = wald_sd_intervals(fit.theta, math.sqrt(fit.sigma2), satt.vcov_varpar)
+    elif intervals == "profile":  # lme4 profiles the ML deviance (it refits REML fits by ML)
+        ml = model.as_ml() if model.reml else model
+        ml_fit = ml.fit(start=fit.gamma)
+        cis = [ml.profile_interval(ml_fit, j) for j in range(model.k + 1)]
+    elif intervals == "boot":
+        draws, failed = bootstrap_sd_draws(model, fit, nboot, seed)
+        cis = list(zip(*np.quantile(draws, [0.025, 0.975], axis=0).tolist()))  # percentile, as lme4's
+        if failed:
+            notes += (f"{failed} of {nboot} bootstrap refits did not converge (kept)",)
+    else:
+        cis = [(math.nan, math.nan)] * (model.k + 1)
+    return cis, notes
 
 
 def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, nboot: int,
@@ -170,8 +177,7 @@ def _check_against_statsmodels(model: CrossedComponentsModel, fit: ComponentsFit
         theirs = statsmodels_deviance(frame, columns, fit, reml)
         ours = fit.deviance
         if not math.isfinite(theirs):  # statsmodels gives NaN at an exactly zero component: check just off it
-            nudged = replace(fit, gamma=np.maximum(fit.gamma, 1e-10))
-            theirs = statsmodels_deviance(frame, columns, nudged, reml)
-            ours = model.deviance(nudged.gamma, gradient=False)[0]
+            nudged = model.at(np.maximum(fit.gamma, 1e-10))
+            theirs, ours = statsmodels_deviance(frame, columns, nudged, reml), nudged.deviance
     if not abs(theirs - ours) <= 1e-6 * (1 + abs(ours)):
         raise RuntimeError(f"REML criterion disagrees with statsmodels' ({ours:.8g} vs {theirs:.8g})")

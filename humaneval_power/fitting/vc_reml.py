@@ -82,6 +82,7 @@ class _Point:
     """The criterion and its by-products at one ``gamma`` (gradient parts only when asked for)."""
 
     deviance: float
+    logdet: float  # log|M| (+ log|X' H^-1 X| under REML): the deviance without its residual terms
     beta: np.ndarray
     s: np.ndarray  # [X y]' H^-1 [X y]
     r2: float
@@ -242,13 +243,13 @@ class CrossedComponentsModel:
         logdet = f.logdet + (2 * float(np.log(np.diag(rx[0])).sum()) if self.reml else 0.0)
         dev = logdet + self.nu * (1 + math.log(2 * math.pi * r2 / self.nu))
         if not gradient:
-            return _Point(float(dev), beta, s, r2)
+            return _Point(float(dev), logdet, beta, s, r2)
         zhx = self.zxy - self.g @ (lam[:, None] * self._ltsolve(f, v))  # Z' H^-1 [X y]
         zpy = zhx[:, p] - zhx[:, :p] @ beta
         diag = self._diag_zhz(f, lam)
         if self.reml:
             diag -= np.einsum("ij,ij->i", zhx[:, :p], linalg.cho_solve(rx, zhx[:, :p].T).T)
-        return _Point(float(dev), beta, s, r2, np.bincount(self.component, diag, self.k),
+        return _Point(float(dev), logdet, beta, s, r2, np.bincount(self.component, diag, self.k),
                       np.bincount(self.component, zpy**2, self.k), zhx[:, :p])
 
     def deviance(self, gamma: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None, np.ndarray, np.ndarray]:
@@ -258,22 +259,35 @@ class CrossedComponentsModel:
         ``(S_yy - S_yx b) / nu`` and ``Cov(b) = s^2 S_xx^-1``.
         """
         pt = self._evaluate(gamma, gradient)
-        grad = None if pt.trace is None else pt.trace - self.nu * pt.score / pt.r2
-        return pt.deviance, grad, pt.beta, pt.s
+        return pt.deviance, None if pt.trace is None else self._gradient(pt), pt.beta, pt.s
+
+    def _gradient(self, pt: _Point) -> np.ndarray:
+        """Gradient of the profiled deviance in gamma."""
+        return pt.trace - self.nu * pt.score / pt.r2
+
+    def at(self, gamma: np.ndarray) -> ComponentsFit:
+        """The estimates at given relative variances: GLS b, Cov(b), profiled sigma^2 and the deviance."""
+        gamma = np.maximum(np.asarray(gamma, float), 0.0)
+        return self._summary(gamma, self._evaluate(gamma, gradient=False))
+
+    def _summary(self, gamma: np.ndarray, pt: _Point, converged: bool = True, iterations: int = 0,
+                 message: str = "evaluated, not optimised") -> ComponentsFit:
+        sigma2 = pt.r2 / self.nu
+        return ComponentsFit(self.components, gamma, pt.beta, sigma2 * np.linalg.inv(pt.s[:self.p, :self.p]),
+                             sigma2, pt.deviance, converged, iterations, message)
 
     # -- lmerTest's variance-parameter calculus: varpar = (theta, sigma), theta = sqrt(gamma) ---------
 
     def varpar_gradient(self, varpar: np.ndarray) -> np.ndarray:
         """Gradient of the deviance with sigma not profiled out (lmerTest's ``devfun_vp``)."""
         theta, sigma = np.asarray(varpar[:-1], float), float(varpar[-1])
-        pt = self._evaluate(theta**2, gradient=True)
-        return np.append(2 * theta * (pt.trace - pt.score / sigma**2), 2 * self.nu / sigma - 2 * pt.r2 / sigma**3)
+        _, d_gamma, d_sigma = self._fixed_sigma(theta**2, sigma)
+        return np.append(2 * theta * d_gamma, d_sigma)
 
     def _fixed_sigma(self, gamma: np.ndarray, sigma: float) -> tuple[float, np.ndarray, float]:
         """Deviance with sigma fixed, its gradient in gamma, and its derivative in sigma."""
         pt = self._evaluate(gamma, gradient=True)
-        logdet = pt.deviance - self.nu * (1 + math.log(2 * math.pi * pt.r2 / self.nu))
-        dev = logdet + pt.r2 / sigma**2 + self.nu * math.log(2 * math.pi * sigma**2)
+        dev = pt.logdet + pt.r2 / sigma**2 + self.nu * math.log(2 * math.pi * sigma**2)
         return dev, pt.trace - pt.score / sigma**2, 2 * self.nu / sigma - 2 * pt.r2 / sigma**3
 
     def profile_deviance(self, fit: ComponentsFit, index: int, value: float) -> float:
@@ -375,17 +389,16 @@ class CrossedComponentsModel:
         a fresh curvature memory), up to ``restarts`` times.
         """
         gamma = np.ones(self.k) if start is None else np.maximum(np.asarray(start, float), 0.0)
-        iterations, p = 0, self.p
+        iterations = 0
         for _ in range(1 + restarts):
             res = _lbfgsb(lambda g: self.deviance(g)[:2], gamma, [(0.0, None)] * self.k, max_iter)
             gamma, iterations = res.x, iterations + int(res.nit)
-            dev, grad, beta, s = self.deviance(gamma)
+            pt = self._evaluate(gamma, gradient=True)
+            grad = self._gradient(pt)
             projected = float(np.where(gamma > 0, np.abs(grad) * np.minimum(1.0, 2 * np.sqrt(gamma)),
                                        np.maximum(-grad, 0.0)).max())
             if projected <= gtol:
                 break
-        sigma2 = float(s[p, p] - s[:p, p] @ beta) / self.nu
         converged = projected <= gtol
         message = str(res.message) if converged else f"{res.message}; largest projected gradient {projected:.2g}"
-        return ComponentsFit(self.components, gamma, beta, sigma2 * np.linalg.inv(s[:p, :p]), sigma2, dev,
-                             converged, iterations, message)
+        return self._summary(gamma, pt, converged, iterations, message)
