@@ -10,9 +10,10 @@ import pandas as pd
 
 from ..errors import InputError
 from ..io import apply_filters, read_table, resolve_column
+from ..significance.binomial import TIE_POLICIES
+from ..validation import check_choice
 
 DUPLICATE_POLICIES = ("error", "average", "keep")
-TIE_POLICIES = ("drop", "split")
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,7 @@ def read_ratings(
     ``duplicates``: several ratings of one (worker, item, system) are an
     ``error`` (default), are ``average``d, or ``keep``t as repeated measures.
     """
-    if duplicates not in DUPLICATE_POLICIES:
-        raise InputError(f"duplicates must be one of {', '.join(DUPLICATE_POLICIES)}")
+    check_choice("duplicates policy", duplicates, DUPLICATE_POLICIES)
     raw, name, digest = read_table(source)
     raw = apply_filters(raw, where)
     cols = {role: resolve_column(raw, role, given) for role, given in
@@ -155,8 +155,7 @@ def read_judgments(
     against each other; ``score`` becomes 1 when the non-baseline system won.
     Ties are dropped, or ``split`` (a half win and a half loss, weight 1/2 each).
     """
-    if ties not in TIE_POLICIES:
-        raise InputError(f"ties must be one of {', '.join(TIE_POLICIES)}")
+    check_choice("ties policy", ties, TIE_POLICIES)
     raw, name, digest = read_table(source)
     raw = apply_filters(raw, where)
     cols = {"worker": resolve_column(raw, "worker", worker), "item": resolve_column(raw, "item", item)}

@@ -36,7 +36,7 @@ from ..engine import (
 from ..errors import InputError, NotAttainableError
 from ..params import H2HParams
 from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_power, sign_test
-from ..validation import check_alpha, check_count
+from ..validation import check_alpha, check_choice, check_count
 
 INDEPENDENT_METHODS = ("exact", "simulate")
 MIXED_TESTS = ("z", "lrt")
@@ -57,10 +57,8 @@ class IndependentJudgments:
         check_count("n", self.n)
         check_probabilities(self.p_win, self.p_tie)
         check_alpha(self.alpha)
-        if self.ties not in TIE_POLICIES:
-            raise InputError(f"ties must be one of {', '.join(TIE_POLICIES)}")
-        if self.method not in INDEPENDENT_METHODS:
-            raise InputError(f"method must be one of {', '.join(INDEPENDENT_METHODS)}")
+        check_choice("ties policy", self.ties, TIE_POLICIES)
+        check_choice("method", self.method, INDEPENDENT_METHODS)
 
     @property
     def effect(self) -> float:

@@ -186,8 +186,7 @@ def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", a
     [0.8276, 0.3061]
     """
     p_lose = check_probabilities(p_win, p_tie)
-    if ties_policy not in TIE_POLICIES:
-        raise InputError(f"ties must be one of {', '.join(TIE_POLICIES)}")
+    check_choice("ties policy", ties_policy, TIE_POLICIES)
     if test != "exact" and ties_policy != "drop":
         raise InputError(f"the {test} test is defined here for ties dropped")
     effect = p_win - p_lose
