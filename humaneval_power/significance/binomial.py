@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -64,18 +65,15 @@ def lower_critical(m: np.ndarray, alpha: float, mid_p: bool = False) -> np.ndarr
 _BLOCK = 256
 
 
-def _anchored_products(anchor: np.ndarray, ratio: np.ndarray) -> np.ndarray:
-    """Rows ``anchor * (1, r0, r0 r1, ...)``: running products restarted at each row's exact anchor."""
-    out = np.empty_like(ratio)
-    out[:, 0] = 1.0
-    np.cumprod(ratio[:, :-1], axis=1, out=out[:, 1:])
-    return out * anchor[:, None]
+def _anchored_products(steps: np.ndarray) -> np.ndarray:
+    """In place, along each row of ``steps`` (anchor, r1, r2, ...): (anchor, anchor r1, anchor r1 r2, ...)."""
+    return np.multiply.accumulate(steps, axis=1, out=steps)
 
 
 def _binom_pmf_rows(n: int, p: np.ndarray, start: np.ndarray, width: int) -> np.ndarray:
     """Bin(n, p) pmf at start .. start + width - 1, one row per (p, start); 0 beyond n.
 
-    Exact at every ``_BLOCK``-th value; in between by pmf(s + 1) = pmf(s) (n - s) p / ((s + 1) (1 - p)).
+    Exact at every ``_BLOCK``-th value; in between by pmf(s) = pmf(s - 1) (n - s + 1) p / (s (1 - p)).
     """
     p, start = np.asarray(p, dtype=float), np.asarray(start)
 
@@ -89,9 +87,11 @@ def _binom_pmf_rows(n: int, p: np.ndarray, start: np.ndarray, width: int) -> np.
     s = np.arange(first, int(start.max()) + span, dtype=float)
     inner = (p > 0) & (p < 1)
     odds = np.where(inner, p, 0.0) / np.where(inner, 1 - p, 1.0)
-    ratio = sliding_window_view(np.maximum(n - s, 0.0) / (s + 1), span)[start - first] * odds[:, None]
-    anchor = stats.binom.pmf(start[:, None] + np.arange(0, span, _BLOCK), n, p[:, None])
-    out = _anchored_products(anchor.ravel(), ratio.reshape(-1, _BLOCK)).reshape(len(p), span)[:, :width]
+    steps = sliding_window_view(np.maximum(n + 1 - s, 0.0) / np.maximum(s, 1.0), span)[start - first]
+    steps *= odds[:, None]
+    blocks = steps.reshape(-1, _BLOCK)
+    blocks[:, 0] = stats.binom.pmf(start[:, None] + np.arange(0, span, _BLOCK), n, p[:, None]).ravel()
+    out = _anchored_products(blocks).reshape(len(p), span)[:, :width]
     if not inner.all():  # p = 0 or 1: a point mass, no recursion
         out[~inner] = exact(~inner)
     return out
@@ -128,12 +128,13 @@ def _two_sided_tails(n: int, z: float) -> np.ndarray:
         ratio = (mr + 1) / (2 * np.where(up, kr + 1, mr + 1 - kr))
         step = np.where(up, (mr - kr) / (2 * (kr + 1)), -0.5)
         mb, kb = mr[::_BLOCK], kr[::_BLOCK]
-        pmf = _anchored_products(stats.binom.pmf(kb, mb, 0.5), ratio.reshape(blocks, _BLOCK))
-        rows = np.empty((blocks, _BLOCK))
+        pmf = np.empty((blocks, _BLOCK))  # f(k; m), each row from its exact first value
+        pmf[:, 0] = stats.binom.pmf(kb, mb, 0.5)
+        pmf[:, 1:] = ratio.reshape(blocks, _BLOCK)[:, :-1]
+        rows = _anchored_products(pmf) * step.reshape(blocks, _BLOCK)  # the CDF's steps
+        rows[:, 1:] = rows[:, :-1]
         rows[:, 0] = stats.binom.cdf(kb, mb, 0.5)
-        np.cumsum((pmf * step.reshape(blocks, _BLOCK))[:, :-1], axis=1, out=rows[:, 1:])
-        rows[:, 1:] += rows[:, :1]
-        cdf[m_rec:] = rows.ravel()
+        cdf[m_rec:] = np.add.accumulate(rows, axis=1, out=rows).ravel()
     return _two_sided(cdf[: n + 1], m[: n + 1])
 
 
@@ -197,7 +198,12 @@ def unconditional_size(n: int, z: float) -> float:
 @lru_cache(maxsize=256)
 def unconditional_critical_z(n: int, alpha: float) -> float:
     """Smallest z with exact unconditional size <= alpha (Suissa & Shuster 1991), to 1e-8."""
-    size = _UnconditionalSize(n)  # its binomial weights serve every step of the bisection, then go
+    # one size object: its binomial weights and tails serve every step of the bisection, then go
+    return bisect_critical_z(_UnconditionalSize(n), n, alpha)
+
+
+def bisect_critical_z(size: Callable[[float], float], n: int, alpha: float) -> float:
+    """Smallest z (to 1e-8) with ``size(z) <= alpha``, by bisection from the normal cut-off; inf if none <= sqrt(n) + 1."""
     z_normal = float(stats.norm.isf(alpha / 2))
     lo, hi = 0.9 * z_normal, 1.1 * z_normal
     if size(lo) <= alpha:
