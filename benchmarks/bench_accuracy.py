@@ -21,11 +21,11 @@ import time
 from typing import Any, Callable
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 from humaneval_power.engine import run_cells
 from humaneval_power.scenarios.accuracy import McNemarScenario, mde_table
-from humaneval_power.significance.binomial import _support, _UnconditionalSize, bisect_critical_z
+from humaneval_power.significance.binomial import _support, _UnconditionalSize, bisect_critical_z, refined_max
 
 
 def timed(f: Callable[[], Any]) -> tuple[Any, float, float]:
@@ -56,20 +56,12 @@ class SizeBefore:
     def __call__(self, z: float) -> float:
         tail = self.tail(z)
         values = (self.weight * tail[self.index]).sum(axis=1)
-        best = float(values.max())
-        step = self.pis[1] - self.pis[0] if len(self.pis) > 1 else 1.0
 
         def size(pi: float) -> float:
             ms = _support(self.n, pi)
             return float(stats.binom.pmf(ms, self.n, pi) @ tail[ms])
 
-        for i in np.argsort(values)[-3:]:
-            lo, hi = max(self.pis[i] - step, 1e-12), min(self.pis[i] + step, 1.0)
-            res = optimize.minimize_scalar(lambda p: -size(p), bounds=(lo, hi), method="bounded",
-                                           options={"xatol": 1e-9})
-            best = max(best, -float(res.fun))
-        return best
-
+        return refined_max(self.pis, values, size)
 
 
 def main() -> None:

@@ -175,19 +175,24 @@ class _UnconditionalSize:
     def __call__(self, z: float) -> float:
         tail = self.tails(z)
         values = np.array([w @ tail[s : s + self.width] for w, s in zip(self.weight, self.start)])
-        best = float(values.max())
-        step = self.pis[1] - self.pis[0] if len(self.pis) > 1 else 1.0
 
         def size(pi: float) -> float:
             lo, hi = _support_bounds(self.n, pi)
             return float(_binom_pmf_rows(self.n, np.array([pi]), np.array([lo]), hi - lo + 1)[0] @ tail[lo : hi + 1])
 
-        for i in np.argsort(values)[-3:]:
-            lo, hi = max(self.pis[i] - step, 1e-12), min(self.pis[i] + step, 1.0)
-            res = optimize.minimize_scalar(lambda p: -size(p), bounds=(lo, hi), method="bounded",
-                                           options={"xatol": 1e-9})
-            best = max(best, -float(res.fun))
-        return best
+        return refined_max(self.pis, values, size)
+
+
+def refined_max(pis: np.ndarray, values: np.ndarray, size: Callable[[float], float]) -> float:
+    """Largest of the grid ``values`` = size(pis) and of the local maxima of ``size`` around the three best."""
+    best = float(values.max())
+    step = pis[1] - pis[0] if len(pis) > 1 else 1.0
+    for i in np.argsort(values)[-3:]:
+        lo, hi = max(pis[i] - step, 1e-12), min(pis[i] + step, 1.0)
+        res = optimize.minimize_scalar(lambda p: -size(p), bounds=(lo, hi), method="bounded",
+                                       options={"xatol": 1e-9})
+        best = max(best, -float(res.fun))
+    return best
 
 
 def unconditional_size(n: int, z: float) -> float:
