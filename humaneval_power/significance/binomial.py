@@ -159,6 +159,7 @@ class _UnconditionalSize:
         self.root_m = np.sqrt(self.m)
         self._cut: np.ndarray | None = None
         self._tail = np.zeros(n + 1 + self.width)  # tails for m = 0..n, zero-padded for the windows
+        self._pmfs: dict[float, tuple[int, np.ndarray]] = {}
 
     def tails(self, z: float) -> np.ndarray:
         """P(|2W - m| >= z sqrt(m)) for m = 0..n followed by ``width`` zeros."""
@@ -177,10 +178,19 @@ class _UnconditionalSize:
         values = np.array([w @ tail[s : s + self.width] for w, s in zip(self.weight, self.start)])
 
         def size(pi: float) -> float:
-            lo, hi = _support_bounds(self.n, pi)
-            return float(_binom_pmf_rows(self.n, np.array([pi]), np.array([lo]), hi - lo + 1)[0] @ tail[lo : hi + 1])
+            lo, weight = self._pmf(pi)
+            return float(weight @ tail[lo : lo + len(weight)])
 
         return refined_max(self.pis, values, size)
+
+    def _pmf(self, pi: float) -> tuple[int, np.ndarray]:
+        """First value and pmf of Bin(n, pi) over its support, kept: the refinement probes recur between steps."""
+        if pi not in self._pmfs:
+            if len(self._pmfs) >= 4096:
+                self._pmfs.clear()
+            lo, hi = _support_bounds(self.n, pi)
+            self._pmfs[pi] = lo, _binom_pmf_rows(self.n, np.array([pi]), np.array([lo]), hi - lo + 1)[0]
+        return self._pmfs[pi]
 
 
 def refined_max(pis: np.ndarray, values: np.ndarray, size: Callable[[float], float]) -> float:
