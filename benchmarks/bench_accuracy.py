@@ -5,12 +5,16 @@ Prints one JSON record with, measured in this run:
   10,000-table simulation of the same test (ratio simulation / summation);
 - the full Table 2 (GLUE MDEs, normal method, as the paper) and with the exact
   conditional method;
-- the exact unconditional critical value z* at n = 1,821 and 390,965, now and
+- the exact unconditional critical value z* at n = 1,821 and 390,965, and
+  Table 2 with the unconditional test (z* for eight GLUE sizes), now and
   "before" (the size computation as of commit 6b70514, kept below as the
   reference: scipy's binomial CDF of every m at each bisection step), with the
-  wall and CPU seconds of each, their ratio, and whether both give the same z*.
-  Measured on the 2-core development machine under load from other jobs
-  (load average ~8): before 28.7 s, now 2.0 s wall at n = 390,965.
+  wall and CPU seconds of each, their ratio, and whether both give the same
+  z* / MDEs.
+  Measured 2026-11-23 on the 2-core development machine shared with other
+  jobs (load average ~12, so wall ~5x CPU): z* at n = 390,965 before 9.1 s
+  CPU / 41.5 s wall, now 0.68 s CPU / 3.3 s wall (13x), the same z* bit for
+  bit; Table 2 unconditional before 12.5 s CPU, now 1.6 s, the same MDEs.
 Run: python benchmarks/bench_accuracy.py [--no-before]
 """
 from __future__ import annotations
@@ -25,6 +29,7 @@ from scipy import stats
 
 from humaneval_power.engine import run_cells
 from humaneval_power.scenarios.accuracy import McNemarScenario, mde_table
+from humaneval_power.significance import binomial
 from humaneval_power.significance.binomial import _support, _UnconditionalSize, bisect_critical_z, refined_max
 
 
@@ -85,6 +90,15 @@ def main() -> None:
             out[f"unconditional_z_n{k}"].update(
                 z_before=z0, seconds_before=round(wall0, 3), cpu_seconds_before=round(cpu0, 3),
                 speedup=round(wall0 / wall, 1), cpu_speedup=round(cpu0 / cpu, 1), same_z=abs(z - z0) < 1e-8)
+    binomial.unconditional_critical_z.cache_clear()
+    table, wall, cpu = timed(lambda: mde_table("glue", ["unconditional"]))
+    out["table2_unconditional"] = {"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3)}
+    if not args.no_before:
+        binomial.unconditional_critical_z.cache_clear()
+        binomial._UnconditionalSize = SizeBefore  # type: ignore[misc]  # the whole table as before
+        before, wall0, cpu0 = timed(lambda: mde_table("glue", ["unconditional"]))
+        out["table2_unconditional"].update(seconds_before=round(wall0, 3), cpu_seconds_before=round(cpu0, 3),
+                                           same_mdes=[r["mde"] for r in table] == [r["mde"] for r in before])
     print(json.dumps(out, indent=1))
 
 
