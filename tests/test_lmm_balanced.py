@@ -162,3 +162,51 @@ def test_drawn_statistics_have_the_distribution_of_full_data() -> None:
         v = (lam[1] + lam[2] - lam[0]) / (W * I)
         assert abs(s.d_mean.mean() - 0.2) < 4 * np.sqrt(v / n)
         assert abs(s.d_mean.var() / v - 1) < 4 * np.sqrt(2 / n)
+
+
+def _ml_deviance(p: np.ndarray, ss: np.ndarray, dfs: np.ndarray) -> float:
+    """The stratum ML deviance written out in p = (lambda_E, tau_dW, tau_dI, tau_sW, tau_sI)."""
+    lam = np.r_[p[0], p[0] + p[1:]]
+    return float((dfs * np.log(lam) + ss / lam).sum() + np.log(p[0] + p[1] + p[2]) + np.log(p[0] + p[3] + p[4]))
+
+
+@pytest.mark.parametrize("workers,items", [(3, 20), (10, 50)])
+def test_ml_optimum_is_a_kkt_point_no_generic_optimizer_beats(workers: int, items: int) -> None:
+    rng = np.random.default_rng(workers + items)
+    lam = expected_lambdas(workers, items, 0.01, 0.22, 0.04, 0.28, 0.26)
+    stats = draw_stats(lam, workers, items, 0.2, 25, rng)
+    fit = fit_ml(stats)
+    assert fit.converged.all() and fit.singular.any() and not fit.singular.all()
+    dfs = strata_df(workers, items)
+    for j in range(len(stats)):
+        p = np.r_[fit.lam[j, 0], fit.lam[j, 1:] - fit.lam[j, 0]]
+        ss = stats.ss[j]
+        # projected gradient, by central differences relative to each parameter's scale
+        h = 1e-6 * p[0]
+        grad = np.array([(_ml_deviance(p + h * np.eye(5)[k], ss, dfs) - _ml_deviance(p - h * np.eye(5)[k], ss, dfs))
+                         / (2 * h) if k == 0 or p[k] > h else
+                         (_ml_deviance(p + h * np.eye(5)[k], ss, dfs) - _ml_deviance(p, ss, dfs)) / h
+                         for k in range(5)])
+        free = np.r_[True, ~fit.at_boundary[j]]
+        assert np.all(np.abs(grad[free] * p[0]) < 1e-5), grad
+        assert np.all(grad[~free] * p[0] > -1e-5), grad
+        ref = optimize.minimize(_ml_deviance, np.r_[p[0], p[1:] + 0.1 * p[0]], args=(ss, dfs), method="L-BFGS-B",
+                                bounds=[(1e-9, None)] + [(0, None)] * 4, options={"ftol": 1e-15, "gtol": 1e-12})
+        assert _ml_deviance(p, ss, dfs) <= ref.fun + 1e-9
+        np.testing.assert_allclose(p, ref.x, rtol=1e-4, atol=1e-4 * p[0])
+
+
+def test_ml_safeguarded_path_gives_the_same_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Studies where the joint Newton step does not converge go to the bracketed profile solver."""
+    from humaneval_power.fitting import balanced
+
+    rng = np.random.default_rng(4)
+    stats = draw_stats(expected_lambdas(3, 30, 0.01, 0.22, 0.04, 0.28, 0.26), 3, 30, 0.2, 2000, rng)
+    fast = fit_ml(stats)
+    monkeypatch.setattr(balanced, "_ml_newton", lambda e, m, *a: (e.copy(), m.copy(), np.zeros((2, 2, len(e))),
+                                                                   np.zeros(len(e), dtype=bool)))
+    safe = fit_ml(stats)
+    assert safe.converged.all() and fast.singular.any()
+    np.testing.assert_allclose(safe.lam, fast.lam, rtol=1e-10)
+    np.testing.assert_allclose(safe.se, fast.se, rtol=1e-10)
+    assert (safe.at_boundary == fast.at_boundary).all()

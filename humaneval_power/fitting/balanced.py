@@ -17,7 +17,8 @@ squares are ``lambda``::
 The REML deviance is ``sum df*log(lambda) + SS/lambda`` over these five strata,
 minimised under ``lambda_k >= lambda_residual``: a pool-adjacent-violators step
 (closed form). ML adds ``log(lambda_dW + lambda_dI - lambda_E)`` and the same
-for s, which couples the strata; it is solved by batched projected Newton.
+for s, which couples the strata; profiling the strata out leaves three unknowns
+solved by Newton (see :func:`fit_ml`).
 ``b1_hat = mean(d)``, ``Var(b1_hat) = (lambda_dW + lambda_dI - lambda_E) / (W I)``,
 and the Satterthwaite df are lmerTest's ``2 v^2 / (g' A g)`` evaluated in
 closed form (zero variance components drop out, as in lmerTest).
@@ -200,117 +201,127 @@ def fit_reml(stats: BalancedStats) -> BalancedFit:
     )
 
 
-def _ml_objective(p: np.ndarray, ss: np.ndarray, dfs: np.ndarray, order: int):
-    """ML deviance (up to a constant) in p = (lambda_E, tau_dW, tau_dI, tau_sW, tau_sI).
+def _inner_terms(e: np.ndarray, m: np.ndarray, s: np.ndarray, nk: np.ndarray):
+    """The inner ML problem's pieces at residual variance ``e`` and ``m`` (both halves).
 
-    Returns the deviance, and with ``order=2`` also its gradient and Hessian.
+    For fixed ``e`` and ``m = lambda_W + lambda_I - e`` (per half) each stratum's
+    optimum is ``max(r(m), e)``, ``r(m)`` the positive root of ``r^2/m + n r - S = 0``;
+    the half is at its optimum when ``h(m) = sum max(r(m), e) - e - m = 0``.
+    Layout: ``s`` (2, 2, n) as (half, stratum, study), ``nk`` (2, 2, 1), ``m`` (2, n).
+    Returns ``r``, which strata are interior (``r > e``), ``h`` and ``h'(m)``.
     """
-    lam_e = p[:, 0]
-    lam = lam_e[:, None] + p[:, 1:]
-    m_d = lam_e + p[:, 1] + p[:, 2]
-    m_s = lam_e + p[:, 3] + p[:, 4]
-    dev = dfs[0] * np.log(lam_e) + ss[:, 0] / lam_e
-    dev = dev + (dfs[1:] * np.log(lam) + ss[:, 1:] / lam).sum(1) + np.log(m_d) + np.log(m_s)
-    if order == 0:
-        return dev, None, None
-    f1_e = dfs[0] / lam_e - ss[:, 0] / lam_e**2
-    f2_e = -dfs[0] / lam_e**2 + 2 * ss[:, 0] / lam_e**3
-    f1 = dfs[1:] / lam - ss[:, 1:] / lam**2
-    f2 = -dfs[1:] / lam**2 + 2 * ss[:, 1:] / lam**3
-    inv_m = np.column_stack([1 / m_d, 1 / m_d, 1 / m_s, 1 / m_s])
-    q = -(inv_m**2)
-    grad = np.empty_like(p)
-    grad[:, 1:] = f1 + inv_m
-    grad[:, 0] = f1_e + f1.sum(1) + 1 / m_d + 1 / m_s
-    hess = np.zeros(p.shape + (5,))
-    for k in range(4):
-        hess[:, 1 + k, 1 + k] = f2[:, k] + q[:, k]
-        hess[:, 0, 1 + k] = hess[:, 1 + k, 0] = f2[:, k] + q[:, k]
-    hess[:, 1, 2] = hess[:, 2, 1] = q[:, 0]
-    hess[:, 3, 4] = hess[:, 4, 3] = q[:, 2]
-    hess[:, 0, 0] = f2_e + f2.sum(1) + q[:, 0] + q[:, 2]
-    return dev, grad, hess
+    r = 2.0 * s / (nk + np.sqrt(nk * nk + 4.0 * s / m[:, None]))
+    inner = r > e
+    lam = np.where(inner, r, e)
+    q = r / m[:, None]
+    rp = np.where(inner, q * q / (2.0 * q + nk), 0.0)
+    return r, inner, lam[:, 0] + lam[:, 1] - e - m, rp[:, 0] + rp[:, 1] - 1.0
 
 
-def _modified_ldl_solve(a: np.ndarray, b: np.ndarray, floor: float = 1e-6) -> np.ndarray:
-    """Solve a x = b for a batch of small symmetric matrices via LDL' with pivots >= floor."""
-    n, k = b.shape
-    low = np.zeros_like(a)
-    d = np.zeros_like(b)
-    for j in range(k):
-        d[:, j] = np.maximum(a[:, j, j] - (low[:, j, :j] ** 2 * d[:, :j]).sum(1), floor)
-        low[:, j, j] = 1.0
-        for i in range(j + 1, k):
-            low[:, i, j] = (a[:, i, j] - (low[:, i, :j] * low[:, j, :j] * d[:, :j]).sum(1)) / d[:, j]
-    y = np.zeros_like(b)
-    for i in range(k):
-        y[:, i] = b[:, i] - (low[:, i, :i] * y[:, :i]).sum(1)
-    y = y / d
-    x = np.zeros_like(b)
-    for i in reversed(range(k)):
-        x[:, i] = y[:, i] - (low[:, i + 1 :, i] * x[:, i + 1 :]).sum(1)
-    return x
+def _profile_terms(e, m, s, s_e, n_e, nk, inner, slope):
+    """Derivative of the ML deviance in ``e`` with the strata profiled out, and its derivative.
+
+    Envelope theorem: ``P'(e) = phi_E'(e) + sum_{k at bound} phi_k'(e) + sum_halves c/m``
+    with ``phi(l) = df log l + SS/l`` and ``c = 1 - (interior strata in the half)``;
+    ``P''`` adds ``-c/m^2 dm/de`` with ``dm/de = -c/h'(m)`` (implicit differentiation).
+    Also returns ``c`` and ``c / (m^2 h'(m))``.
+    """
+    inv = 1.0 / e
+    bound = ~inner
+    c = 1.0 - inner[:, 0] - inner[:, 1]
+    t1 = np.where(bound, nk - s * inv, 0.0)
+    t2 = np.where(bound, 2.0 * s * inv - nk, 0.0)
+    cms = c / (m * m * slope)
+    f = (n_e - s_e * inv + t1.sum((0, 1))) * inv + (c / m).sum(0)
+    fp = (2.0 * s_e * inv - n_e + t2.sum((0, 1))) * inv * inv + (c * cms).sum(0)
+    return f, fp, c, cms
 
 
-def _ml_newton(p: np.ndarray, ss: np.ndarray, dfs: np.ndarray, max_iter: int = 60):
-    """Batched projected Newton for the bound-constrained ML deviance (tau >= 0)."""
-    n = p.shape[0]
-    converged = np.zeros(n, dtype=bool)
-    eye = np.eye(5)
-    for _ in range(max_iter):
-        todo = ~converged
-        if not todo.any():
+def _ml_newton(e, m, s, s_e, n_e, nk, max_iter: int = 10):
+    """Joint Newton on (e, m_d, m_s): fast, not globally safeguarded; returns convergence per study."""
+    for it in range(max_iter):
+        r, inner, h, slope = _inner_terms(e, m, s, nk)
+        f, fp, c, cms = _profile_terms(e, m, s, s_e, n_e, nk, inner, slope)
+        de = -(f + (h * cms).sum(0)) / fp
+        dm = -(h + c * de) / slope
+        ok = (np.abs(de) <= 1e-12 * e) & (np.abs(dm) <= 1e-12 * m).all(0) & (fp > 0) & (e > 0)
+        if ok.all() or it == max_iter - 1:
             break
-        pt, st = p[todo], ss[todo]
-        dev, grad, hess = _ml_objective(pt, st, dfs, 2)
-        active = np.zeros_like(pt, dtype=bool)
-        active[:, 1:] = (pt[:, 1:] <= 0.0) & (grad[:, 1:] > 0.0)
-        free = ~active
-        g = np.where(free, grad, 0.0)
-        h = hess * (free[:, :, None] & free[:, None, :]) + eye * active[:, :, None]
-        # Symmetric diagonal scaling, then a modified-Cholesky Newton step (descent even
-        # where the Hessian is not positive definite).
-        scale = 1.0 / np.sqrt(np.maximum(np.abs(np.diagonal(h, axis1=1, axis2=2)), 1e-300))
-        hs = h * scale[:, :, None] * scale[:, None, :]
-        step = -scale * _modified_ldl_solve(hs, scale * g)
-        decrement = -(g * step).sum(1)
-        done = decrement < 1e-11 * np.maximum(1.0, np.abs(dev))
-        t = np.ones(len(pt))
-        new = pt.copy()
-        accepted = done.copy()
-        for _ls in range(40):
-            cand = pt + t[:, None] * step
-            cand[:, 1:] = np.maximum(cand[:, 1:], 0.0)
-            cand[:, 0] = np.maximum(cand[:, 0], 0.05 * pt[:, 0])
-            dev_new, _, _ = _ml_objective(cand, st, dfs, 0)
-            ok = ~accepted & (dev_new <= dev + 1e-4 * (grad * (cand - pt)).sum(1))
-            new[ok] = cand[ok]
-            accepted |= ok
-            if accepted.all():
-                break
-            t = np.where(accepted, t, 0.5 * t)
-        idx = np.flatnonzero(todo)
-        p[idx] = np.where(accepted[:, None], new, pt)
-        # A failed line search at a tiny step means we are at the optimum to rounding.
-        converged[idx] = done | (~accepted & (t < 1e-10))
-    return p, converged
+        e, m = e + de, np.maximum(m + dm, e + de)
+    return e.copy(), m, r, ok
+
+
+def _solve_m(e, m, s, nk, max_iter: int = 80):
+    """The inner problem at fixed ``e``, safeguarded: ``h(e) >= 0``, ``h(sum max(S/n, e) - e) <= 0``
+    and ``h' < 0`` at every root (there ``r <= m``, so ``r' <= 1/(2 + n)``), so the root is
+    unique; Newton from ``m``, bisecting whenever a step leaves the bracket."""
+    lo = np.broadcast_to(e, m.shape)
+    hi = np.maximum(s / nk, e).sum(1) - e
+    m = np.clip(m, lo, hi)
+    for _ in range(max_iter):
+        r, inner, h, slope = _inner_terms(e, m, s, nk)
+        ok = (np.abs(h) <= 1e-13 * m) | (hi - lo <= 1e-14 * hi)
+        if ok.all():
+            break
+        lo, hi = np.where(h > 0, m, lo), np.where(h < 0, m, hi)
+        new = m - h / slope
+        m = np.where((slope < 0) & (new >= lo) & (new <= hi), new, 0.5 * (lo + hi))
+    return m, r, inner, slope, ok.all(0)
+
+
+def _ml_profile(e, m, s, s_e, n_e, nk, max_iter: int = 200):
+    """Safeguarded Newton on the profiled residual variance ``e`` (the inner problem solved
+    exactly at every step). ``P'`` < 0 near 0 and >= 0 from the largest stratum mean square
+    (and ``SS_total/N``) on, so a bisection bracket keeps every step safe."""
+    lo = np.zeros_like(e)
+    hi = np.maximum((s / nk).max(axis=(0, 1)), (s_e + s.sum((0, 1))) / (n_e + nk.sum() + 2.0))
+    e, m = np.minimum(e, hi), m.copy()
+    done = np.zeros(len(e), dtype=bool)
+    for _ in range(max_iter):
+        t = np.flatnonzero(~done)
+        if not len(t):
+            break
+        et, st = e[t], s[..., t]
+        mt, _, inner, slope, _ = _solve_m(et, m[:, t], st, nk)
+        f, fp, _, _ = _profile_terms(et, mt, st, s_e[t], n_e, nk, inner, slope)
+        lo[t], hi[t] = np.where(f < 0, et, lo[t]), np.where(f > 0, et, hi[t])
+        step = -f / fp
+        newton = (fp > 0) & (et + step >= lo[t]) & (et + step <= hi[t])
+        done[t] = (newton & (np.abs(step) <= 1e-12 * et)) | (hi[t] - lo[t] <= 1e-13 * hi[t])
+        e[t] = np.where(newton, et + step, 0.5 * (lo[t] + hi[t]))
+        m[:, t] = mt
+    m, r, _, _, ok = _solve_m(e, m, s, nk)
+    return e, m, r, done & ok
 
 
 def fit_ml(stats: BalancedStats) -> BalancedFit:
-    """ML fit (``lmer(REML=FALSE)``); df are NaN (the ML test uses a z cut-off)."""
+    """ML fit (``lmer(REML=FALSE)``); df are NaN (the ML test uses a z cut-off).
+
+    The ML deviance is the REML one plus ``log(lambda_dW + lambda_dI - lambda_E)``
+    and the same for s. Profiling the strata out leaves the residual variance
+    ``e`` and, per half, ``m = lambda_W + lambda_I - lambda_E``: a joint Newton
+    step on (e, m_d, m_s) from the REML optimum converges in 4-5 steps; studies
+    where it does not are solved by the safeguarded :func:`_ml_profile`.
+    """
     dfs = strata_df(stats.workers, stats.items)
+    n_e, nk = dfs[0], dfs[1:].reshape(2, 2, 1)
+    s_e, s = stats.ss[:, 0], np.ascontiguousarray(stats.ss[:, 1:].T.reshape(2, 2, -1))
     start = fit_reml(stats).lam
-    p = np.column_stack([start[:, 0], start[:, 1:] - start[:, :1]])
+    e0 = start[:, 0]
+    m0 = np.stack([start[:, 1] + start[:, 2], start[:, 3] + start[:, 4]]) - e0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        p, converged = _ml_newton(p, stats.ss, dfs)
-    lam = np.column_stack([p[:, 0], p[:, :1] + p[:, 1:]])
-    v = (p[:, 0] + p[:, 1] + p[:, 2]) / (stats.workers * stats.items)
+        e, m, r, converged = _ml_newton(e0, m0, s, s_e, n_e, nk)
+        redo = np.flatnonzero(~converged)
+        if len(redo):
+            e[redo], m[:, redo], r[..., redo], converged[redo] = _ml_profile(
+                e0[redo], m0[:, redo], s[..., redo], s_e[redo], n_e, nk)
+    lam = np.column_stack([e, np.maximum(r, e).reshape(4, -1).T])
     return BalancedFit(
         estimate=stats.d_mean,
-        se=np.sqrt(v),
+        se=np.sqrt(m[0] / (stats.workers * stats.items)),
         df=np.full(len(stats), np.nan),
         lam=lam,
-        at_boundary=p[:, 1:] <= 1e-12 * p[:, :1],
+        at_boundary=lam[:, 1:] - lam[:, :1] <= 1e-12 * lam[:, :1],
         converged=converged,
         workers=stats.workers,
         items=stats.items,
