@@ -61,7 +61,7 @@ def lower_critical(m: np.ndarray, alpha: float, mid_p: bool = False) -> np.ndarr
 
 
 #: Exact binomial terms are taken every _BLOCK steps; one-step recursions fill in
-#: between, so rounding grows over at most _BLOCK steps (relative error < 1e-13).
+#: between, so rounding grows over at most _BLOCK steps (relative error ~1e-12 at most).
 _BLOCK = 256
 
 
