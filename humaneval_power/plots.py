@@ -17,6 +17,7 @@ do not overlap.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,11 @@ def plot_power(
         first["power"].set_ylim(-0.02, 1.04)
         first["power"].set_yticks(np.linspace(0, 1, 6))
     labels = [k for k in handles if not _is_reference(k)] + [k for k in handles if _is_reference(k)]
-    fig.legend([handles[k] for k in labels], labels, loc="outside right upper", title=line_label, fontsize=8,
-               title_fontsize=8, alignment="left")
-    if title:
-        fig.suptitle(title, fontsize=10)
+    legend = fig.legend([handles[k] for k in labels], labels, loc="outside right upper", title=line_label,
+                        fontsize=8, title_fontsize=8, alignment="left")
     _fit_x_ticks(fig, first["x"], bottoms, np.sort(table[x].unique()))
+    if title:
+        _fit_title(fig, legend, title)
     return fig
 
 
@@ -146,7 +147,7 @@ def plot_accuracy_power(table: pd.DataFrame, *, target: float = 0.8, type_m: boo
     return plot_power(table.assign(delta_points=100 * table["delta"]), "delta_points", "n", ("agreement",),
                       x_label="difference in accuracy (points)", line_label="test-set size",
                       line_format="n = {:,}".format,
-                      panel_title=lambda k: f"agreement {k['agreement']:g}", metrics=_metrics(type_m, type_s),
+                      panel_title=lambda k: f"agreement {k['agreement']:.4g}", metrics=_metrics(type_m, type_s),
                       target=target, title=title)
 
 
@@ -246,6 +247,17 @@ def _fit_x_ticks(fig: Figure, ax: Axes, labelled: Sequence[Axes], values: np.nda
     for ticks in candidates:
         ax.set_xticks(ticks, [f"{t:.0f}" if float(t).is_integer() else f"{t:g}" for t in ticks])
         if not _labels_overlap(fig, labelled):
+            return
+
+
+def _fit_title(fig: Figure, legend: Artist, title: str) -> None:
+    """The title top left, wrapped until it clears the legend (which sits top right)."""
+    text = fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+    for width in range(len(title), 10, -5):
+        text.set_text(textwrap.fill(title, width))
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        if not text.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer)):
             return
 
 

@@ -96,6 +96,15 @@ def test_legend_outside_target_line_labelled_and_power_one_visible() -> None:
     assert "target power 0.8" in [t.get_text() for t in fig.legends[0].get_texts()]
 
 
+def test_title_clears_the_legend() -> None:
+    title = "card2020-high, card2020 test (effect = 2 x Card et al.'s diff), a title too long for one panel"
+    fig = plot_likert_power(_table(items=[25, 50], effect=[0.1, 0.2], workers=[3]), title=title)
+    renderer = _drawn(fig)
+    text = fig._suptitle
+    assert text.get_text().replace("\n", " ") == title
+    assert not text.get_window_extent(renderer).overlaps(fig.legends[0].get_window_extent(renderer))
+
+
 def test_panels_wrap_and_type_m_rows_sit_under_their_power_panels() -> None:
     workers = [2, 3, 4, 5, 6, 8, 10]
     fig = plot_likert_power(_table(items=[25, 50, 100], effect=[0.1, 0.2], workers=workers), type_m=True)
@@ -172,3 +181,19 @@ def test_save_figure_formats_dpi_and_bad_paths(tmp_path: Path) -> None:
 
 def _png_width(path: Path) -> int:
     return int.from_bytes(path.read_bytes()[16:20], "big")
+
+
+@pytest.mark.parametrize("script, written, needs_data", [
+    ("fig6_card2020.py", ["fig6_card2020-high.png", "fig6_card2020-low.png"], False),
+    ("gsm8k_accuracy.py", ["gsm8k_power.png"], True),
+])
+def test_examples_write_into_out(script: str, written: list[str], needs_data: bool, tmp_path: Path,
+                                 request: pytest.FixtureRequest) -> None:
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    if needs_data:
+        env["HEPOWER_DATA"] = str(request.getfixturevalue("data_dir"))
+    subprocess.run([sys.executable, str(root / "examples" / script)], cwd=tmp_path, env=env, check=True,
+                   capture_output=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == written
