@@ -1,4 +1,4 @@
-"""lme4 + lmerTest through rpy2: the refit loop of ``r_bridge/refit.R`` runs inside R."""
+"""lme4 + lmerTest through rpy2: the refit loop of ``humaneval_power/r_bridge/refit.R`` runs inside R."""
 from __future__ import annotations
 
 import os
@@ -23,9 +23,13 @@ INSTALL_HINT = (
 
 
 def r_bridge_dir() -> Path:
-    """Folder holding the R sources (``HEPOWER_R_BRIDGE`` overrides)."""
+    """Folder holding the R sources: package data of ``humaneval_power.r_bridge`` (``HEPOWER_R_BRIDGE`` overrides)."""
     env = os.environ.get("HEPOWER_R_BRIDGE")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "r_bridge"
+    if env:
+        return Path(env)
+    from importlib.resources import files
+
+    return Path(str(files("humaneval_power.r_bridge")))
 
 
 @lru_cache(maxsize=1)
