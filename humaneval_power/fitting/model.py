@@ -375,7 +375,7 @@ def fit_pilot(
             raise InputError(f"the {backend} backend fits Gaussian models only; use --backend lme4 for --family binomial")
         if correlated or simplify:
             raise InputError("--correlated and --simplify apply to Likert (gaussian) fits only")
-        from .headtohead import fit_judgments
+        from .judgments import fit_judgments
 
         return fit_judgments(data, design, backend, intervals, nboot, seed, draws, chains)
     if backend == "statsmodels" and correlated:
