@@ -10,8 +10,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..io import apply_filters, read_table, resolve_column
-from ..significance.binomial import TIE_POLICIES
-from ..validation import check_choice
+from ..validation import TIE_POLICIES, check_choice
 
 DUPLICATE_POLICIES = ("error", "average", "keep")
 
