@@ -1,4 +1,4 @@
-"""lme4 + lmerTest through rpy2: the refit loop of ``r_bridge/refit.R`` runs inside R."""
+"""lme4 + lmerTest through rpy2: the refit loop of ``humaneval_power/r_bridge/refit.R`` runs inside R."""
 from __future__ import annotations
 
 import os
@@ -23,9 +23,13 @@ INSTALL_HINT = (
 
 
 def r_bridge_dir() -> Path:
-    """Folder holding the R sources (``HEPOWER_R_BRIDGE`` overrides)."""
+    """Folder holding the R sources: package data of ``humaneval_power.r_bridge`` (``HEPOWER_R_BRIDGE`` overrides)."""
     env = os.environ.get("HEPOWER_R_BRIDGE")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "r_bridge"
+    if env:
+        return Path(env)
+    from importlib.resources import files
+
+    return Path(str(files("humaneval_power.r_bridge")))
 
 
 @lru_cache(maxsize=1)
@@ -180,7 +184,8 @@ def fit_lmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: i
 
 
 def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1) -> "RawFit":
-    """Fit a logistic GLMM with lme4 (Laplace); weights from column ``w`` when present."""
+    """Fit a logistic GLMM with lme4 (Laplace) to 0/1 scores; a score of 1/2 (a split tie) counts as
+    half a win and half a loss (see ``hepower_fit_glmm`` in ``r_bridge/fit.R``)."""
     return _fit(frame, formula, "binomial", intervals, nboot, seed, False)
 
 
@@ -197,7 +202,7 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
         if family == "gaussian":
             res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, nboot, seed)
         else:
-            res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, "w" in frame.columns, r_interval, nboot, seed)
+            res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, r_interval, nboot, seed)
     except RRuntimeError as exc:
         why = str(exc).strip().splitlines()[-1].strip()
         hint = ("; the fit had not reached its optimum, so its profile is unusable: try --intervals boot or wald"

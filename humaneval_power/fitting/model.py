@@ -217,6 +217,8 @@ class FitResult:
                 "intercept": rec["effect"],
                 "sd_worker": rec["sd_worker"],
                 "sd_item": rec["sd_item"],
+                "separation": rec["separation"],
+                **({"separation_reason": rec["separation_reason"]} if rec["separation"] else {}),
                 "provenance": prov,
             }
         else:
@@ -258,7 +260,7 @@ class FitResult:
         co = self.raw.coefficients.copy()
         names = dict(zip(self.design.columns, (f"{s} vs {self.design.systems[0]}" for s in self.design.systems[1:])))
         co["term"] = [names.get(t, t) for t in co["term"]]
-        lines.append(co.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        lines.append(co.dropna(axis=1, how="all").to_string(index=False, float_format=lambda v: f"{v:.4g}"))  # bambi: no p, df
         lines.append("\nvariance components (SD; 95% interval: " + self.intervals + "):")
         order = {gt: k for k, gt in enumerate(self.design.components())}
         comp = self.raw.components.copy()
@@ -375,7 +377,7 @@ def fit_pilot(
             raise InputError(f"the {backend} backend fits Gaussian models only; use --backend lme4 for --family binomial")
         if correlated or simplify:
             raise InputError("--correlated and --simplify apply to Likert (gaussian) fits only")
-        from .headtohead import fit_judgments
+        from .judgments import fit_judgments
 
         return fit_judgments(data, design, backend, intervals, nboot, seed, draws, chains)
     if backend == "statsmodels" and correlated:
