@@ -33,11 +33,12 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from .errors import InputError
 from .io import PLOT_FORMATS, _atomic, check_output_path
 
-__all__ = ["plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
+__all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
            "save_figure"]
 
 METRIC_LABELS = {"power": "power", "type_m": "Type-M (exaggeration)", "type_s": "Type-S (wrong sign)"}
 PANEL_WIDTH, PANEL_HEIGHT, MAX_COLUMNS = 3.4, 2.6, 3
+DEFAULT_DPI = 120
 
 
 def plot_power(
@@ -112,13 +113,19 @@ def plot_power(
     return fig
 
 
-def save_figure(fig: Figure, path: str | Path, dpi: float = 120) -> Path:
+def save_figure(fig: Figure, path: str | Path, dpi: float = DEFAULT_DPI) -> Path:
     """Write ``fig`` atomically (never half a file) in the format of the suffix: .png, .pdf or .svg."""
-    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or not 10 <= dpi <= 2400:
-        raise InputError(f"dpi must be a number from 10 to 2400, got {dpi!r}")
+    check_dpi(dpi)
     p = check_output_path(path, PLOT_FORMATS, "the plot file")
     _atomic(p, lambda tmp: fig.savefig(tmp, format=p.suffix.lower().lstrip("."), dpi=dpi))
     return p
+
+
+def check_dpi(dpi: Any) -> float:
+    """A resolution in dots per inch, 10 to 2400 (.png; vector formats embed it only for bands)."""
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or not 10 <= dpi <= 2400:
+        raise InputError(f"dpi must be a number from 10 to 2400, got {dpi!r}")
+    return float(dpi)
 
 
 def plot_likert_power(table: pd.DataFrame, *, scale: tuple[float, float] | None = (0.0, 1.0), target: float = 0.8,

@@ -197,3 +197,53 @@ def test_examples_write_into_out(script: str, written: list[str], needs_data: bo
                    capture_output=True)
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == written
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[16:24]
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+@pytest.mark.parametrize("argv", [
+    ["likert", "power", "--items", "20:200:20", "--effect", "0.15", "--method", "analytic"],
+    ["h2h", "power", "--n", "25:400:25", "--p-win", "0.55", "0.6"],
+    ["bleu", "power", "--n", "200", "1000", "--delta", "0.5", "1", "2", "--p0", "0.13", "--b0", "25.8",
+     "--method", "saddlepoint", "--sims", "50"],
+])
+def test_cli_plot_dpi_and_type_m(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from humaneval_power.cli import main
+
+    plain, with_type_m = tmp_path / "a.png", tmp_path / "b.png"
+    assert main(argv + ["--plot", str(plain), "--dpi", "50", "--json"]) == 0
+    assert main(argv + ["--plot", str(with_type_m), "--dpi", "100", "--type-m", "--json"]) == 0
+    (w1, h1), (w2, h2) = _png_size(plain), _png_size(with_type_m)
+    assert abs(w2 - 2 * w1) <= 2      # twice the dpi
+    assert h2 > 3 * h1                # twice the dpi and a Type-M row under the power row
+    capsys.readouterr()
+
+
+def test_cli_glmm_plot(lme4_backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from humaneval_power.cli import main
+
+    plot = tmp_path / "glmm.svg"
+    assert main(["h2h", "power", "--sd-worker", "0.5", "--sd-item", "0.5", "--workers", "6", "--items", "20", "40",
+                 "--effect", "0.7", "--sims", "10", "--jobs", "1", "--plot", str(plot), "--json"]) == 0
+    svg = plot.read_text()
+    assert "log-odds" in svg and "6 workers, 6 judgments/item" in svg
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--dpi", "0"], "dpi must be a number from 10 to 2400"),
+    (["--plot", "PLOT.jpg"], "--plot must end in .png, .pdf, .svg"),
+])
+def test_cli_bad_plot_options_fail_before_work(extra: list[str], message: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from humaneval_power.cli import main
+
+    argv = ["bleu", "power", "--n", "100000", "--delta", "0.1", "--p0", "0.1", "--b0", "20", "--sims", "100000",
+            "--plot", str(tmp_path / "p.png")] + [e.replace("PLOT", str(tmp_path / "p")) for e in extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

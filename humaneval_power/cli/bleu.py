@@ -8,8 +8,8 @@ from typing import Any
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_run_options, add_target_power, emit,
-                     finite_float, flatten, non_negative, number_list, positive)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_plot_options, add_run_options, add_target_power,
+                     emit, finite_float, flatten, non_negative, number_list, plot_path, positive)
 
 METHOD_HELP = "p-values by randomization (Monte Carlo permutations) or the saddlepoint / normal approximation"
 P0_HELP = "share of sentences whose swap changes nothing (Card et al. P0)"
@@ -33,6 +33,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     bpow.add_argument("--checkpoint", metavar="FILE",
                       help="save finished chunks to FILE; rerun the same command to resume")
     add_out(bpow)
+    add_plot_options(bpow, "power curves against n or delta, whichever has more values (the other: a line each)")
     bmde = bsub.add_parser("mde", help="smallest BLEU difference reaching the target power")
     bmde.add_argument("--n", type=positive, required=True, help="test-set sentences")
     bsize = bsub.add_parser("size", help="test-set size reaching the target power")
@@ -86,10 +87,16 @@ def run(args: argparse.Namespace) -> int:
         from ..io import check_output_path
 
         out = check_output_path(args.out) if args.out else None
+        plot = plot_path(args)
         with ProgressBar() as bar:
             table = b.bleu_power(flatten(args.n), flatten(args.delta), flatten(args.p0), flatten(args.b0),
                                  args.method, args.permutations, args.alpha, args.sims, args.seed,
                                  args.jobs, bar, args.checkpoint)
+        if plot:
+            from ..plots import plot_bleu_power, save_figure
+
+            title = f"BLEU randomization test ({args.method}), alpha {args.alpha:g}"
+            save_figure(plot_bleu_power(table, type_m=args.type_m, title=title), plot, args.dpi)
         emit(table, args, ["n", "delta", "p0", "b0", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
              out)
         return 0

@@ -131,6 +131,27 @@ def add_out(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
 
 
+def add_plot_options(p: argparse.ArgumentParser, what: str, type_m: bool = True) -> None:
+    """--plot FILE, --dpi and (when the plot does not always show it) --type-m."""
+    g = p.add_argument_group("plot")
+    g.add_argument("--plot", metavar="FILE", help=f"also draw {what} to FILE (.png, .pdf or .svg)")
+    g.add_argument("--dpi", type=finite_float, default=120, help="resolution of the plot, dots per inch (10-2400)")
+    if type_m:
+        g.add_argument("--type-m", action="store_true",
+                       help="add a Type-M (exaggeration) panel under each power panel of the plot")
+
+
+def plot_path(args: argparse.Namespace) -> Any:
+    """The --plot file checked before any work (suffix, folder, --dpi), or None."""
+    if not args.plot:
+        return None
+    from ..io import PLOT_FORMATS, check_output_path
+    from ..plots import check_dpi
+
+    check_dpi(args.dpi)
+    return check_output_path(args.plot, PLOT_FORMATS, "--plot")
+
+
 def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], out: Any = None) -> None:
     """Write ``table`` to --out (if any) and print it (a readable table, or JSON with --json)."""
     from ..io import check_output_path, json_records, write_table

@@ -6,8 +6,8 @@ from typing import Any
 
 from ..errors import InputError, NotAttainableError
 from ..significance.binomial import TIE_POLICIES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_run_options, add_target_power, emit,
-                     finite_float, flatten, number_list, positive, print_json)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_plot_options, add_run_options, add_target_power,
+                     emit, finite_float, flatten, number_list, plot_path, positive, print_json)
 
 P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
 TIES_HELP = "ties: drop them, or split each as half a win for each side"
@@ -29,6 +29,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                       help="exact or simulate (independent judgments; default exact), lme4 (GLMM, the default there)")
     _add_mixed(hpow, many=True)
     add_out(hpow)
+    add_plot_options(hpow, "power curves (against n, or against items for a GLMM design; a line per effect)")
 
     hsize = hsub.add_parser("size", help="smallest n (independent) or number of items (GLMM) for a target power")
     hsize.add_argument("--p-win", type=finite_float, help=P_WIN_HELP)
@@ -123,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(r)
         return 0
+    plot = plot_path(args)
     with ProgressBar() as bar:
         if _is_mixed(args):
             if not args.workers or not args.items:
@@ -146,6 +148,12 @@ def run(args: argparse.Namespace) -> int:
             table = h.h2h_power(flatten(args.n), flatten(args.p_win), flatten(args.p_tie), args.ties,
                                 args.method or "exact", args.alpha, args.sims or 10_000, args.seed, args.jobs, bar)
             columns = ["n", "p_win", "p_tie", "ties", "method", "power", "ci_low", "ci_high", "type_s", "type_m"]
+    if plot:
+        from ..plots import plot_h2h_power, save_figure
+
+        kind = (f"GLMM (lme4), {args.test} test" if _is_mixed(args)
+                else f"independent judgments, {args.method or 'exact'} sign test")
+        save_figure(plot_h2h_power(table, type_m=args.type_m, title=f"{kind}, alpha {args.alpha:g}"), plot, args.dpi)
     if _is_mixed(args) and not args.json:
         print("effect: log-odds that B is preferred (p_win: the same as a probability)")
     emit(table, args, columns)

@@ -9,8 +9,8 @@ from ..errors import InputError
 from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from ..scenarios.likert import METHODS, likert_power, likert_sample_size
 from ..significance.coef_test import COEFFICIENT_TESTS
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_run_options, add_target_power, finite_float, flatten,
-                     number_list, print_json, print_table, positive)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_plot_options, add_run_options, add_target_power,
+                     finite_float, flatten, number_list, plot_path, print_json, print_table, positive)
 
 EFFECT_HELP = ("difference in mean rating, system B - system A, on the parameters' scale "
                "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
@@ -35,7 +35,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     add_run_options(power, sims=1000)
     add_target_power(power, " (for the summary of smallest designs)")
     power.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
-    power.add_argument("--plot", metavar="FILE", help="power curves like Card et al. Fig. 6 (.png, .pdf or .svg)")
+    add_plot_options(power, "power curves like Card et al. Fig. 6 (a panel per workers)")
     power.add_argument("--checkpoint", metavar="FILE",
                        help="save finished chunks to FILE; rerun the same command to resume")
 
@@ -96,11 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from ..io import PLOT_FORMATS, check_output_path, write_table
+    from ..io import check_output_path, write_table
 
     params = params_from_args(args)
     out = check_output_path(args.out) if args.out else None
-    plot = check_output_path(args.plot, PLOT_FORMATS, "--plot") if args.plot else None
+    plot = plot_path(args)
     if not 0 < args.target_power < 1:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
     with ProgressBar() as bar:
@@ -112,10 +112,10 @@ def _power(args: argparse.Namespace) -> int:
     if out:
         write_table(table, out)
     if plot:
-        from ..plots import plot_power_curves
+        from ..plots import plot_likert_power, save_figure
 
-        plot_power_curves(table, plot, target=args.target_power,
-                          title=f"{params.name}: {args.method}, {args.test} test")
+        save_figure(plot_likert_power(table, scale=params.scale, target=args.target_power, type_m=args.type_m,
+                                      title=f"{params.name}: {args.method}, {args.test} test"), plot, args.dpi)
     if args.json:
         print_json(table)
         return 0
