@@ -132,15 +132,19 @@ def plot_likert_power(table: pd.DataFrame, *, scale: tuple[float, float] | None 
                       type_m: bool = False, title: str = "") -> Figure:
     """Power against items, a line per effect, a panel per workers (Card et al. Fig. 6).
 
-    ``table`` is the output of :func:`humaneval_power.scenarios.likert.likert_power`;
-    ``scale`` is the parameters' rating scale (``LikertParams.scale``), named in
-    the legend since effects are mean-rating differences on it.
+    With a single number of items and several of workers, power is drawn
+    against workers instead. ``table`` is the output of
+    :func:`humaneval_power.scenarios.likert.likert_power`; ``scale`` is the
+    parameters' rating scale (``LikertParams.scale``), named in the legend
+    since effects are mean-rating differences on it.
     """
+    _check_table(table, ["items", "workers"])
+    by_workers = table["items"].nunique() == 1 < table["workers"].nunique()
+    x, panel = ("workers", "items") if by_workers else ("items", "workers")
     unit = f"{scale[0]:g}–{scale[1]:g} scale" if scale else "the parameters' scale"
-    return plot_power(table, "items", "effect", ("workers",), x_label="items",
-                      line_label=f"effect\n(mean-rating difference,\n{unit})",
-                      panel_title=lambda k: f"{k['workers']} workers", metrics=_metrics(type_m),
-                      target=target, title=title)
+    return plot_power(table, x, "effect", (panel,), x_label=x, line_label=f"effect\n(mean-rating difference,\n{unit})",
+                      panel_title=lambda k: f"{k[panel]} {panel}", metrics=_metrics(type_m), target=target,
+                      title=title)
 
 
 def plot_accuracy_power(table: pd.DataFrame, *, target: float = 0.8, type_m: bool = True, type_s: bool = True,
@@ -231,10 +235,10 @@ def _is_reference(label: str) -> bool:
 def _fit_x_ticks(fig: Figure, ax: Axes, labelled: Sequence[Axes], values: np.ndarray) -> None:
     """x ticks readable for any grid, on ``ax`` and the panels sharing its x axis.
 
-    A wide grid that is not evenly spaced (25, 50, ..., 800) gets a log axis
-    with ticks at design values, others a linear axis with round ticks
-    (MaxNLocator); either way ticks are dropped until no two labels of the
-    ``labelled`` panels overlap.
+    A wide grid that is not evenly spaced (25, 50, ..., 800) gets a log axis,
+    ticked at design values (up to 12 of them) or at 1-2-5 steps; others a
+    linear axis with round ticks (MaxNLocator). Ticks are dropped until no two
+    labels of the ``labelled`` panels overlap.
     """
     values = np.asarray(values, dtype=float)
     steps = np.diff(values)
@@ -242,7 +246,7 @@ def _fit_x_ticks(fig: Figure, ax: Axes, labelled: Sequence[Axes], values: np.nda
     if wide and not np.allclose(steps, steps[0], rtol=0.05):
         ax.set_xscale("log")
         ax.xaxis.set_minor_locator(NullLocator())
-        candidates = [values[::stride] for stride in range(1, len(values) + 1)]
+        candidates = _log_ticks(values)
     elif len(values) > 1:
         lo, hi = ax.get_xlim()
         integer = bool(np.allclose(values, np.round(values)))
@@ -250,11 +254,40 @@ def _fit_x_ticks(fig: Figure, ax: Axes, labelled: Sequence[Axes], values: np.nda
                    for bins in range(9, 0, -1))
         candidates = [[t for t in ticks if lo <= t <= hi] for ticks in rounded]
     else:
-        candidates = [values]
+        candidates = [list(values)]
+    room = math.inf
     for ticks in candidates:
-        ax.set_xticks(ticks, [f"{t:.0f}" if float(t).is_integer() else f"{t:g}" for t in ticks])
-        if not _labels_overlap(fig, labelled):
-            return
+        if len(ticks) <= room:
+            ax.set_xticks(ticks, [f"{t:.0f}" if float(t).is_integer() else f"{t:g}" for t in ticks])
+            room = min(room, _label_room(fig, labelled))
+            if len(ticks) <= room:
+                return
+
+
+def _log_ticks(values: np.ndarray) -> list[list[float]]:
+    """Candidate ticks of a log axis, densest first: design values, then 1-2-5, 1-3, 1 per decade, fewer."""
+    lo, hi = values[0], values[-1]
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    nice = [[m * 10.0 ** k for k in decades for m in subs if lo <= m * 10.0 ** k <= hi]
+            for subs in ((1, 2, 5), (1, 3), (1,))]
+    sparse = [nice[-1][::stride] for stride in range(2, len(nice[-1]) + 1)]
+    design = [list(values[::stride]) for stride in range(1, len(values) + 1)] if len(values) <= 12 else []
+    return design + [ticks for ticks in nice + sparse if len(ticks) >= 2]
+
+
+def _label_room(fig: Figure, axes: Sequence[Axes]) -> float:
+    """How many x tick labels fit: inf if the current ones do not overlap, else an estimate from their widths."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    gap = 3 * fig.dpi / 72
+    room = math.inf
+    for ax in axes:
+        shown = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+        boxes = sorted((t.get_window_extent(renderer) for t in shown), key=lambda b: b.x0)
+        if any(a.x1 + gap > b.x0 for a, b in zip(boxes, boxes[1:])):
+            widest = max(b.width for b in boxes) + gap
+            room = min(room, max(1, math.floor((ax.get_window_extent(renderer).width + gap) / widest)), len(boxes) - 1)
+    return room
 
 
 def _fit_title(fig: Figure, legend: Artist, title: str) -> None:
@@ -266,16 +299,3 @@ def _fit_title(fig: Figure, legend: Artist, title: str) -> None:
         renderer = fig.canvas.get_renderer()
         if not text.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer)):
             return
-
-
-def _labels_overlap(fig: Figure, axes: Sequence[Axes]) -> bool:
-    """Whether two x tick labels of one of ``axes`` overlap (or nearly touch) once laid out."""
-    fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
-    gap = 3 * fig.dpi / 72
-    for ax in axes:
-        shown = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
-        boxes = sorted((t.get_window_extent(renderer) for t in shown), key=lambda b: b.x0)
-        if any(a.x1 + gap > b.x0 for a, b in zip(boxes, boxes[1:])):
-            return True
-    return False

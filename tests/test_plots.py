@@ -247,3 +247,9 @@ def test_cli_bad_plot_options_fail_before_work(extra: list[str], message: str, t
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_likert_with_one_items_value_is_drawn_against_workers() -> None:
+    fig = plot_likert_power(_table(workers=[3, 5, 10, 20], effect=[0.1, 0.2], items=[100]))
+    assert len(fig.axes) == 1 and fig.axes[0].get_xlabel() == "workers" and fig.axes[0].get_title() == "100 items"
+    assert len(fig.axes[0].get_lines()[0].get_xdata()) == 4
