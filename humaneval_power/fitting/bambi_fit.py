@@ -13,7 +13,7 @@ import pandas as pd
 from ..errors import BackendUnavailableError, InputError
 
 if TYPE_CHECKING:
-    from .model import RawFit
+    from .types import RawFit
 
 INSTALL_HINT = "pip install 'humaneval-power[bayes]' (bambi, pymc, arviz; matplotlib<3.11)"
 #: draws kept per parameter in exported files
@@ -31,7 +31,7 @@ def _import_bambi():
 def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000, chains: int = 2,
               seed: int = 1) -> "RawFit":
     """Fit ``formula`` (lme4 syntax with separate terms) with bambi's default priors."""
-    from .model import RawFit
+    from .types import RawFit
 
     bmb = _import_bambi()
     if "w" in frame.columns:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .model import Design, FitResult, RawFit
+from .types import Design, FitResult, RawFit
 from .ratings import PilotData
 
 FORMULA = "score ~ 1 + (1 | worker) + (1 | item)"
