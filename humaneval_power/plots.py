@@ -31,10 +31,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from .errors import InputError
-from .io import PLOT_FORMATS, _atomic, check_output_path
+from .io import PLOT_FORMATS, check_output_path, write_outputs
 
 __all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
-           "save_figure"]
+           "figure_writer", "save_figure"]
 
 METRIC_LABELS = {"power": "power", "type_m": "Type-M (exaggeration)", "type_s": "Type-S (wrong sign)"}
 PANEL_WIDTH, PANEL_HEIGHT, MAX_COLUMNS = 3.4, 2.6, 3
@@ -115,10 +115,19 @@ def plot_power(
 
 def save_figure(fig: Figure, path: str | Path, dpi: float = DEFAULT_DPI) -> Path:
     """Write ``fig`` atomically (never half a file) in the format of the suffix: .png, .pdf or .svg."""
-    check_dpi(dpi)
     p = check_output_path(path, PLOT_FORMATS, "the plot file")
-    _atomic(p, lambda tmp: fig.savefig(tmp, format=p.suffix.lower().lstrip("."), dpi=dpi))
+    write_outputs([(p, figure_writer(fig, p, dpi))])
     return p
+
+
+def figure_writer(fig: Figure, path: str | Path, dpi: float = DEFAULT_DPI) -> Callable[[Path], None]:
+    """A function writing ``fig`` to a temporary file in the format of ``path``'s suffix
+    (for :func:`humaneval_power.io.write_outputs`, which writes several outputs all or none)."""
+    check_dpi(dpi)
+    suffix = Path(path).suffix.lower()
+    if suffix not in PLOT_FORMATS:
+        raise InputError(f"a plot file must end in {', '.join(PLOT_FORMATS)}, got {Path(path).name!r}")
+    return lambda tmp: fig.savefig(tmp, format=suffix.lstrip("."), dpi=dpi)
 
 
 def check_dpi(dpi: Any) -> float:

@@ -177,6 +177,22 @@ def test_save_figure_formats_dpi_and_bad_paths(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="dpi"):
         save_figure(fig, tmp_path / "f.png", dpi=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d100.png", "d50.png", "f.pdf", "f.png", "f.svg"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert (tmp_path / "f.png").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_figure_writer_joins_an_all_or_nothing_write(tmp_path: Path) -> None:
+    from humaneval_power.io import table_writer, write_outputs
+    from humaneval_power.plots import figure_writer
+
+    table = _table(items=[25, 50], effect=[0.1], workers=[3])
+    fig = plot_likert_power(table)
+    write_outputs([(tmp_path / "t.csv", table_writer(table, tmp_path / "t.csv")),
+                   (tmp_path / "p.svg", figure_writer(fig, tmp_path / "p.svg", dpi=72))])
+    assert (tmp_path / "p.svg").read_text().lstrip().startswith("<?xml") and (tmp_path / "t.csv").exists()
+    with pytest.raises(InputError, match="must end in"):
+        figure_writer(fig, tmp_path / "p.gif")
 
 
 def _png_width(path: Path) -> int:
