@@ -8,11 +8,11 @@ figure by displaying it, or write it with :func:`save_figure`.
 
 The layout is shared: power against a design size (x), a line per effect with
 its 95% band, a panel per remaining design value, at most three panels a row
-(more wrap onto further rows, balanced), optional Type-M / Type-S rows under each power
-row, the target power drawn and named in the legend, the legend outside the
-panels and its title giving the effect's unit. The y axis runs slightly past 1
-so curves at power 1 stay visible, and x tick labels are thinned until they
-do not overlap.
+(more wrap onto further, balanced rows), optional Type-M / Type-S rows under
+each power row, the target power drawn and named in the legend, the legend
+outside the panels and its title giving the effect's unit. The y axis runs
+slightly past 1 so curves at power 1 stay visible, and x tick labels are
+thinned until they do not overlap.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 
 from .errors import InputError
 from .io import PLOT_FORMATS, check_output_path, write_outputs
+from .validation import check_target_power
 
 __all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
            "figure_writer", "save_figure"]
@@ -61,7 +62,10 @@ def plot_power(
     legend (say the effect's unit there). A metric absent from the table or all
     missing is left out. The scenario functions below are this with their columns.
     """
-    _check_table(table, [x, line, *panels, *metrics, "ci_low", "ci_high"])
+    _check_table(table, [x, line, *panels, "power", *metrics, "ci_low", "ci_high"])
+    check_target_power(target)
+    if table["power"].isna().all():
+        raise InputError("the table has no power values to draw")
     metrics = [m for m in metrics if table[m].notna().any()]
     if table.duplicated([*panels, line, x]).any():
         raise InputError(f"several rows per point: one {x} x {line} x {' x '.join(panels) or 'panel'} cell each")

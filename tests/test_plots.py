@@ -158,10 +158,16 @@ def test_accuracy_rows_and_likert_scale_from_params() -> None:
     (pd.DataFrame(), "non-empty"),
     (_table(n=[25, 50], p_win=[0.6]), "no column 'items'"),
     (pd.concat([_table(items=[25, 50], effect=[0.1], workers=[3])] * 2), "several rows per point"),
+    (_table(items=[25, 50], effect=[0.1], workers=[3]).assign(power=np.nan), "no power values"),
 ])
 def test_bad_tables_are_input_errors(table: pd.DataFrame, match: str) -> None:
     with pytest.raises(InputError, match=match):
         plot_likert_power(table)
+
+
+def test_bad_target_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="target power"):
+        plot_likert_power(_table(items=[25, 50], effect=[0.1], workers=[3]), target=80)
 
 
 def test_save_figure_formats_dpi_and_bad_paths(tmp_path: Path) -> None:
