@@ -244,6 +244,7 @@ def test_cli_plot_dpi_and_type_m(argv: list[str], tmp_path: Path, capsys: pytest
     capsys.readouterr()
 
 
+@pytest.mark.r
 def test_cli_glmm_plot(lme4_backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from humaneval_power.cli import main
 
