@@ -9,7 +9,7 @@ R_PACKAGES := r-base-core r-base-dev r-cran-lme4 r-cran-lmertest
 PYTEST_SELECT ?= $(if $(CI),,-m "not slow")
 PYTEST_JOBS ?= 2
 
-.PHONY: setup r-setup demo test test-all bench example clean
+.PHONY: setup r-setup demo test test-all bench example wheel-check clean
 
 # R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
 # (the lme4 backend and its tests then skip with that reason).
@@ -47,6 +47,7 @@ test-all: setup
 	$(MAKE) --no-print-directory test PYTEST_SELECT=
 
 bench: setup
+	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_likert.py
 	$(PY) benchmarks/bench_fit.py
 	$(PY) benchmarks/bench_h2h.py
@@ -58,6 +59,10 @@ example: setup
 	$(PY) examples/fit_then_plan.py
 	$(PY) examples/gsm8k_accuracy.py
 	$(PY) examples/wmt23_bleu.py
+
+# Build the wheel and run it from a fresh venv outside the repository (CI runs this too).
+wheel-check: setup
+	PYTHON=$(PY) bash .ci/wheel-check
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

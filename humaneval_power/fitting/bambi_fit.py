@@ -13,7 +13,7 @@ import pandas as pd
 from ..errors import BackendUnavailableError
 
 if TYPE_CHECKING:
-    from .model import RawFit
+    from .types import RawFit
 
 INSTALL_HINT = "pip install 'humaneval-power[bayes]' (bambi, pymc, arviz; matplotlib<3.11)"
 #: draws kept per parameter in exported files
@@ -41,7 +41,7 @@ def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000,
     Coefficients carry posterior medians, SDs, 95% equal-tailed intervals and ``p_direction``;
     their ``p_value`` and ``df`` are NaN (a posterior has neither).
     """
-    from .model import RawFit
+    from .types import RawFit
 
     bmb = _import_bambi()
     data = frame.copy()

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .model import Design, FitResult, RawFit
+from .types import Design, FitResult, RawFit
 from .ratings import PilotData
 
 FORMULA = "score ~ 1 + (1 | worker) + (1 | item)"

@@ -1,4 +1,4 @@
-"""lme4 + lmerTest through rpy2: the refit loop of ``r_bridge/refit.R`` runs inside R."""
+"""lme4 + lmerTest through rpy2: the refit loop of ``humaneval_power/r_bridge/refit.R`` runs inside R."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ import pandas as pd
 from ..errors import BackendUnavailableError
 
 if TYPE_CHECKING:
-    from .model import RawFit
+    from .types import FitOptions, LmmSpec, RawFit
 
 INSTALL_HINT = (
     "install R, lme4 and lmerTest (Debian: apt-get install r-base-core r-cran-lme4 r-cran-lmertest), "
@@ -23,9 +23,13 @@ INSTALL_HINT = (
 
 
 def r_bridge_dir() -> Path:
-    """Folder holding the R sources (``HEPOWER_R_BRIDGE`` overrides)."""
+    """Folder holding the R sources: package data of ``humaneval_power.r_bridge`` (``HEPOWER_R_BRIDGE`` overrides)."""
     env = os.environ.get("HEPOWER_R_BRIDGE")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "r_bridge"
+    if env:
+        return Path(env)
+    from importlib.resources import files
+
+    return Path(str(files("humaneval_power.r_bridge")))
 
 
 @lru_cache(maxsize=1)
@@ -123,7 +127,7 @@ def _get(res: Any, name: str) -> Any:
 
 def _components(res: Any, intervals: str) -> tuple[pd.DataFrame, pd.DataFrame, float, tuple[float, float]]:
     """Variance components, correlations, sigma and its interval from an R fit result."""
-    from .model import split_component_name, wald_sd_intervals
+    from .types import split_component_name, wald_sd_intervals
 
     vc = _get(res, "varcorr")
     grp = [str(g) for g in vc.rx2("grp")]
@@ -173,10 +177,9 @@ def _coefficients(res: Any, gaussian: bool) -> pd.DataFrame:
                          "z": vals[:, 2], "p_value": vals[:, 3]})
 
 
-def fit_lmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1,
-            reml: bool = True) -> "RawFit":
+def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "RawFit":
     """Fit a Gaussian LMM with lme4 + lmerTest (Satterthwaite df)."""
-    return _fit(frame, formula, "gaussian", intervals, nboot, seed, reml)
+    return _fit(frame, spec.formula, "gaussian", options.intervals, options.nboot, options.seed, options.reml)
 
 
 def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1) -> "RawFit":
@@ -215,7 +218,7 @@ def extract_lmm(r_model: Any, intervals: str = "wald", nboot: int = 500, seed: i
 
 
 def _raw_fit(res: Any, family: str, intervals: str) -> "RawFit":
-    from .model import RawFit
+    from .types import RawFit
     components, correlations, sigma, sigma_ci = _components(res, intervals if family == "gaussian" else
                                                             (intervals if intervals != "wald" else "none"))
     return RawFit(
