@@ -260,3 +260,29 @@ def test_bad_files(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["bleu"] + argv) == 2, argv
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_several_references_and_the_same_system_twice(wmt, capsys: pytest.CaptureFixture[str]) -> None:
+    import sacrebleu
+
+    d, ref, outs, _ = wmt
+    refs = [str(d / "reference.txt"), str(d / "system.NLLB_MBR_BLEU.txt")]
+    assert main(["bleu", "test", "--ref", *refs, "--baseline", str(d / "system.ONLINE-Y.txt"), "--systems",
+                 str(d / "system.HW-TSC.txt"), "--trials", "200", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    two = [ref, outs["NLLB_MBR_BLEU"]]
+    assert row["references"] == 2
+    assert row["score"] == pytest.approx(sacrebleu.corpus_bleu(outs["HW-TSC"], two).score, abs=1e-9)
+    assert row["baseline_score"] == pytest.approx(sacrebleu.corpus_bleu(outs["ONLINE-Y"], two).score, abs=1e-9)
+    assert main(["bleu", "estimate", "--ref", refs[0], "--ref", refs[1], "--sys-a", str(d / "system.ONLINE-A.txt"),
+                 "--sys-b", str(d / "system.HW-TSC.txt"), "--n-boot", "50", "--metric", "chrf", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert rec["references"] == 2
+    assert rec["chrf_b"] == pytest.approx(sacrebleu.corpus_chrf(outs["HW-TSC"], two).score, abs=1e-9)
+    same = str(d / "system.HW-TSC.txt")
+    for argv in (["test", "--ref", refs[0], "--baseline", same, "--systems", same],
+                 ["test", "--ref", refs[0], "--baseline", same, "--systems", same, "--paired-bs"],
+                 ["estimate", "--ref", refs[0], "--sys-a", same, "--sys-b", same]):
+        assert main(["bleu"] + argv) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "same statistics" in err and "Warning" not in err
