@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..fitting.model import BACKENDS, INTERVALS
-from ..significance.binomial import TIE_POLICIES
+from ..validation import TIE_POLICIES
 from .common import finite_float, non_negative, positive, print_json, where_filters
 
 

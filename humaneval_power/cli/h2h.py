@@ -5,7 +5,7 @@ import argparse
 from typing import Any
 
 from ..errors import InputError, NotAttainableError
-from ..significance.binomial import TIE_POLICIES
+from ..validation import TIE_POLICIES
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_run_options, add_target_power, emit,
                      finite_float, flatten, number_list, positive, print_json)
 
