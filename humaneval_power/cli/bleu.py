@@ -17,6 +17,10 @@ B0_HELP = "Laplace scale of the swap effects times n (Card et al. b0, BLEU point
 DELTA_HELP = "expected difference B - A in BLEU points"
 
 
+REF_HELP = ("reference, one segment per line; give several (--ref A B, or --ref repeated) for "
+            "multi-reference BLEU/chrF (sacrebleu's statistics)")
+
+
 def add_parser(sub: Any, name: str, text: str) -> None:
     """The ``bleu`` group and its commands."""
     bleu = sub.add_parser(name, help=text, description=text)
@@ -49,13 +53,13 @@ def add_parser(sub: Any, name: str, text: str) -> None:
         add_run_options(q, sims=1000 if q is bpow else 2000)
 
     best = bsub.add_parser("estimate", help="swap effects of two systems' outputs -> P0, b0 (with intervals)")
-    best.add_argument("--ref", required=True, metavar="FILE", help="reference, one segment per line")
+    best.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     best.add_argument("--sys-a", required=True, metavar="FILE", help="system A's output, one segment per line")
     best.add_argument("--sys-b", required=True, metavar="FILE", help="system B's output, one segment per line")
     best.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=1000, metavar="N",
                       help="bootstrap resamples for the intervals")
     btest = bsub.add_parser("test", help="paired tests of systems against a baseline")
-    btest.add_argument("--ref", required=True, metavar="FILE", help="reference, one segment per line")
+    btest.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     btest.add_argument("--baseline", required=True, metavar="FILE", help="the baseline system's output")
     btest.add_argument("--systems", required=True, nargs="+", metavar="FILE", help="outputs compared with the baseline")
     kind = btest.add_mutually_exclusive_group()
@@ -105,13 +109,13 @@ def run(args: argparse.Namespace) -> int:
     from ..metrics import corpus_stats, read_lines
     from ..significance.paired import paired_bootstrap, paired_randomization
 
-    ref = read_lines(args.ref, "reference")
+    refs = [read_lines(path, "reference") for path in args.ref]
 
     def stats_of(path: str) -> Any:
-        return corpus_stats(read_lines(path, "system output"), ref, args.metric)
+        return corpus_stats(read_lines(path, "system output"), refs, args.metric)
 
     if args.action == "estimate":
-        rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b),
+        rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b), "references": len(refs),
                **estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)}
         table = pd.DataFrame([rec])
         emit(table, args, list(table.columns))
@@ -125,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             r = paired_randomization(base, other, args.trials or 10_000, args.seed)
         rows.append({"system": _system_name(path), "baseline": _system_name(args.baseline), "metric": args.metric,
-                     **r})
+                     "references": len(refs), **r})
     table = pd.DataFrame(rows)
     emit(table, args, ["system", "baseline", "metric", "score", "baseline_score", "delta", "delta_ci_low",
                        "delta_ci_high", "p_value", "method"])

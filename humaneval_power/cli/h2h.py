@@ -5,7 +5,7 @@ import argparse
 from typing import Any
 
 from ..errors import InputError, NotAttainableError
-from ..significance.binomial import TIE_POLICIES
+from ..validation import TIE_POLICIES
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_run_options, add_target_power, emit,
                      finite_float, flatten, number_list, positive, print_json)
 
@@ -50,6 +50,8 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
     g = p.add_argument_group("repeated judgments (logistic GLMM, lme4)")
     g.add_argument("--params", metavar="FILE", help="head-to-head parameter file (`hepower fit --family binomial`)")
     g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
+    g.add_argument("--force", action="store_true",
+                   help="plan with a parameter file whose fit was quasi-separated (refused by default)")
     g.add_argument("--sd-worker", type=finite_float, help="SD of the workers' preference, on the log-odds scale")
     g.add_argument("--sd-item", type=finite_float, help="SD of the items' preference, on the log-odds scale")
     kind: Any = number_list(positive, "--workers") if many else positive
@@ -79,7 +81,7 @@ def _h2h_params(args: argparse.Namespace) -> Any:
     if args.params:
         if args.sd_worker is not None or args.sd_item is not None:
             raise InputError("give --params or --sd-worker/--sd-item, not both")
-        return load_h2h_params(args.params, args.comparison)
+        return load_h2h_params(args.params, args.comparison, allow_separation=args.force)
     if args.sd_worker is None or args.sd_item is None:
         raise InputError("a GLMM design needs --params FILE or both --sd-worker and --sd-item")
     return H2HParams(args.sd_worker, args.sd_item, name="command-line")

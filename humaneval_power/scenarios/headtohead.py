@@ -237,7 +237,9 @@ class MixedJudgments:
 
 def effect_to_log_odds(p_win: float | None, log_odds: float | None) -> float:
     """The GLMM effect from a probability (typical worker and item) or a log-odds."""
-    if (p_win is None) == (log_odds is None):
+    if p_win is None and log_odds is None:
+        raise InputError("give the effect as a probability (--effect / p_win) or as --log-odds")
+    if p_win is not None and log_odds is not None:
         raise InputError("give the effect as a probability (--effect / p_win) or as --log-odds, not both")
     if log_odds is not None:
         return float(log_odds)
