@@ -19,7 +19,7 @@ from humaneval_power.engine import run_cells
 from humaneval_power.params import get_preset
 from humaneval_power.scenarios.likert import FORMULA, LikertScenario, long_design, simulate_ratings
 from humaneval_power.significance.coef_test import coefficient_test
-from humaneval_power.significance.lmm_balanced import fit_ml, fit_reml, stats_from_ratings
+from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 
 GRID = dict(presets=("card2020-high", "card2020-low"), workers=(3, 10), items=(50, 100, 200),
             effects=(0.1, 0.2, 0.3, 0.4))

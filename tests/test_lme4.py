@@ -8,7 +8,7 @@ from scipy import stats
 from humaneval_power.engine import run_cells
 from humaneval_power.params import get_preset
 from humaneval_power.scenarios.likert import FORMULA, LikertScenario, long_design, simulate_ratings
-from humaneval_power.significance.lmm_balanced import fit_ml, fit_reml, stats_from_ratings
+from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 from humaneval_power.fitting.statsmodels_lmm import fit_crossed_many
 
 from .conftest import mc_tolerance

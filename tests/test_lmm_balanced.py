@@ -13,7 +13,7 @@ from scipy import optimize
 
 from humaneval_power.params import LikertParams
 from humaneval_power.scenarios.likert import long_design, simulate_ratings
-from humaneval_power.significance.lmm_balanced import (
+from humaneval_power.fitting.balanced import (
     draw_stats,
     expected_lambdas,
     fit_ml,

@@ -1,4 +1,4 @@
-"""lme4 + lmerTest through rpy2: the refit loop of ``r_bridge/refit.R`` runs inside R."""
+"""lme4 + lmerTest through rpy2: the refit loop of ``humaneval_power/r_bridge/refit.R`` runs inside R."""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,7 @@ import pandas as pd
 from ..errors import BackendUnavailableError
 
 if TYPE_CHECKING:
-    from .model import RawFit
+    from .types import FitOptions, LmmSpec, RawFit
 
 INSTALL_HINT = (
     "install R, lme4 and lmerTest (Debian: apt-get install r-base-core r-cran-lme4 r-cran-lmertest), "
@@ -26,9 +26,13 @@ INSTALL_HINT = (
 
 
 def r_bridge_dir() -> Path:
-    """Folder holding the R sources (``HEPOWER_R_BRIDGE`` overrides)."""
+    """Folder holding the R sources: package data of ``humaneval_power.r_bridge`` (``HEPOWER_R_BRIDGE`` overrides)."""
     env = os.environ.get("HEPOWER_R_BRIDGE")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "r_bridge"
+    if env:
+        return Path(env)
+    from importlib.resources import files
+
+    return Path(str(files("humaneval_power.r_bridge")))
 
 
 _ctrl_c = threading.Event()  # Ctrl-C arrived while R was running
@@ -189,7 +193,7 @@ def _get(res: Any, name: str) -> Any:
 
 def _components(res: Any, intervals: str) -> tuple[pd.DataFrame, pd.DataFrame, float, tuple[float, float]]:
     """Variance components, correlations, sigma and its interval from an R fit result."""
-    from .model import split_component_name, wald_sd_intervals
+    from .types import split_component_name, wald_sd_intervals
 
     vc = _get(res, "varcorr")
     grp = [str(g) for g in vc.rx2("grp")]
@@ -239,14 +243,14 @@ def _coefficients(res: Any, gaussian: bool) -> pd.DataFrame:
                          "z": vals[:, 2], "p_value": vals[:, 3]})
 
 
-def fit_lmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1,
-            reml: bool = True) -> "RawFit":
+def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "RawFit":
     """Fit a Gaussian LMM with lme4 + lmerTest (Satterthwaite df)."""
-    return _fit(frame, formula, "gaussian", intervals, nboot, seed, reml)
+    return _fit(frame, spec.formula, "gaussian", options.intervals, options.nboot, options.seed, options.reml)
 
 
 def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1) -> "RawFit":
-    """Fit a logistic GLMM with lme4 (Laplace); weights from column ``w`` when present."""
+    """Fit a logistic GLMM with lme4 (Laplace) to 0/1 scores; a score of 1/2 (a split tie) counts as
+    half a win and half a loss (see ``hepower_fit_glmm`` in ``r_bridge/fit.R``)."""
     return _fit(frame, formula, "binomial", intervals, nboot, seed, False)
 
 
@@ -264,8 +268,7 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
             if family == "gaussian":
                 res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, nboot, seed)
             else:
-                res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, "w" in frame.columns, r_interval, nboot,
-                                               seed)
+                res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, r_interval, nboot, seed)
     except RRuntimeError as exc:
         why = str(exc).strip().splitlines()[-1].strip()
         hint = ("; the fit had not reached its optimum, so its profile is unusable: try --intervals boot or wald"
@@ -284,7 +287,7 @@ def extract_lmm(r_model: Any, intervals: str = "wald", nboot: int = 500, seed: i
 
 
 def _raw_fit(res: Any, family: str, intervals: str) -> "RawFit":
-    from .model import RawFit
+    from .types import RawFit
     components, correlations, sigma, sigma_ci = _components(res, intervals if family == "gaussian" else
                                                             (intervals if intervals != "wald" else "none"))
     return RawFit(

@@ -37,7 +37,7 @@ from ..errors import InputError
 from ..params import LikertParams
 from ..validation import check_alpha, check_choice, check_count, check_number
 from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
-from ..significance.lmm_balanced import (
+from ..fitting.balanced import (
     draw_stats,
     expected_lambdas,
     fit_ml,

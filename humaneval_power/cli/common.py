@@ -1,0 +1,196 @@
+"""Shared plumbing of the command modules: argument types, help defaults, output."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+from ..errors import InputError
+
+RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) and defaults shown in every option's help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(f"{self.prog}: {message}")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: ...)`` to an option's help unless it states its default or has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and "default" not in text and default not in (None, False, argparse.SUPPRESS)
+                and action.nargs != 0):
+            if isinstance(default, list):
+                default = " ".join(str(v) for g in default for v in (g if isinstance(g, list) else [g]))
+            text += f" (default: {str(default).replace('%', '%%')})"
+        return text
+
+
+def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[Any]]:
+    """Parse '3', '0.1' or a range 'START:STOP:STEP' (STOP included)."""
+
+    def parse(text: str) -> list[Any]:
+        try:
+            if ":" not in text:
+                return [kind(text)]
+            parts = [kind(p) for p in text.split(":")]
+            if len(parts) != 3 or parts[2] <= 0 or parts[1] < parts[0]:
+                raise ValueError
+            start, stop, step = parts
+            n = int((stop - start) / step + 1e-9) + 1
+            return [kind(round(start + k * step, 12)) for k in range(n)]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} takes {RANGE_HELP}, got {text!r}") from None
+
+    return parse
+
+
+def flatten(groups: Sequence[Sequence[Any]] | None) -> list[Any] | None:
+    """The values of an option given as several lists (``nargs='+'`` of ranges)."""
+    return None if groups is None else [v for g in groups for v in g]
+
+
+def finite_float(text: str) -> float:
+    """A finite number."""
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(text)
+    return value
+
+
+def integer(text: str) -> int:
+    """An integer; '1e6'-style notation is accepted when it is a whole number."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if not value.is_integer():
+            raise ValueError(text) from None
+        return int(value)
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An integer type that refuses values below ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = integer(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+positive = at_least(1)
+non_negative = at_least(0)
+
+
+def add_run_options(p: argparse.ArgumentParser, sims: int | None, jobs: bool = True) -> None:
+    """--sims (if ``sims``), --seed, --jobs and --json: the options every simulating command shares."""
+    if sims is not None:
+        p.add_argument("--sims", type=positive, default=sims, metavar="N",
+                       help="simulated studies per design cell (Monte-Carlo repetitions)")
+    p.add_argument("--seed", type=non_negative, default=1, help="random seed; one seed reproduces a whole run")
+    if jobs:
+        p.add_argument("--jobs", type=positive, default=None, metavar="N",
+                       help="worker processes (default: all cores); results do not depend on it")
+    add_json_option(p)
+
+
+def add_json_option(p: argparse.ArgumentParser) -> None:
+    """--json: one JSON array of records on stdout, nothing else."""
+    p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+
+
+def add_alpha(p: argparse.ArgumentParser) -> None:
+    """--alpha, the significance level."""
+    p.add_argument("--alpha", type=finite_float, default=0.05, help="significance level of the test")
+
+
+def add_target_power(p: argparse.ArgumentParser, what: str = "") -> None:
+    """--target-power."""
+    p.add_argument("--target-power", type=finite_float, default=0.8, help=f"power to reach{what}")
+
+
+def add_out(p: argparse.ArgumentParser) -> None:
+    """--out FILE for a table."""
+    p.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
+
+
+def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], out: Any = None) -> None:
+    """Write ``table`` to --out (if any) and print it (a readable table, or JSON with --json)."""
+    from ..io import check_output_path, json_records, write_table
+
+    if out or getattr(args, "out", None):
+        write_table(table, out or check_output_path(args.out))
+    if args.json:
+        print(json.dumps(json_records(table)))
+    else:
+        print_table(table, columns)
+
+
+def print_json(table: Any) -> None:
+    """One JSON array of records on stdout."""
+    from ..io import json_records
+
+    print(json.dumps(json_records(table)))
+
+
+def print_table(table: Any, columns: Sequence[str]) -> None:
+    """The named columns that have values, numbers to 4 significant digits."""
+    cols = [c for c in columns if c in table.columns and not table[c].isna().all()]
+    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+class ProgressBar:
+    """A tqdm bar on stderr that appears only when a run takes over a second."""
+
+    def __init__(self, enabled: bool = True, unit: str = "sim") -> None:
+        self.enabled = enabled
+        self.unit = unit
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit=self.unit, delay=1.0, file=sys.stderr, leave=False)
+        else:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def where_filters(items: Sequence[str] | None) -> dict[str, str]:
+    """``--where COL=VALUE`` options as a dict."""
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(f"--where takes COL=VALUE, got {item!r}")
+        col, value = item.split("=", 1)
+        out[col] = value
+    return out
