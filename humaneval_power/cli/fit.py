@@ -45,6 +45,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
     fit.add_argument("--seed", type=non_negative, default=1, help="random seed (bootstrap, bambi)")
     fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
+    fit.set_defaults(out_formats=(".json",))
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
@@ -67,9 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..fitting.model import fit_pilot
     from ..fitting.ratings import read_judgments, read_ratings
-    from ..io import check_output_path, write_text_atomic
-
-    out = check_output_path(args.out, (".json",), "--out") if args.out else None
+    out = args.outputs.paths.get("out")
     if args.family == "gaussian":
         if args.ties != "drop":
             raise InputError("--ties applies to --family binomial")
@@ -82,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
                               args.baseline, args.systems, where_filters(args.where), args.ties)
     result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
                        args.draws, args.chains)
-    if out:
-        write_text_atomic(out, json.dumps(result.to_params_file(), indent=1) + "\n")
+    params_file = json.dumps(result.to_params_file(), indent=1) + "\n"
+    args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
     if args.json:
         print_json(pd.DataFrame(fit_records(result)))
     else:
