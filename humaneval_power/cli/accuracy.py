@@ -105,11 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _power(args: argparse.Namespace) -> int:
     from ..engine import results_table, run_cells
-    from ..io import PLOT_FORMATS, check_output_path
     from ..scenarios import accuracy as a
 
-    out = check_output_path(args.out) if args.out else None
-    plot = check_output_path(args.plot, PLOT_FORMATS, "--plot") if args.plot else None
     if (args.table is None) == (args.delta is None or args.agreement is None) or (
             args.table is not None and (args.delta or args.agreement)):
         raise InputError("give --delta and --agreement, or --table (four probabilities)")
@@ -117,11 +114,14 @@ def _power(args: argparse.Namespace) -> int:
              [(d, g) for d in flatten(args.delta) for g in flatten(args.agreement)])
     cells = [a.McNemarScenario(n, d, g, args.method, args.alpha) for n in flatten(args.n) for d, g in pairs]
     table = results_table(run_cells(cells, args.sims, seed=args.seed))
-    if plot:
+
+    def plot(tmp: Any) -> None:
         from ..plots import plot_accuracy_curves
 
-        plot_accuracy_curves(table, plot, title=f"McNemar, {args.method} method, alpha {args.alpha:g}")
-    emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"], out)
+        plot_accuracy_curves(table, tmp, title=f"McNemar, {args.method} method, alpha {args.alpha:g}")
+
+    emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
+         plot=plot)
     return 0
 
 

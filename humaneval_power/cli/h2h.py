@@ -6,7 +6,8 @@ from typing import Any
 
 from ..errors import InputError, NotAttainableError
 from ..validation import TIE_POLICIES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_run_options, add_target_power, emit,
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_run_options, add_target_power,
+                     emit,
                      finite_float, flatten, number_list, positive, print_json)
 
 P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
@@ -66,8 +67,7 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
     g.add_argument("--log-odds", type=number_list(finite_float, "--log-odds") if many else finite_float,
                    nargs=nargs, help="the effect as log-odds instead of --effect")
     if many:
-        g.add_argument("--checkpoint", metavar="FILE",
-                       help="save finished chunks to FILE; rerun the same command to resume")
+        add_checkpoint(g)
     g.add_argument("--test", choices=("z", "lrt"), default="z", help="Wald z test or likelihood-ratio test")
     add_alpha(p)
     p.add_argument("--sims", type=positive, default=None, metavar="N",
@@ -105,10 +105,6 @@ def run(args: argparse.Namespace) -> int:
                    "power_at_mde": None, "reason": f"{exc}: {exc.reason}"}
         emit(pd.DataFrame([rec]), args, list(rec))
         return 0
-    if getattr(args, "out", None):
-        from ..io import check_output_path
-
-        check_output_path(args.out)
     if args.action == "size":
         if _is_mixed(args):
             if args.workers is None:
