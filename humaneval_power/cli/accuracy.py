@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
 from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit,
-                     finite_float, flatten, non_negative, number_list, plot_path, positive)
+                     finite_float, flatten, non_negative, number_list, positive)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
 EXACT_METHODS = [m for m in METHODS if m != "simulate"]
@@ -104,11 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _power(args: argparse.Namespace) -> int:
     from ..engine import results_table, run_cells
-    from ..io import check_output_path
     from ..scenarios import accuracy as a
 
-    out = check_output_path(args.out) if args.out else None
-    plot = plot_path(args)
     if (args.table is None) == (args.delta is None or args.agreement is None) or (
             args.table is not None and (args.delta or args.agreement)):
         raise InputError("give --delta and --agreement, or --table (four probabilities)")
@@ -116,12 +113,15 @@ def _power(args: argparse.Namespace) -> int:
              [(d, g) for d in flatten(args.delta) for g in flatten(args.agreement)])
     cells = [a.McNemarScenario(n, d, g, args.method, args.alpha) for n in flatten(args.n) for d, g in pairs]
     table = results_table(run_cells(cells, args.sims, seed=args.seed))
-    if plot:
-        from ..plots import plot_accuracy_power, save_figure
 
-        save_figure(plot_accuracy_power(table, title=f"McNemar, {args.method} method, alpha {args.alpha:g}"), plot,
-                    args.dpi)
-    emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"], out)
+    def plot(tmp: Any) -> None:
+        from ..plots import plot_accuracy_power
+
+        title = f"McNemar, {args.method} method, alpha {args.alpha:g}"
+        plot_accuracy_power(table, title=title).savefig(tmp, dpi=args.dpi)
+
+    emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
+         plot=plot)
     return 0
 
 

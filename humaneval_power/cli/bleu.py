@@ -8,13 +8,17 @@ from typing import Any
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_plot_options, add_run_options, add_target_power,
-                     emit, finite_float, flatten, non_negative, number_list, plot_path, positive)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
+                     add_target_power, emit, finite_float, flatten, non_negative, number_list, positive)
 
 METHOD_HELP = "p-values by randomization (Monte Carlo permutations) or the saddlepoint / normal approximation"
 P0_HELP = "share of sentences whose swap changes nothing (Card et al. P0)"
 B0_HELP = "Laplace scale of the swap effects times n (Card et al. b0, BLEU points)"
 DELTA_HELP = "expected difference B - A in BLEU points"
+
+
+REF_HELP = ("reference, one segment per line; give several (--ref A B, or --ref repeated) for "
+            "multi-reference BLEU/chrF (sacrebleu's statistics)")
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -30,8 +34,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     bpow.add_argument("--method", choices=METHODS, default="randomization", help=METHOD_HELP)
     bpow.add_argument("--approx", dest="method", nargs="?", const="saddlepoint", choices=METHODS[1:],
                       help=argparse.SUPPRESS)  # the old spelling of --method saddlepoint|normal
-    bpow.add_argument("--checkpoint", metavar="FILE",
-                      help="save finished chunks to FILE; rerun the same command to resume")
+    add_checkpoint(bpow)
     add_out(bpow)
     add_plot_options(bpow, "power curves against n or delta, whichever has more values (the other: a line each)")
     bmde = bsub.add_parser("mde", help="smallest BLEU difference reaching the target power")
@@ -50,13 +53,13 @@ def add_parser(sub: Any, name: str, text: str) -> None:
         add_run_options(q, sims=1000 if q is bpow else 2000)
 
     best = bsub.add_parser("estimate", help="swap effects of two systems' outputs -> P0, b0 (with intervals)")
-    best.add_argument("--ref", required=True, metavar="FILE", help="reference, one segment per line")
+    best.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     best.add_argument("--sys-a", required=True, metavar="FILE", help="system A's output, one segment per line")
     best.add_argument("--sys-b", required=True, metavar="FILE", help="system B's output, one segment per line")
     best.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=1000, metavar="N",
                       help="bootstrap resamples for the intervals")
     btest = bsub.add_parser("test", help="paired tests of systems against a baseline")
-    btest.add_argument("--ref", required=True, metavar="FILE", help="reference, one segment per line")
+    btest.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     btest.add_argument("--baseline", required=True, metavar="FILE", help="the baseline system's output")
     btest.add_argument("--systems", required=True, nargs="+", metavar="FILE", help="outputs compared with the baseline")
     kind = btest.add_mutually_exclusive_group()
@@ -84,21 +87,19 @@ def run(args: argparse.Namespace) -> int:
     from ..scenarios import bleu as b
 
     if args.action == "power":
-        from ..io import check_output_path
-
-        out = check_output_path(args.out) if args.out else None
-        plot = plot_path(args)
         with ProgressBar() as bar:
             table = b.bleu_power(flatten(args.n), flatten(args.delta), flatten(args.p0), flatten(args.b0),
                                  args.method, args.permutations, args.alpha, args.sims, args.seed,
                                  args.jobs, bar, args.checkpoint)
-        if plot:
-            from ..plots import plot_bleu_power, save_figure
+
+        def plot(tmp: Any) -> None:
+            from ..plots import plot_bleu_power
 
             title = f"BLEU randomization test ({args.method}), alpha {args.alpha:g}"
-            save_figure(plot_bleu_power(table, type_m=args.type_m, title=title), plot, args.dpi)
+            plot_bleu_power(table, type_m=args.type_m, title=title).savefig(tmp, dpi=args.dpi)
+
         emit(table, args, ["n", "delta", "p0", "b0", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
-             out)
+             plot=plot)
         return 0
     if args.action in ("mde", "size"):
         common = dict(target_power=args.target_power, method=args.method, permutations=args.permutations,
@@ -112,13 +113,13 @@ def run(args: argparse.Namespace) -> int:
     from ..metrics import corpus_stats, read_lines
     from ..significance.paired import paired_bootstrap, paired_randomization
 
-    ref = read_lines(args.ref, "reference")
+    refs = [read_lines(path, "reference") for path in args.ref]
 
     def stats_of(path: str) -> Any:
-        return corpus_stats(read_lines(path, "system output"), ref, args.metric)
+        return corpus_stats(read_lines(path, "system output"), refs, args.metric)
 
     if args.action == "estimate":
-        rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b),
+        rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b), "references": len(refs),
                **estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)}
         table = pd.DataFrame([rec])
         emit(table, args, list(table.columns))
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             r = paired_randomization(base, other, args.trials or 10_000, args.seed)
         rows.append({"system": _system_name(path), "baseline": _system_name(args.baseline), "metric": args.metric,
-                     **r})
+                     "references": len(refs), **r})
     table = pd.DataFrame(rows)
     emit(table, args, ["system", "baseline", "metric", "score", "baseline_score", "delta", "delta_ci_low",
                        "delta_ci_high", "p_value", "method"])

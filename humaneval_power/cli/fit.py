@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ..errors import InputError
 from ..fitting.model import BACKENDS, INTERVALS
-from ..significance.binomial import TIE_POLICIES
+from ..validation import TIE_POLICIES
 from .common import finite_float, non_negative, positive, print_json, where_filters
 
 
@@ -35,6 +36,9 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                      help="several ratings of one (worker, item, system)")
     fit.add_argument("--ties", choices=TIE_POLICIES, default="drop",
                      help="binomial: drop ties, or split each as half a win for each side")
+    fit.add_argument("--tie-values", nargs="+", default=[], metavar="ANSWER",
+                     help="binomial: further outcome answers that mean a tie, e.g. both neither "
+                          "(always ties: tie, draw, equal, 0)")
     fit.add_argument("--correlated", action="store_true", help="correlated random intercepts and slopes")
     fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
     fit.add_argument("--intervals", choices=INTERVALS,
@@ -45,6 +49,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
     fit.add_argument("--seed", type=non_negative, default=1, help="random seed (bootstrap, bambi)")
     fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
+    fit.set_defaults(out_formats=(".json",))
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
@@ -67,23 +72,25 @@ def run(args: argparse.Namespace) -> int:
 
     from ..fitting.model import fit_pilot
     from ..fitting.ratings import read_judgments, read_ratings
-    from ..io import check_output_path, write_text_atomic
-
-    out = check_output_path(args.out, (".json",), "--out") if args.out else None
+    out = args.outputs.paths.get("out")
     if args.family == "gaussian":
-        if args.ties != "drop":
-            raise InputError("--ties applies to --family binomial")
+        if args.ties != "drop" or args.tie_values:
+            raise InputError("--ties and --tie-values apply to --family binomial")
         data = read_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
                             where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
     else:
         if args.scale or args.score or args.system:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
         data = read_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
-                              args.baseline, args.systems, where_filters(args.where), args.ties)
+                              args.baseline, args.systems, where_filters(args.where), args.ties, args.tie_values)
     result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
                        args.draws, args.chains)
-    if out:
-        write_text_atomic(out, json.dumps(result.to_params_file(), indent=1) + "\n")
+    for rec in result.records:
+        if rec.get("separation"):
+            print(f"hepower: warning: {rec['system']} vs {rec['baseline']}: {rec['separation_reason']}; the parameter "
+                  "file is marked and `hepower h2h` refuses it unless --force", file=sys.stderr)
+    params_file = json.dumps(result.to_params_file(), indent=1) + "\n"
+    args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
     if args.json:
         print_json(pd.DataFrame(fit_records(result)))
     else:

@@ -5,9 +5,9 @@ import argparse
 from typing import Any
 
 from ..errors import InputError, NotAttainableError
-from ..significance.binomial import TIE_POLICIES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_plot_options, add_run_options, add_target_power,
-                     emit, finite_float, flatten, number_list, plot_path, positive, print_json)
+from ..validation import TIE_POLICIES
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
+                     add_target_power, emit, finite_float, flatten, number_list, positive, print_json)
 
 P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
 TIES_HELP = "ties: drop them, or split each as half a win for each side"
@@ -51,6 +51,8 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
     g = p.add_argument_group("repeated judgments (logistic GLMM, lme4)")
     g.add_argument("--params", metavar="FILE", help="head-to-head parameter file (`hepower fit --family binomial`)")
     g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
+    g.add_argument("--force", action="store_true",
+                   help="plan with a parameter file whose fit was quasi-separated (refused by default)")
     g.add_argument("--sd-worker", type=finite_float, help="SD of the workers' preference, on the log-odds scale")
     g.add_argument("--sd-item", type=finite_float, help="SD of the items' preference, on the log-odds scale")
     kind: Any = number_list(positive, "--workers") if many else positive
@@ -65,8 +67,7 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
     g.add_argument("--log-odds", type=number_list(finite_float, "--log-odds") if many else finite_float,
                    nargs=nargs, help="the effect as log-odds instead of --effect")
     if many:
-        g.add_argument("--checkpoint", metavar="FILE",
-                       help="save finished chunks to FILE; rerun the same command to resume")
+        add_checkpoint(g)
     g.add_argument("--test", choices=("z", "lrt"), default="z", help="Wald z test or likelihood-ratio test")
     add_alpha(p)
     p.add_argument("--sims", type=positive, default=None, metavar="N",
@@ -80,7 +81,7 @@ def _h2h_params(args: argparse.Namespace) -> Any:
     if args.params:
         if args.sd_worker is not None or args.sd_item is not None:
             raise InputError("give --params or --sd-worker/--sd-item, not both")
-        return load_h2h_params(args.params, args.comparison)
+        return load_h2h_params(args.params, args.comparison, allow_separation=args.force)
     if args.sd_worker is None or args.sd_item is None:
         raise InputError("a GLMM design needs --params FILE or both --sd-worker and --sd-item")
     return H2HParams(args.sd_worker, args.sd_item, name="command-line")
@@ -104,10 +105,6 @@ def run(args: argparse.Namespace) -> int:
                    "power_at_mde": None, "reason": f"{exc}: {exc.reason}"}
         emit(pd.DataFrame([rec]), args, list(rec))
         return 0
-    if getattr(args, "out", None):
-        from ..io import check_output_path
-
-        check_output_path(args.out)
     if args.action == "size":
         if _is_mixed(args):
             if args.workers is None:
@@ -124,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(r)
         return 0
-    plot = plot_path(args)
     with ProgressBar() as bar:
         if _is_mixed(args):
             if not args.workers or not args.items:
@@ -148,13 +144,15 @@ def run(args: argparse.Namespace) -> int:
             table = h.h2h_power(flatten(args.n), flatten(args.p_win), flatten(args.p_tie), args.ties,
                                 args.method or "exact", args.alpha, args.sims or 10_000, args.seed, args.jobs, bar)
             columns = ["n", "p_win", "p_tie", "ties", "method", "power", "ci_low", "ci_high", "type_s", "type_m"]
-    if plot:
-        from ..plots import plot_h2h_power, save_figure
+    if _is_mixed(args) and not args.json:
+        print("effect: log-odds that B is preferred (p_win: the same as a probability)")
+
+    def plot(tmp: Any) -> None:
+        from ..plots import plot_h2h_power
 
         kind = (f"GLMM (lme4), {args.test} test" if _is_mixed(args)
                 else f"independent judgments, {args.method or 'exact'} sign test")
-        save_figure(plot_h2h_power(table, type_m=args.type_m, title=f"{kind}, alpha {args.alpha:g}"), plot, args.dpi)
-    if _is_mixed(args) and not args.json:
-        print("effect: log-odds that B is preferred (p_win: the same as a probability)")
-    emit(table, args, columns)
+        plot_h2h_power(table, type_m=args.type_m, title=f"{kind}, alpha {args.alpha:g}").savefig(tmp, dpi=args.dpi)
+
+    emit(table, args, columns, plot=plot)
     return 0

@@ -65,7 +65,7 @@ def _record(data: PilotData, design: Design, system: str, sub: pd.DataFrame, raw
         "backend": raw.backend, "system": system, "baseline": design.systems[0],
         "n_ratings": int(len(sub)), "n_workers": int(sub["worker"].nunique()),
         "n_items": int(sub["item"].nunique()), "n_systems": 2,
-        "effect": float(co.estimate), "effect_se": float(co.se), "df": math.inf, "p_value": float(co.p_value),
+        "effect": float(co.estimate), "effect_se": float(co.se), "df": float(co.df), "p_value": float(co.p_value),
         "p_win": float(1 / (1 + np.exp(-co.estimate))),
         "sd_worker": float(comps.loc["worker", "sd"]), "sd_item": float(comps.loc["item", "sd"]),
         "singular": raw.singular,
