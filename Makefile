@@ -4,18 +4,18 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hepower-installed
-R_PACKAGES := r-base-core r-base-dev r-cran-lme4 r-cran-lmertest
+R_PACKAGES := r-base-dev $(shell grep -v "^#" r_bridge/DEPENDENCIES)
 # CI (CI=true) runs the slow real-fit tests too; locally they are opt-in (`make test-all`).
 PYTEST_SELECT ?= $(if $(CI),,-m "not slow")
 PYTEST_JOBS ?= 2
 
-.PHONY: setup r-setup demo test test-all bench example clean
+.PHONY: setup r-setup demo test test-all bench example wheel-check clean
 
 # R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
 # (the lme4 backend and its tests then skip with that reason).
 r-setup:
-	@if Rscript -e 'quit(status = !all(sapply(c("lme4", "lmerTest"), requireNamespace, quietly = TRUE)))' >/dev/null 2>&1; then \
-	  echo "R with lme4 and lmerTest: present"; \
+	@if Rscript -e 'quit(status = !all(sapply(c("lme4", "lmerTest", "emmeans", "pbkrtest"), requireNamespace, quietly = TRUE)))' >/dev/null 2>&1; then \
+	  echo "R with lme4, lmerTest, emmeans and pbkrtest: present"; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  echo "installing $(R_PACKAGES) with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(R_PACKAGES) >/dev/null; \
@@ -47,6 +47,7 @@ test-all: setup
 	$(MAKE) --no-print-directory test PYTEST_SELECT=
 
 bench: setup
+	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_likert.py
 	$(PY) benchmarks/bench_fit.py
 	$(PY) benchmarks/bench_h2h.py
@@ -58,6 +59,10 @@ example: setup
 	$(PY) examples/fit_then_plan.py
 	$(PY) examples/gsm8k_accuracy.py
 	$(PY) examples/wmt23_bleu.py
+
+# Build the wheel and run it from a fresh venv outside the repository (CI runs this too).
+wheel-check: setup
+	PYTHON=$(PY) bash .ci/wheel-check
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

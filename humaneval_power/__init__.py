@@ -1,23 +1,41 @@
-"""humaneval-power: statistical power analysis for NLP evaluations."""
-from .engine import PowerResult, SampleSizeResult, run_cells
-from .errors import BackendUnavailableError, HepowerError, InputError
-from .params import PRESETS, LikertParams, get_preset, load_params, save_params
-from .scenarios.likert import LikertScenario, likert_power, likert_sample_size
+"""humaneval-power: statistical power analysis for NLP evaluations.
+
+The public names below are imported on first use (PEP 562), so that the
+command line starts without loading scipy and pandas.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-__all__ = [
-    "BackendUnavailableError",
-    "HepowerError",
-    "InputError",
-    "LikertParams",
-    "LikertScenario",
-    "PRESETS",
-    "PowerResult",
-    "SampleSizeResult",
-    "get_preset",
-    "likert_power",
-    "likert_sample_size",
-    "load_params",
-    "run_cells",
-    "save_params",
-]
+
+_EXPORTS = {
+    "PowerResult": "engine",
+    "SampleSizeResult": "engine",
+    "run_cells": "engine",
+    "BackendUnavailableError": "errors",
+    "HepowerError": "errors",
+    "InputError": "errors",
+    "PRESETS": "params",
+    "LikertParams": "params",
+    "get_preset": "params",
+    "load_params": "params",
+    "save_params": "params",
+    "LikertScenario": "scenarios.likert",
+    "likert_power": "scenarios.likert",
+    "likert_sample_size": "scenarios.likert",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

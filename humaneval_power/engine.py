@@ -17,21 +17,23 @@ progress and an optional checkpoint file to resume from) and summarises:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
+import os
+import time
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .errors import InputError
+from .errors import InputError, Interrupted
+from .checkpoint import Checkpoint, run_id
 from .validation import check_target_power
 from .parallel import map_tasks
-
-Progress = Callable[[int, int], None]
+from .progress import Progress, ProgressFn, as_progress
 ENGINE_VERSION = 1
 
 
@@ -204,32 +206,66 @@ def chunk_seed(seed: int, stream_key: str, chunk: int) -> np.random.SeedSequence
     return np.random.SeedSequence(seed, spawn_key=words + (chunk,))
 
 
-def _run_task(task: tuple[Scenario, int, int, int]) -> PowerCounts:
-    scenario, seed, chunk, n = task
+def _run_task(task: tuple[int, Scenario, int, int, int]) -> PowerCounts:
+    _, scenario, seed, chunk, n = task
     rng = np.random.default_rng(chunk_seed(seed, scenario.stream_key(), chunk))
     return PowerCounts.from_outcomes(scenario.simulate(n, rng), scenario.effect)
 
 
-class _Checkpoint:
-    """Finished chunks in a JSON-lines file, so an interrupted run resumes."""
+def _chunk_sizes(s: Scenario, n_sims: int) -> tuple[int, int]:
+    """(studies per chunk, number of chunks) of a cell."""
+    size = max(1, int(s.chunk_size))
+    return size, -(-n_sims // size)
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.done: dict[str, PowerCounts] = {}
-        if path is not None and path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                    self.done[rec["key"]] = PowerCounts(**rec["counts"])
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut short by an interruption
 
-    def add(self, key: str, counts: PowerCounts) -> None:
-        self.done[key] = counts
-        if self.path is not None:
-            with self.path.open("a") as fh:
-                fh.write(json.dumps({"key": key, "counts": asdict(counts)}) + "\n")
-                fh.flush()
+def _check_memory(scenarios: Sequence[Scenario]) -> None:
+    """Refuse a cell whose single simulated study cannot fit in memory (scenarios may say
+    what one study needs through an optional ``study_bytes()``)."""
+    available = available_memory()
+    for s in scenarios:
+        need = getattr(s, "study_bytes", lambda: 0)()
+        if need > available:
+            design = ", ".join(f"{k}={v}" for k, v in s.cell().items())
+            raise InputError(f"one simulated study of {design} needs about {need / 2**30:.3g} GiB of memory, "
+                             f"more than the {available / 2**30:.3g} GiB available; choose a smaller design")
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this run (Linux: MemAvailable; elsewhere: physical memory)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class LongRunWarning(UserWarning):
+    """A run is projected to take long (issued once, after its first chunks)."""
+
+
+def _counts_from_record(rec: dict[str, Any], expected: dict[int, tuple[int, int, int]]) -> tuple[int, int, PowerCounts]:
+    """(cell, chunk, counts) of a checkpoint record, checked against the run's plan
+    ``expected[cell] = (studies per chunk, chunks, n_sims)``."""
+    try:
+        i, j, n = rec["cell"], rec["chunk"], rec["n"]
+        size, chunks, n_sims = expected[i]
+        counts = PowerCounts(**rec["counts"])
+    except (KeyError, TypeError):
+        raise InputError("a checkpoint record does not describe a chunk of this run") from None
+    ints = [getattr(counts, f.name) for f in fields(counts) if f.type in ("int", int)]
+    floats = [counts.sum_abs_estimate_significant, counts.sum_estimate, counts.sum_df]
+    ok = (isinstance(j, int) and 0 <= j < chunks and n == min(size, n_sims - j * size) and counts.n == n
+          and all(isinstance(v, int) and v >= 0 for v in ints)
+          and all(isinstance(v, (int, float)) and math.isfinite(v) for v in floats)
+          and counts.n_failed + max(counts.n_singular, counts.n_significant) <= n
+          and counts.n_correct_sign + counts.n_wrong_sign <= counts.n_significant
+          and max(counts.n_warned, counts.n_df) <= n and counts.sum_abs_estimate_significant >= 0)
+    if not ok:
+        raise InputError(f"checkpoint record for cell {i}, chunk {j} is inconsistent; --restart starts over")
+    return i, j, counts
 
 
 def run_cells(
@@ -237,43 +273,91 @@ def run_cells(
     n_sims: int,
     seed: int = 0,
     jobs: int | None = None,
-    progress: Progress | None = None,
+    progress: ProgressFn | None = None,
     checkpoint: str | Path | None = None,
+    restart: bool = False,
 ) -> list[PowerResult]:
-    """Power of every cell. Results depend on ``seed`` only, never on ``jobs``."""
+    """Power of every cell. Results depend on ``seed`` only, never on ``jobs``.
+
+    Chunks are generated lazily (memory does not grow with ``n_sims``) and, with
+    ``checkpoint``, each finished chunk is saved before the next is counted; a
+    checkpoint written for other arguments is refused unless ``restart``. On
+    Ctrl-C the workers stop at once and finished chunks stay in the checkpoint.
+    ``progress(done, total, label)`` is called as chunks finish (see :mod:`.progress`).
+    """
     if isinstance(n_sims, bool) or not isinstance(n_sims, (int, np.integer)) or n_sims < 1:
         raise InputError(f"the number of simulations must be a positive integer, got {n_sims!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"the seed must be a non-negative integer, got {seed!r}")
+    n_sims, seed = int(n_sims), int(seed)
+    report = as_progress(progress)
     exact = [s.exact() for s in scenarios]
-    tasks, keys, owner = [], [], []
-    for i, s in enumerate(scenarios):
-        if exact[i] is not None:
-            continue
-        size = max(1, int(s.chunk_size))
-        for j, start in enumerate(range(0, n_sims, size)):
-            n = min(size, n_sims - start)
-            tasks.append((s, seed, j, n))
-            ident = json.dumps([ENGINE_VERSION, seed, s.stream_key(), s.cell(), j, n], sort_keys=True, default=str)
-            keys.append(_digest(ident))
-            owner.append(i)
-    store = _Checkpoint(Path(checkpoint) if checkpoint else None)
-    todo = [t for t, k in zip(range(len(tasks)), keys) if k not in store.done]
-    total = sum(t[3] for t in tasks)
-    done_sims = [total - sum(tasks[t][3] for t in todo)]
-    if progress:
-        progress(done_sims[0], total)
+    simulated = [i for i, e in enumerate(exact) if e is None]
+    _check_memory([scenarios[i] for i in simulated])
+    plan = {i: (*_chunk_sizes(scenarios[i], n_sims), n_sims) for i in simulated}
+    identity = [ENGINE_VERSION, seed, n_sims,
+                [[i, scenarios[i].stream_key(), scenarios[i].cell(), plan[i][0]] for i in simulated]]
+    store = (Checkpoint(checkpoint, run_id(identity), {"cells": len(simulated), "n_sims": n_sims, "seed": seed},
+                        restart) if checkpoint else None)
+    sums = {i: PowerCounts() for i in simulated}
+    done: set[tuple[int, int]] = set()
+    for rec in store or ():
+        i, j, counts = _counts_from_record(rec, plan)
+        if (i, j) in done:
+            raise InputError(f"checkpoint {checkpoint} holds chunk {j} of cell {i} twice; --restart starts over")
+        done.add((i, j))
+        sums[i] += counts
+    total = n_sims * len(simulated)
+    state = {"done": sum(c.n for c in sums.values()), "started": time.monotonic(), "warned": False}
+    label = {i: ", ".join(f"{k}={v}" for k, v in scenarios[i].cell().items()) for i in simulated}
+    report(state["done"], total, "resuming from the checkpoint" if done else "starting")
 
-    def on_done(pos: int, counts: PowerCounts) -> None:
-        t = todo[pos]
-        store.add(keys[t], counts)
-        done_sims[0] += tasks[t][3]
-        if progress:
-            progress(done_sims[0], total)
+    def tasks() -> Iterator[tuple[int, Scenario, int, int, int]]:
+        for i in simulated:
+            size, chunks, _ = plan[i]
+            for j in range(chunks):
+                if (i, j) not in done:
+                    yield i, scenarios[i], seed, j, min(size, n_sims - j * size)
 
-    map_tasks(_run_task, [tasks[t] for t in todo], jobs=jobs, on_done=on_done)
-    sums: dict[int, PowerCounts] = {}
-    for k, i in zip(keys, owner):
-        sums[i] = sums.get(i, PowerCounts()) + store.done[k]
-    return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), sums[i]) for i, s in enumerate(scenarios)]
+    def on_done(task: tuple[int, Scenario, int, int, int], counts: PowerCounts) -> None:
+        i, _, _, j, n = task
+        if store is not None:
+            store.add({"cell": i, "chunk": j, "n": n, "counts": asdict(counts)})
+        sums[i] += counts
+        state["done"] += n
+        _warn_if_long(state, total)
+        report(state["done"], total, f"cell {simulated.index(i) + 1}/{len(simulated)} ({label[i]}): "
+                                     f"{sums[i].n:,}/{n_sims:,} studies")
+
+    try:
+        map_tasks(_run_task, tasks(), jobs=jobs, on_done=on_done)
+    except KeyboardInterrupt as exc:
+        raise Interrupted(store.resume_hint() if store is not None else
+                          "nothing was saved; add --checkpoint FILE to keep finished chunks") from exc
+    finally:
+        if store is not None:
+            store.close()
+    return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), sums[i])
+            for i, s in enumerate(scenarios)]
+
+
+def _warn_if_long(state: dict[str, Any], total: int) -> None:
+    """Warn once when the run, at its measured pace, will take over an hour."""
+    elapsed = time.monotonic() - state["started"]
+    if state["warned"] or elapsed < 2 or not state["done"]:
+        return
+    state["warned"] = True
+    left = elapsed / state["done"] * (total - state["done"])
+    if left > 3600:
+        warnings.warn(LongRunWarning(f"at the pace so far this run needs about {_duration(left)} more "
+                                     f"({total:,} simulated studies); Ctrl-C stops it"), stacklevel=2)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds / 60:.3g} minutes"
 
 
 def results_table(results: Sequence[PowerResult]) -> pd.DataFrame:

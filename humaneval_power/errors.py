@@ -20,3 +20,7 @@ class NotAttainableError(HepowerError):
     def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (or SIGTERM); the message says what was kept and how to resume. CLI exit 130."""

@@ -1,12 +1,14 @@
 """Reading and writing files: atomic outputs (never half a file) and table formats."""
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -16,19 +18,78 @@ TABLE_FORMATS = (".csv", ".json", ".parquet")
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, then rename."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"output folder does not exist: {folder}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=folder)
-    os.close(fd)
+TEMP_MARK = ".hepower-tmp-"
+
+
+def _target(path: str | Path) -> Path:
+    """Where a write to ``path`` lands: through symlinks, so a link keeps pointing at the written file."""
+    return Path(os.path.realpath(path))
+
+
+def _new_file_mode(path: Path) -> int:
+    """An existing file keeps its mode; a new one gets 0666 minus the umask (0644 normally)."""
     try:
-        write(Path(tmp))
-        os.replace(tmp, path)
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _temp_for(path: Path) -> Path:
+    """A fresh temporary file next to ``path``, named so that a later run can recognise it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TEMP_MARK}{os.getpid()}-", suffix=path.suffix or ".tmp",
+                               dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete temporary files that an interrupted write of ``path`` left behind (their process is gone)."""
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}{TEMP_MARK}*"):
+        pid = tmp.name[len(path.name) + 1 + len(TEMP_MARK):].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def write_outputs(writes: Sequence[tuple[str | Path, Callable[[Path], None]]]) -> None:
+    """Write every output, or none: each ``write(tmp)`` fills a temporary file next to its
+    target; only when all succeeded are they renamed over the targets (through symlinks,
+    keeping an existing file's mode, else the umask's)."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, write in writes:
+            target = _target(path)
+            if not target.parent.is_dir():
+                raise InputError(f"output folder does not exist: {Path(path).parent}")
+            tmp = _temp_for(target)
+            staged.append((tmp, target))
+            write(tmp)
+            os.chmod(tmp, _new_file_mode(target))
+        for tmp, target in staged:
+            os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
         raise
+
+
+def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Write one file through a temporary file in the same folder, then rename."""
+    write_outputs([(path, write)])
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -37,13 +98,52 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def check_output_path(path: str | Path, formats: tuple[str, ...] = TABLE_FORMATS, option: str = "--out") -> Path:
-    """Validate an output path (suffix, existing folder) before any work is done."""
+    """Validate an output path before any work is done: its suffix, that it is not a folder, and
+    that its folder exists and accepts a new file (tried for real: permissions, read-only
+    file systems). Temporary files of earlier interrupted writes are removed."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{option} {p} is a folder; give a file name ending in {', '.join(formats)}")
     if p.suffix.lower() not in formats:
         raise InputError(f"{option} must end in {', '.join(formats)}, got {p.name!r}")
-    if not (p.parent if str(p.parent) else Path(".")).is_dir():
-        raise InputError(f"output folder does not exist: {p.parent}")
+    target = _target(p)
+    if not target.parent.is_dir():
+        raise InputError(f"{option}: output folder does not exist: {target.parent}")
+    try:
+        _temp_for(target).unlink()
+    except OSError as exc:
+        raise InputError(f"{option}: cannot write to {target.parent}: {exc.strerror or exc}") from None
+    remove_stale_temps(target)
     return p
+
+
+def check_output_paths(*outputs: tuple[str | Path | None, tuple[str, ...], str]) -> list[Path | None]:
+    """:func:`check_output_path` for several ``(path or None, formats, option)``; refuses two options naming one file."""
+    checked = [check_output_path(p, fmts, opt) if p else None for p, fmts, opt in outputs]
+    seen: dict[Path, str] = {}
+    for p, (_, _, opt) in zip(checked, outputs):
+        if p is not None:
+            t = _target(p)
+            if t in seen:
+                raise InputError(f"{seen[t]} and {opt} name the same file {p}")
+            seen[t] = opt
+    return checked
+
+
+def table_writer(table: pd.DataFrame, path: str | Path) -> Callable[[Path], None]:
+    """A function writing ``table`` to a temporary file in the format of ``path``'s suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        return lambda tmp: table.to_csv(tmp, index=False)
+    if suffix == ".json":
+        return lambda tmp: tmp.write_text(json.dumps(json_records(table), indent=1) + "\n")
+    if suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise InputError("writing .parquet needs pyarrow: pip install 'humaneval-power[parquet]'") from None
+        return lambda tmp: table.to_parquet(tmp, index=False)
+    raise InputError(f"--out must end in {', '.join(TABLE_FORMATS)}, got {Path(path).name!r}")
 
 
 def json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -63,18 +163,7 @@ def json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 def write_table(table: pd.DataFrame, path: str | Path) -> None:
     """Write a table as CSV, JSON (array of records) or Parquet, atomically."""
-    p = check_output_path(path)
-    suffix = p.suffix.lower()
-    if suffix == ".csv":
-        _atomic(p, lambda tmp: table.to_csv(tmp, index=False))
-    elif suffix == ".json":
-        _atomic(p, lambda tmp: tmp.write_text(json.dumps(json_records(table), indent=1) + "\n"))
-    else:
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise InputError("writing .parquet needs pyarrow: pip install 'humaneval-power[parquet]'") from None
-        _atomic(p, lambda tmp: table.to_parquet(tmp, index=False))
+    _atomic(check_output_path(path), table_writer(table, path))
 
 
 # ---------------------------------------------------------------- tidy inputs

@@ -30,6 +30,7 @@ class ItemStats:
     metric: str
     stats: np.ndarray
     score_sums: Callable[[np.ndarray], np.ndarray]
+    references: int = 1  #: reference streams the statistics were computed against
 
     @property
     def n(self) -> int:
@@ -40,11 +41,16 @@ class ItemStats:
 
 
 def check_paired(a: ItemStats, b: ItemStats) -> None:
-    """Two systems' statistics on the same segments, for the same metric."""
+    """Two different systems' statistics on the same segments, for the same metric and references."""
     if a.metric != b.metric:
         raise InputError(f"both systems need the same metric ({a.metric} vs {b.metric})")
+    if a.references != b.references:
+        raise InputError(f"both systems need the same references ({a.references} vs {b.references} reference files)")
     if a.n != b.n:
         raise InputError(f"the two systems have {a.n} and {b.n} segments: outputs must align line by line")
+    if np.array_equal(a.stats, b.stats):
+        raise InputError("the two systems have the same statistics on every segment (the same output twice?): "
+                         "nothing to compare")
 
 
 def bleu_from_sums(sums: np.ndarray, max_order: int = 4) -> np.ndarray:
@@ -106,18 +112,35 @@ def read_lines(path: str | Path, what: str) -> list[str]:
     return lines
 
 
-def corpus_stats(hypotheses: Sequence[str], references: Sequence[str], metric: str = "bleu") -> ItemStats:
-    """sacrebleu's per-sentence statistics of ``hypotheses`` against one reference each."""
+def corpus_stats(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]],
+                 metric: str = "bleu") -> ItemStats:
+    """sacrebleu's per-sentence statistics of ``hypotheses`` against one or several references.
+
+    ``references``: one reference per segment (a sequence of strings), or several
+    reference streams (a sequence of such sequences, each aligned with the
+    hypotheses). With several, the statistics are sacrebleu's multi-reference
+    ones: BLEU clips each n-gram count by its largest count in any reference and
+    takes the reference length closest to the hypothesis; chrF keeps, per
+    segment, the reference with the best sentence chrF.
+    """
     check_choice("metric", metric, METRICS)
-    if len(hypotheses) != len(references):
-        raise InputError(f"{len(hypotheses)} hypotheses but {len(references)} references: files must align line by line")
+    if isinstance(references, str) or not len(references):
+        raise InputError("references must be one line per segment, or a list of such reference streams")
+    streams = [list(references)] if isinstance(references[0], str) else [list(r) for r in references]
+    for k, stream in enumerate(streams, 1):
+        if isinstance(stream, str) or not all(isinstance(line, str) for line in stream):
+            raise InputError("references must be one line per segment, or a list of such reference streams")
+        if len(hypotheses) != len(stream):
+            which = f"reference {k}" if len(streams) > 1 else "references"
+            raise InputError(f"{len(hypotheses)} hypotheses but {len(stream)} lines in {which}: "
+                             "files must align line by line")
     if not len(hypotheses):
         raise InputError("no segments")
     import sacrebleu
 
     scorer: Any = sacrebleu.BLEU() if metric == "bleu" else sacrebleu.CHRF()
-    stats = np.asarray(scorer._extract_corpus_statistics(list(hypotheses), [list(references)]), dtype=float)
-    return ItemStats(metric, stats, bleu_from_sums if metric == "bleu" else chrf_from_sums)
+    stats = np.asarray(scorer._extract_corpus_statistics(list(hypotheses), streams), dtype=float)
+    return ItemStats(metric, stats, bleu_from_sums if metric == "bleu" else chrf_from_sums, len(streams))
 
 
 def per_item_stats(values: Sequence[float], metric: str = "mean") -> ItemStats:

@@ -75,6 +75,22 @@ class LikertParams:
             raise InputError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
         return replace(self, **sds, name=self.name + "+overrides" if sds else self.name)
 
+    def invariant_components(self) -> dict[str, float]:
+        """The coding-invariant model's SDs for this pair: group and group x system, for workers and items.
+
+        The reverse of ``sd_slope^2 = 2 tau^2``, ``sd_intercept^2 = sigma^2 + tau^2 / 2``; it exists
+        only when ``sd_intercept^2 >= sd_slope^2 / 4`` (InputError otherwise).
+        """
+        out = {}
+        for g in ("worker", "item"):
+            icpt, slope = getattr(self, f"sd_{g}_intercept"), getattr(self, f"sd_{g}_slope")
+            if icpt**2 < slope**2 / 4:
+                raise InputError(f"{self.name}: no coding-invariant equivalent: sd_{g}_intercept {icpt:g} is below "
+                                 f"half sd_{g}_slope ({slope / 2:g}), which the invariant model cannot produce")
+            out[f"sd_{g}"] = math.sqrt(icpt**2 - slope**2 / 4)
+            out[f"sd_{g}_system"] = slope / math.sqrt(2)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """The parameter-file document."""
         d = asdict(self)
@@ -235,6 +251,7 @@ class H2HParams:
     intercept: float | None = None
     name: str = "custom"
     provenance: dict[str, Any] = field(default_factory=dict)
+    separation: str | None = None  #: why the fit looked quasi-separated (then the SDs are not usable), or None
 
     def __post_init__(self) -> None:
         for key in ("sd_worker", "sd_item"):
@@ -243,20 +260,31 @@ class H2HParams:
                 raise InputError(f"{key} must be a finite number >= 0, got {value!r}")
 
     @classmethod
-    def from_json(cls, doc: Any, source: str = "parameter file") -> H2HParams:
+    def from_json(cls, doc: Any, source: str = "parameter file", allow_separation: bool = False) -> H2HParams:
+        """Validate a parameter document; one marked ``"separation": true`` (a quasi-separated
+        fit, see ``hepower fit``) is refused unless ``allow_separation``."""
         if not isinstance(doc, dict) or doc.get("schema") != H2H_SCHEMA:
             family = doc.get("family") if isinstance(doc, dict) else None
             raise InputError(f"{source}: not a head-to-head parameter file (family {family!r}); "
                              "fit one with `hepower fit --family binomial`")
+        separation = None
+        if doc.get("separation"):
+            separation = str(doc.get("separation_reason") or "quasi-separated")
+            if not allow_separation:
+                raise InputError(f"{source}: the fit behind these parameters is {separation}; plan with "
+                                 "parameters from another pilot or your own SDs, or force it (--force, "
+                                 "allow_separation=True)")
         try:
             return cls(sd_worker=doc["sd_worker"], sd_item=doc["sd_item"], intercept=doc.get("intercept"),
-                       name=str(doc.get("name", "custom")), provenance=dict(doc.get("provenance") or {}))
+                       name=str(doc.get("name", "custom")), provenance=dict(doc.get("provenance") or {}),
+                       separation=separation)
         except KeyError as exc:
             raise InputError(f"{source}: missing {exc.args[0]}") from None
         except InputError as exc:
             raise InputError(f"{source}: {exc}") from None
 
 
-def load_h2h_params(path: str | Path, comparison: str | None = None) -> H2HParams:
-    """Read a head-to-head parameter file (``comparison`` picks one from a set)."""
-    return H2HParams.from_json(read_params_doc(path, comparison), source=str(path))
+def load_h2h_params(path: str | Path, comparison: str | None = None, allow_separation: bool = False) -> H2HParams:
+    """Read a head-to-head parameter file (``comparison`` picks one from a set); a file marked as
+    quasi-separated is refused unless ``allow_separation``."""
+    return H2HParams.from_json(read_params_doc(path, comparison), source=str(path), allow_separation=allow_separation)

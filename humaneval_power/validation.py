@@ -8,6 +8,9 @@ import numpy as np
 
 from .errors import InputError
 
+#: what to do with tied head-to-head judgments: ``drop`` them, or ``split`` each into half a win and half a loss
+TIE_POLICIES = ("drop", "split")
+
 
 def check_count(name: str, value: Any, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (booleans refused)."""

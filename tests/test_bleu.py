@@ -10,7 +10,10 @@ from scipy import stats
 
 from humaneval_power.cli import main
 from humaneval_power.engine import run_cells
-from humaneval_power.fitting.swap_effects import fit_laplace, subset_swap_check, swap_effects
+from humaneval_power.errors import InputError
+from humaneval_power.fitting.swap_effects import (
+    estimate_swap_parameters, fit_laplace, subset_swap_check, swap_effects,
+)
 from humaneval_power.metrics import corpus_stats, read_lines
 from humaneval_power.scenarios.bleu import BleuScenario, bleu_mde, draw_swap_effects
 from humaneval_power.scenarios.f1 import F1Scenario
@@ -70,6 +73,56 @@ def test_swap_effects_against_rescoring_text(wmt) -> None:
     # App. G, Fig. 15: single-swap effects add up to the effect of swapping a subset
     check = subset_swap_check(a, b, eff)
     assert check["correlation"] > 0.99 and check["rms_gap"] < 0.25 * check["sd_subset_effect"]
+
+
+def test_two_references_equal_sacrebleu(wmt) -> None:
+    """Multi-reference statistics (issue 17: 9): the reference plus NLLB_MBR_BLEU's output as a second one."""
+    import sacrebleu
+
+    _, ref, outs, _ = wmt
+    refs = [ref, outs["NLLB_MBR_BLEU"]]
+    rng = np.random.default_rng(1)
+    for name in ("HW-TSC", "ONLINE-A", "ONLINE-Y"):
+        hyp = outs[name]
+        for metric, scorer in (("bleu", sacrebleu.BLEU()), ("chrf", sacrebleu.CHRF())):
+            st = corpus_stats(hyp, refs, metric)
+            assert st.references == 2
+            assert st.corpus_score() == pytest.approx(scorer.corpus_score(hyp, refs).score, abs=1e-9)
+            assert st.corpus_score() > corpus_stats(hyp, ref, metric).corpus_score() + 5  # the second one counts
+            w = (rng.random((20, st.n)) < 0.01).astype(float)  # sub-corpora: the sums score as sacrebleu
+            want = [scorer._compute_score_from_stats(list(x)).score for x in w @ st.stats]
+            assert np.allclose(st.score_sums(w @ st.stats), want, atol=1e-9, rtol=0)
+    a_txt, b_txt = outs["ONLINE-A"], outs["HW-TSC"]
+    eff = swap_effects(corpus_stats(a_txt, refs), corpus_stats(b_txt, refs))
+    base = sacrebleu.corpus_bleu(b_txt, refs).score - sacrebleu.corpus_bleu(a_txt, refs).score
+    a2, b2 = list(a_txt), list(b_txt)
+    a2[17], b2[17] = b_txt[17], a_txt[17]
+    swapped = sacrebleu.corpus_bleu(b2, refs).score - sacrebleu.corpus_bleu(a2, refs).score
+    assert eff[17] == pytest.approx(swapped - base, abs=1e-9)
+
+
+def test_reference_streams_are_checked(wmt) -> None:
+    _, ref, outs, _ = wmt
+    hyp = outs["HW-TSC"]
+    with pytest.raises(InputError, match="lines in reference 2"):
+        corpus_stats(hyp, [ref, ref[:-1]])
+    with pytest.raises(InputError, match="one line per segment"):
+        corpus_stats(hyp, "the reference")
+    a, b = corpus_stats(hyp, ref), corpus_stats(outs["ONLINE-A"], [ref, ref])
+    with pytest.raises(InputError, match="same references"):
+        paired_randomization(a, b)
+
+
+def test_a_system_against_itself_is_a_clean_error(wmt, recwarn: pytest.WarningsRecorder) -> None:
+    """Main: estimate leaked numpy's RuntimeWarning, the paired bootstrap called it significant (p = 0.001)."""
+    _, ref, outs, _ = wmt
+    a = corpus_stats(outs["HW-TSC"], ref)
+    b = corpus_stats(list(outs["HW-TSC"]), ref)
+    for call in (lambda: estimate_swap_parameters(a, b, 50), lambda: paired_bootstrap(a, b, 100),
+                 lambda: paired_randomization(a, b, 100)):
+        with pytest.raises(InputError, match="same statistics on every segment"):
+            call()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
 def test_laplace_fit_recovers_parameters() -> None:
@@ -207,3 +260,29 @@ def test_bad_files(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["bleu"] + argv) == 2, argv
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_several_references_and_the_same_system_twice(wmt, capsys: pytest.CaptureFixture[str]) -> None:
+    import sacrebleu
+
+    d, ref, outs, _ = wmt
+    refs = [str(d / "reference.txt"), str(d / "system.NLLB_MBR_BLEU.txt")]
+    assert main(["bleu", "test", "--ref", *refs, "--baseline", str(d / "system.ONLINE-Y.txt"), "--systems",
+                 str(d / "system.HW-TSC.txt"), "--trials", "200", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    two = [ref, outs["NLLB_MBR_BLEU"]]
+    assert row["references"] == 2
+    assert row["score"] == pytest.approx(sacrebleu.corpus_bleu(outs["HW-TSC"], two).score, abs=1e-9)
+    assert row["baseline_score"] == pytest.approx(sacrebleu.corpus_bleu(outs["ONLINE-Y"], two).score, abs=1e-9)
+    assert main(["bleu", "estimate", "--ref", refs[0], "--ref", refs[1], "--sys-a", str(d / "system.ONLINE-A.txt"),
+                 "--sys-b", str(d / "system.HW-TSC.txt"), "--n-boot", "50", "--metric", "chrf", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert rec["references"] == 2
+    assert rec["chrf_b"] == pytest.approx(sacrebleu.corpus_chrf(outs["HW-TSC"], two).score, abs=1e-9)
+    same = str(d / "system.HW-TSC.txt")
+    for argv in (["test", "--ref", refs[0], "--baseline", same, "--systems", same],
+                 ["test", "--ref", refs[0], "--baseline", same, "--systems", same, "--paired-bs"],
+                 ["estimate", "--ref", refs[0], "--sys-a", same, "--sys-b", same]):
+        assert main(["bleu"] + argv) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "same statistics" in err and "Warning" not in err

@@ -104,7 +104,8 @@ def test_judgments_orientation_and_ties() -> None:
     drop = read_judgments(pairs, baseline="A")
     assert list(drop.frame.score) == [1.0, 1.0, 0.0, 0.0]  # B won, B won (as a), A won (b), A won by name
     split = read_judgments(pairs, baseline="A", ties="split")
-    assert split.frame.w.sum() == pytest.approx(5.0)
+    assert list(split.frame.score) == [1.0, 1.0, 0.5, 0.0, 0.0]  # one row per judgment, a tie scores 1/2
+    assert split.counts()["n_ratings"] == 5
     with pytest.raises(InputError):
         read_judgments(pairs, baseline="C")
 

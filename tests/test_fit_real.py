@@ -57,7 +57,7 @@ def test_expert_two_systems_lme4_equals_statsmodels(lme4_backend, data_dir: Path
 
 def test_satterthwaite_and_wald_equal_lmertest_at_the_same_point(lme4_backend, data_dir: Path) -> None:
     """The no-R variance-parameter calculus, evaluated at lme4's own optimum, reproduces lmerTest exactly."""
-    from humaneval_power.fitting.model import Design, wald_sd_intervals
+    from humaneval_power.fitting.types import Design, wald_sd_intervals
     from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 
     data = expert(data_dir)
@@ -269,7 +269,7 @@ def test_statsmodels_optimum_never_worse_than_lme4(lme4_backend, data_dir: Path)
 def test_statsmodels_bootstrap_intervals_match_lme4s(lme4_backend, data_dir: Path) -> None:
     """Parametric-bootstrap percentile intervals, 500 refits each way: lme4's end points lie within
     the Monte-Carlo band of ours (order statistics at p +- 3.5 sqrt(2 p (1 - p) / B))."""
-    from humaneval_power.fitting.model import Design
+    from humaneval_power.fitting.types import Design
     from humaneval_power.fitting.statsmodels_lmm import bootstrap_sd_draws
     from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 

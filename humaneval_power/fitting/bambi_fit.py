@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..errors import BackendUnavailableError, InputError
+from ..errors import BackendUnavailableError
 
 if TYPE_CHECKING:
-    from .model import RawFit
+    from .types import RawFit
 
 INSTALL_HINT = "pip install 'humaneval-power[bayes]' (bambi, pymc, arviz; matplotlib<3.11)"
 #: draws kept per parameter in exported files
@@ -28,14 +28,22 @@ def _import_bambi():
     return bambi
 
 
+def p_direction(draws: np.ndarray) -> float:
+    """Posterior probability that the parameter has the sign of its median (a posterior has no p-value)."""
+    draws = np.asarray(draws, float)
+    return float(max((draws > 0).mean(), (draws < 0).mean()))
+
+
 def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000, chains: int = 2,
               seed: int = 1) -> "RawFit":
-    """Fit ``formula`` (lme4 syntax with separate terms) with bambi's default priors."""
-    from .model import RawFit
+    """Fit ``formula`` (lme4 syntax with separate terms) with bambi's default priors.
+
+    Coefficients carry posterior medians, SDs, 95% equal-tailed intervals and ``p_direction``;
+    their ``p_value`` and ``df`` are NaN (a posterior has neither).
+    """
+    from .types import RawFit
 
     bmb = _import_bambi()
-    if "w" in frame.columns:
-        raise InputError("the bambi backend cannot weight judgments: use --ties drop, or --backend lme4")
     data = frame.copy()
     data["worker"] = "w" + data["worker"].astype(str)
     data["item"] = "i" + data["item"].astype(str)
@@ -50,7 +58,7 @@ def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000,
     flat = {name: post[name].values.reshape(-1) for name in post.data_vars if post[name].ndim == 2}
     comp_rows, all_draws = [], {}
     for name, values in flat.items():
-        m = re.match(r"(1|\w+)\|(worker|item)_sigma$", name)
+        m = re.match(r"(1|\w+)\|(worker|item|worker:system|item:system)_sigma$", name)
         if m:
             term = "(Intercept)" if m.group(1) == "1" else m.group(1)
             comp_rows.append((m.group(2), term, float(np.median(values)), *np.quantile(values, [0.025, 0.975])))
@@ -61,10 +69,11 @@ def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000,
         if name == "Intercept" or (name in frame.columns and name not in ("worker", "item", "score")):
             term = "(Intercept)" if name == "Intercept" else name
             lo, hi = np.quantile(values, [0.025, 0.975])
-            p = 2 * min((values > 0).mean(), (values < 0).mean())
-            coef_rows.append((term, float(np.median(values)), float(values.std()), float("nan"), lo, hi, p))
+            coef_rows.append((term, float(np.median(values)), float(values.std()), float("nan"), lo, hi, float("nan"),
+                              p_direction(values)))
             all_draws[f"b|{term}"] = values
-    coefficients = pd.DataFrame(coef_rows, columns=["term", "estimate", "se", "df", "lower", "upper", "p_value"])
+    coefficients = pd.DataFrame(coef_rows, columns=["term", "estimate", "se", "df", "lower", "upper", "p_value",
+                                                    "p_direction"])
     sigma = flat.get("sigma")
     if sigma is not None:
         all_draws["sigma"] = sigma

@@ -12,274 +12,25 @@ sqrt(sd_int^2 + sd_slope^2/4) (+ the covariance term when correlated).
 Binomial (head-to-head): for each system against the baseline,
 ``won ~ 1 + (1 | worker) + (1 | item)``, logistic; the intercept is the
 log-odds that the system beats the baseline for a typical worker and item.
+
+Backends are found in :mod:`.registry`; shared types live in :mod:`.types`.
 """
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..validation import check_choice
-from ..params import SD_NAMES, LikertParams
+from . import registry
 from .ratings import PilotData
+from .types import GROUPS, Design, FitOptions, FitResult, RawFit, component_label, zero_components
 
-BACKENDS = ("lme4", "statsmodels", "bambi")
-INTERVALS = ("wald", "profile", "boot", "posterior", "none")
-GROUPS = ("worker", "item")
-#: a variance component is "at zero" when its SD is below this share of the residual SD (lme4's tolerance)
-ZERO_TOL = 1e-4
+BACKENDS = tuple(registry.REGISTRY)
+INTERVALS = tuple(dict.fromkeys(m for b in registry.REGISTRY.values() for ms in b.intervals.values() for m in ms))
 
-
-@dataclass(frozen=True)
-class RawFit:
-    """What a backend returns, in backend-neutral form.
-
-    ``components``: group, term, sd, lower, upper (NaN when not available).
-    ``coefficients``: term, estimate, se, df, p_value.
-    """
-
-    backend: str
-    coefficients: pd.DataFrame
-    components: pd.DataFrame
-    correlations: pd.DataFrame
-    sigma: float
-    sigma_interval: tuple[float, float]
-    singular: bool
-    warnings: tuple[str, ...]
-    versions: dict[str, str]
-    criterion: float = math.nan
-    draws: dict[str, list[float]] | None = None
-
-
-@dataclass(frozen=True)
-class Design:
-    """Contrast columns of a fit: ``columns[k]`` codes ``systems[k + 1]`` against the baseline."""
-
-    systems: tuple[str, ...]
-    columns: tuple[str, ...]
-    family: str
-
-    @classmethod
-    def for_data(cls, data: PilotData) -> Design:
-        if data.family == "binomial":
-            return cls(data.systems, (), "binomial")
-        cols = ("x",) if len(data.systems) == 2 else tuple(f"c{k}" for k in range(1, len(data.systems)))
-        return cls(data.systems, cols, "gaussian")
-
-    def model_frame(self, data: PilotData) -> pd.DataFrame:
-        """Integer-coded worker/item and the contrast columns."""
-        f = data.frame
-        out = pd.DataFrame({
-            "worker": pd.factorize(f["worker"])[0] + 1,
-            "item": pd.factorize(f["item"])[0] + 1,
-            "score": f["score"].to_numpy(float),
-        })
-        if self.columns == ("x",):
-            out["x"] = np.where(f["system"] == self.systems[1], 0.5, -0.5)
-        else:
-            for col, system in zip(self.columns, self.systems[1:]):
-                out[col] = (f["system"] == system).astype(float).to_numpy()
-        if "w" in f:
-            out["w"] = f["w"].to_numpy(float)
-        return out
-
-    def components(self) -> list[tuple[str, str]]:
-        """(group, term) of every random effect of the full model."""
-        return [(g, t) for g in GROUPS for t in ("(Intercept)",) + self.columns]
-
-    def formula(self, correlated: bool = False, dropped: frozenset[tuple[str, str]] = frozenset()) -> str:
-        """lme4 formula (separate terms when uncorrelated, so single ones can be dropped)."""
-        lhs = "score ~ 1" + "".join(f" + {c}" for c in self.columns)
-        terms = []
-        for g in GROUPS:
-            kept = [t for t in ("(Intercept)",) + self.columns if (g, t) not in dropped]
-            if correlated and len(kept) > 1:
-                inner = ("1" if "(Intercept)" in kept else "0") + "".join(f" + {t}" for t in kept if t != "(Intercept)")
-                terms.append(f"({inner} | {g})")
-            else:
-                terms += [f"(1 | {g})" if t == "(Intercept)" else f"(0 + {t} | {g})" for t in kept]
-        return lhs + "".join(f" + {t}" for t in terms)
-
-
-def wald_sd_intervals(theta: np.ndarray, sigma: float, vcov: np.ndarray, level: float = 0.95) -> list[tuple[float, float]]:
-    """Delta-method intervals on the log-SD scale for sd_k = theta_k * sigma and sigma itself.
-
-    ``vcov``: covariance of (theta..., sigma) (lmerTest's ``vcov_varpar``). An SD
-    at zero gets [0, NaN]: the log scale has no upper bound there.
-    """
-    from scipy import stats
-
-    z = stats.norm.isf((1 - level) / 2)
-    m = len(theta)
-    out = []
-    for k in range(m + 1):
-        grad = np.zeros(m + 1)
-        if k < m:
-            grad[k], grad[m], sd = sigma, theta[k], theta[k] * sigma
-        else:
-            grad[m], sd = 1.0, sigma
-        var = float(grad @ vcov @ grad)
-        if sd <= ZERO_TOL * sigma or not np.isfinite(var) or var <= 0:
-            out.append((0.0 if sd <= ZERO_TOL * sigma else float("nan"), float("nan")))
-            continue
-        half = min(z * np.sqrt(var) / sd, 700.0)  # exp() of more overflows: the interval is [0, inf) anyway
-        out.append((sd * float(np.exp(-half)), sd * float(np.exp(half))))
-    return out
-
-
-def component_label(design: Design, group: str, term: str) -> str:
-    """Human name of a variance component, e.g. 'worker slope of F vs A'."""
-    if design.family == "binomial":
-        return f"{group} intercept ({term} vs {design.systems[0]})"
-    if term == "(Intercept)":
-        return f"{group} intercept"
-    system = design.systems[1 + design.columns.index(term)]
-    return f"{group} slope of {system} vs {design.systems[0]}"
-
-
-def zero_components(design: Design, raw: RawFit) -> list[tuple[str, str]]:
-    """(group, term) of the components estimated at zero."""
-    c = raw.components
-    tol = ZERO_TOL * (raw.sigma if math.isfinite(raw.sigma) else 1.0)
-    return [(g, t) for g, t, sd in zip(c["group"], c["term"], c["sd"]) if sd <= tol]
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """A fitted pilot: per-comparison records (system vs baseline) and everything behind them."""
-
-    data: PilotData
-    design: Design
-    raw: RawFit
-    correlated: bool
-    intervals: str
-    dropped: tuple[tuple[str, str, str], ...] = ()  #: (group, term, why)
-    steps: tuple[str, ...] = ()  #: what --simplify did, in order
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def zero_components(self) -> list[str]:
-        return [component_label(self.design, g, t) for g, t in zero_components(self.design, self.raw)]
-
-    def comparison(self, system: str | None = None) -> dict[str, Any]:
-        """The record of one comparison (the only one when there are two systems)."""
-        if system is None:
-            if len(self.records) != 1:
-                raise InputError("several comparisons: name one ({})".format(", ".join(r["system"] for r in self.records)))
-            return self.records[0]
-        for r in self.records:
-            if r["system"] == system:
-                return r
-        raise InputError(f"no comparison for system {system!r}; have {', '.join(r['system'] for r in self.records)}")
-
-    def provenance(self, system: str) -> dict[str, Any]:
-        """Where a parameter set comes from: input, counts, backend, convergence, intervals."""
-        rec = self.comparison(system)
-        return {
-            "source": self.data.source,
-            "sha256": self.data.sha256,
-            **self.data.counts(),
-            "family": self.design.family,
-            "baseline": self.design.systems[0],
-            "system": system,
-            "backend": self.raw.backend,
-            "versions": self.raw.versions,
-            "model": self.design.formula(self.correlated, frozenset((g, t) for g, t, _ in self.dropped))
-            if self.design.family == "gaussian" else "won ~ 1 + (1 | worker) + (1 | item) (logistic)",
-            "singular": self.raw.singular,
-            "zero_components": self.zero_components,
-            "simplified": list(self.steps),
-            "warnings": list(self.raw.warnings),
-            "notes": list(self.data.notes),
-            "original_scale": list(self.data.scale) if self.data.scale else None,
-            "effect": rec["effect"],
-            "effect_se": rec["effect_se"],
-            "df": rec["df"],
-            "p_value": rec["p_value"],
-            "intervals": {"method": self.intervals, **rec.get("intervals", {})},
-        }
-
-    def to_params_doc(self, system: str | None = None) -> dict[str, Any]:
-        """The parameter-file document of one comparison."""
-        rec = self.comparison(system)
-        prov = self.provenance(rec["system"])
-        if self.design.family == "binomial":
-            doc = {
-                "schema": "humaneval-power/h2h-params",
-                "version": 1,
-                "family": "binomial",
-                "name": f"{rec['system']} vs {rec['baseline']}",
-                "intercept": rec["effect"],
-                "sd_worker": rec["sd_worker"],
-                "sd_item": rec["sd_item"],
-                "provenance": prov,
-            }
-        else:
-            params = LikertParams(
-                intercept=rec["intercept"],
-                **{k: rec[k] for k in SD_NAMES},
-                scale=(0.0, 1.0) if self.data.scale else None,
-                effect=rec["effect"],
-                name=f"{rec['system']} vs {rec['baseline']}",
-                provenance=prov,
-            )
-            doc = params.to_json()
-            doc["correlations"] = rec.get("correlations")
-        if self.raw.draws:
-            doc["posterior_draws"] = comparison_draws(self.design, self.raw.draws, rec["system"])
-        return doc
-
-    def to_params_file(self) -> dict[str, Any]:
-        """One comparison: its document; several: a set keyed by system."""
-        if len(self.records) == 1:
-            return self.to_params_doc()
-        return {
-            "schema": "humaneval-power/params-set",
-            "version": 1,
-            "baseline": self.design.systems[0],
-            "comparisons": {r["system"]: self.to_params_doc(r["system"]) for r in self.records},
-        }
-
-    def summary(self) -> str:
-        """A readable summary: fixed effects with SE, df, p; variance components with intervals."""
-        c = self.data.counts()
-        lines = [
-            f"{self.design.family} mixed model, backend {self.raw.backend}: {c['n_ratings']} ratings, "
-            f"{c['n_workers']} workers, {c['n_items']} items, {c['n_systems']} systems (baseline {self.design.systems[0]})",
-        ]
-        if self.design.family == "gaussian":
-            lines.append("model: " + self.design.formula(self.correlated, frozenset((g, t) for g, t, _ in self.dropped)))
-        lines.append("\nfixed effects (difference from the baseline):")
-        co = self.raw.coefficients.copy()
-        names = dict(zip(self.design.columns, (f"{s} vs {self.design.systems[0]}" for s in self.design.systems[1:])))
-        co["term"] = [names.get(t, t) for t in co["term"]]
-        lines.append(co.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-        lines.append("\nvariance components (SD; 95% interval: " + self.intervals + "):")
-        order = {gt: k for k, gt in enumerate(self.design.components())}
-        comp = self.raw.components.copy()
-        comp = comp.iloc[sorted(range(len(comp)), key=lambda r: order.get((comp.group.iloc[r], comp.term.iloc[r]), r))]
-        comp.insert(0, "component", [component_label(self.design, g, t) for g, t in zip(comp.group, comp.term)])
-        lines.append(comp.drop(columns=["group", "term"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-        if self.design.family == "gaussian":
-            lo, hi = self.raw.sigma_interval
-            lines.append(f"residual SD {self.raw.sigma:.4g} [{lo:.4g}, {hi:.4g}]")
-        if self.correlated and not self.raw.correlations.empty:
-            lines.append(self.raw.correlations.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        zeros = self.zero_components
-        if zeros:
-            lines.append("\nsingular fit: estimated at zero: " + "; ".join(zeros))
-        for step in self.steps:
-            lines.append(f"simplify: {step}")
-        for w in self.raw.warnings:
-            lines.append(f"warning ({self.raw.backend}): {w}")
-        for n in self.data.notes:
-            lines.append(f"note: {n}")
-        return "\n".join(lines)
+__all__ = ["BACKENDS", "INTERVALS", "FitResult", "build_records", "fit_pilot"]
 
 
 def _coef(raw: RawFit, term: str) -> pd.Series:
@@ -304,11 +55,29 @@ def _correlation(raw: RawFit, group: str, term: str) -> float:
     return float(hit.iloc[0].cor) if len(hit) else 0.0
 
 
+def _pair_intervals(design: Design, raw: RawFit, group: str, system: str) -> dict[str, list[float]]:
+    """Intervals of a pair's intercept and slope SDs where each is one component's SD (times a constant)."""
+    nan = [math.nan, math.nan]
+    if design.random == "invariant":
+        _, lo, hi = _component(raw, f"{group}:system", "(Intercept)")
+        return {"intercept": nan, "slope": [math.sqrt(2) * lo, math.sqrt(2) * hi]}
+    if design.random == "per-system":
+        return {"intercept": nan, "slope": nan}
+    col = design.columns[design.systems.index(system) - 1]
+    intercept = list(_component(raw, group, "(Intercept)")[1:]) if design.columns == ("x",) else nan
+    return {"intercept": intercept, "slope": list(_component(raw, group, col)[1:])}
+
+
 def build_records(data: PilotData, design: Design, raw: RawFit, correlated: bool) -> list[dict[str, Any]]:
-    """One record per comparison (system vs baseline), planner names and conventions."""
+    """One record per comparison (system vs baseline), planner names and conventions (see :meth:`Design.pair_moments`)."""
     counts = data.counts()
     records = []
     b0 = float(_coef(raw, "(Intercept)").estimate)
+    zeros = set(zero_components(design, raw))
+
+    def sd(group: str, term: str) -> float:
+        return _component(raw, group, term)[0]
+
     for col, system in zip(design.columns, design.systems[1:]):
         co = _coef(raw, col)
         rec: dict[str, Any] = {
@@ -317,27 +86,32 @@ def build_records(data: PilotData, design: Design, raw: RawFit, correlated: bool
         }
         intervals: dict[str, list[float]] = {}
         corr: dict[str, float] = {}
+        notes: list[str] = []
         for g in GROUPS:
-            sd_i, lo_i, hi_i = _component(raw, g, "(Intercept)")
-            sd_s, lo_s, hi_s = _component(raw, g, col)
-            if design.columns == ("x",):
-                sd_int, rho = sd_i, _correlation(raw, g, col)
-                intervals[f"sd_{g}_intercept"] = [lo_i, hi_i]
-            else:  # treatment coding -> mean of the two systems as intercept
-                cov = _correlation(raw, g, col) * sd_i * sd_s
-                sd_int = math.sqrt(sd_i**2 + sd_s**2 / 4 + cov)
-                rho = (cov + sd_s**2 / 2) / (sd_int * sd_s) if sd_int > 0 and sd_s > 0 else 0.0
-                intervals[f"sd_{g}_intercept"] = [math.nan, math.nan]
-            rec[f"sd_{g}_intercept"] = sd_int
-            rec[f"sd_{g}_slope"] = sd_s
-            intervals[f"sd_{g}_slope"] = [lo_s, hi_s]
+            cov = _correlation(raw, g, col) * sd(g, "(Intercept)") * sd(g, col) if design.random == "slopes" else 0.0
+            var_int, var_slope, cov_pair = design.pair_moments(sd, system, g, cov)
+            rec[f"sd_{g}_intercept"], rec[f"sd_{g}_slope"] = math.sqrt(var_int), math.sqrt(var_slope)
+            rho = cov_pair / math.sqrt(var_int * var_slope) if var_int > 0 and var_slope > 0 else 0.0
+            for which, ci in _pair_intervals(design, raw, g, system).items():
+                intervals[f"sd_{g}_{which}"] = ci
             if correlated:
                 corr[g] = rho
+            elif abs(rho) > 1e-6:
+                notes.append(f"under the {design.random} model the {g} intercept and slope of {system} vs "
+                             f"{design.systems[0]} are correlated (rho = {rho:.3f}); the planner simulates them "
+                             "uncorrelated")
+        driven = [component_label(design, g, t) for g, t in design.contrast_components(system) if (g, t) in zeros]
+        if driven:
+            notes.append(f"the df of {system} vs {design.systems[0]} ({float(co.df):.4g}) rest on a variance component "
+                         f"estimated at zero ({'; '.join(driven)}): the test treats that source of variation as "
+                         "absent, so its p-value can be far too small with few raters; compare with another --random "
+                         "structure")
         rec["sd_residual"] = raw.sigma
         intervals["sd_residual"] = list(raw.sigma_interval)
         rec["intercept"] = b0 if design.columns == ("x",) else b0 + float(co.estimate) / 2
         rec["singular"] = raw.singular
         rec["intervals"] = intervals
+        rec["notes"] = notes
         if correlated:
             rec["correlations"] = corr
         records.append(rec)
@@ -354,6 +128,8 @@ def fit_pilot(
     seed: int = 1,
     draws: int = 1000,
     chains: int = 2,
+    progress: Callable[[str], None] | None = None,
+    random: str | None = None,
 ) -> FitResult:
     """Fit the crossed mixed model to validated pilot data.
 
@@ -361,28 +137,32 @@ def fit_pilot(
     ``profile``, ``boot`` (parametric, ``nboot``), ``posterior`` (bambi), ``none``.
     ``simplify`` drops zero variance components one at a time (after first
     dropping correlations) and records what was dropped and why.
+    ``progress`` receives a line of text at each stage of a long fit.
+    ``random``: the random-effect structure (:class:`~.types.Design`): ``slopes`` (Card et al.;
+    the default for two systems), ``invariant`` (the default for more), ``per-system``.
     """
-    check_choice("backend", backend, BACKENDS)
-    defaults = {"lme4": "wald", "statsmodels": "wald", "bambi": "posterior"}
-    intervals = intervals or defaults[backend]
-    allowed = {"lme4": ("wald", "profile", "boot", "none"), "statsmodels": ("wald", "profile", "boot", "none"), "bambi": ("posterior",)}
-    if intervals not in allowed[backend]:
-        raise InputError(f"--intervals {intervals} is not available with the {backend} backend "
-                         f"(choose {', '.join(allowed[backend])})")
-    design = Design.for_data(data)
+    spec = registry.get(backend)
+    intervals = spec.resolve_intervals(data.family, intervals)
+    design = Design.for_data(data, random)
+    options = FitOptions(intervals, nboot, seed, draws, chains, progress=progress)
     if data.family == "binomial":
-        if backend not in ("lme4", "bambi"):
-            raise InputError(f"the {backend} backend fits Gaussian models only; use --backend lme4 for --family binomial")
         if correlated or simplify:
             raise InputError("--correlated and --simplify apply to Likert (gaussian) fits only")
-        from .headtohead import fit_judgments
+        from .judgments import fit_judgments
 
         return fit_judgments(data, design, backend, intervals, nboot, seed, draws, chains)
-    if backend == "statsmodels" and correlated:
-        raise InputError("statsmodels variance components cannot be correlated; use --backend lme4")
+    if correlated and design.random == "invariant":
+        raise InputError("--correlated needs several terms per group: use --random slopes or per-system")
+    if correlated and not spec.correlated:
+        raise InputError(f"the {backend} backend fits uncorrelated random effects only; use --backend lme4")
     if correlated and intervals == "wald":
         raise InputError("wald intervals need uncorrelated random effects; use --intervals profile or boot")
-    fit_once = _gaussian_fitter(backend, data, design, intervals, nboot, seed, draws, chains)
+    fitter = spec.gaussian_fitter()
+    frame = design.model_frame(data)
+
+    def fit_once(corr: bool, drop: frozenset) -> RawFit:
+        return fitter(frame, design.spec(corr, drop), options)
+
     dropped: list[tuple[str, str, str]] = []
     steps: list[str] = []
     raw = fit_once(correlated, frozenset())
@@ -407,47 +187,3 @@ def fit_pilot(
         raw = fit_once(False, frozenset((a, b) for a, b, _ in dropped))
     return FitResult(data, design, raw, correlated, intervals, tuple(dropped), tuple(steps),
                      build_records(data, design, raw, correlated))
-
-
-def _gaussian_fitter(backend: str, data: PilotData, design: Design, intervals: str, nboot: int, seed: int,
-                     draws: int, chains: int) -> Callable[[bool, frozenset], RawFit]:
-    frame = design.model_frame(data)
-
-    def fit(correlated: bool, dropped: frozenset) -> RawFit:
-        formula = design.formula(correlated, dropped)
-        if backend == "lme4":
-            from .lme4 import fit_lmm
-
-            return fit_lmm(frame, formula, intervals, nboot, seed)
-        if backend == "statsmodels":
-            from .statsmodels_lmm import fit_lmm_statsmodels
-
-            return fit_lmm_statsmodels(frame, design.columns, dropped, intervals=intervals, nboot=nboot, seed=seed)
-        from .bambi_fit import fit_bambi
-
-        return fit_bambi(frame, formula, "gaussian", draws, chains, seed)
-
-    return fit
-
-
-def comparison_draws(design: Design, draws: dict[str, list[float]], system: str) -> dict[str, list[float]]:
-    """Posterior draws of one comparison's exported parameters (same conversions as the point estimates)."""
-    if design.family == "binomial":
-        prefix = system + ":"
-        return {k[len(prefix):]: v for k, v in draws.items() if k.startswith(prefix)}
-    col = design.columns[design.systems.index(system) - 1]
-    out = {"effect": draws[f"b|{col}"], "sd_residual": draws["sigma"]}
-    for g in GROUPS:
-        slope = np.asarray(draws.get(f"{g}|{col}", np.zeros(len(draws["sigma"]))))
-        icpt = np.asarray(draws.get(f"{g}|(Intercept)", np.zeros(len(draws["sigma"]))))
-        out[f"sd_{g}_slope"] = slope.tolist()
-        out[f"sd_{g}_intercept"] = (icpt if design.columns == ("x",) else np.sqrt(icpt**2 + slope**2 / 4)).tolist()
-    return out
-
-
-def split_component_name(name: str) -> tuple[str, str]:
-    """lme4 profile names 'sd_x|item', 'sd_(Intercept)|worker' -> (group, term)."""
-    m = re.match(r"sd_(.+)\|([^|.]+)(\.\d+)?$", name)
-    if not m:
-        raise ValueError(name)
-    return m.group(2), m.group(1)

@@ -14,8 +14,9 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
-from .model import Design, FitResult, build_records
+from .model import build_records
 from .ratings import PilotData
+from .types import Design, FitResult
 
 
 def pymer4_formula(data: PilotData, correlated: bool = False) -> str:

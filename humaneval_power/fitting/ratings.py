@@ -10,8 +10,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..io import apply_filters, read_table, resolve_column
-from ..significance.binomial import TIE_POLICIES
-from ..validation import check_choice
+from ..validation import TIE_POLICIES, check_choice
 
 DUPLICATE_POLICIES = ("error", "average", "keep")
 
@@ -136,6 +135,10 @@ def read_ratings(
                      scale=(float(scale[0]), float(scale[1])) if scale else None)
 
 
+#: outcomes read as a tie (case-insensitive); ``tie_values`` adds more (e.g. "both", "neither")
+TIE_WORDS = ("tie", "draw", "equal", "0")
+
+
 def read_judgments(
     source: str | Path | pd.DataFrame,
     worker: str | None = None,
@@ -147,28 +150,27 @@ def read_judgments(
     systems: Sequence[str] | None = None,
     where: dict[str, str] | None = None,
     ties: str = "drop",
+    tie_values: Sequence[str] = (),
 ) -> PilotData:
     """Read head-to-head judgments: one row per comparison of system_a with system_b.
 
-    ``outcome`` holds ``a``, ``b`` or ``tie`` (or the winning system's name).
+    ``outcome`` holds ``a``, ``b`` or a tie (``tie``, ``draw``, ``equal``, ``0``, or any
+    of ``tie_values``, e.g. ``("both", "neither")``), or the winning system's name.
     Each system is compared with the baseline on the rows that pit the two
-    against each other; ``score`` becomes 1 when the non-baseline system won.
-    Ties are dropped, or ``split`` (a half win and a half loss, weight 1/2 each).
+    against each other; only those rows are validated and counted. One row per
+    judgment: ``score`` is 1 when the non-baseline system won, 0 when it lost;
+    ties are dropped, or ``split``: score 1/2, i.e. half a win and half a loss
+    (the fits use the weighted likelihood ``score*eta - log(1 + exp(eta))``).
     """
     check_choice("ties policy", ties, TIE_POLICIES)
+    if isinstance(tie_values, str):
+        raise InputError(f"tie_values must be a list of answers, got the string {tie_values!r}")
     raw, name, digest = read_table(source)
     raw = apply_filters(raw, where)
     cols = {"worker": resolve_column(raw, "worker", worker), "item": resolve_column(raw, "item", item)}
     for role, col in (("system_a", system_a), ("system_b", system_b), ("outcome", outcome)):
         cols[role] = resolve_column(raw, role, col)
     f = pd.DataFrame({role: raw[col].astype(str) for role, col in cols.items()})
-    out = f["outcome"].str.strip()
-    winner = np.where(out.str.lower() == "a", f["system_a"], np.where(out.str.lower() == "b", f["system_b"], out))
-    is_tie = out.str.lower().isin(["tie", "draw", "equal", "0"])
-    valid = is_tie | (winner == f["system_a"]) | (winner == f["system_b"])
-    if not valid.all():
-        raise InputError(f"{int((~valid).sum())} outcomes are not a, b, tie or one of the two systems "
-                         f"(e.g. {out[~valid].iloc[0]!r})")
     present = sorted(set(f["system_a"]) | set(f["system_b"]))
     if systems:
         unknown = sorted(set(systems) - set(present))
@@ -177,28 +179,34 @@ def read_judgments(
     order = _order_systems(systems or present, baseline, systems)
     if len(order) < 2:
         raise InputError("only one system in the data: nothing to compare")
-    rows = []
     base = order[0]
-    n_ties = 0
-    for other in order[1:]:
-        pair = ((f["system_a"] == base) & (f["system_b"] == other)) | ((f["system_a"] == other) & (f["system_b"] == base))
-        sub = f[pair]
-        won = pd.Series(winner, index=f.index)[pair] == other
-        tie = is_tie[pair]
-        n_ties += int(tie.sum())
-        keep = pd.DataFrame({"worker": sub["worker"], "item": sub["item"], "system": other,
-                             "score": won.astype(float), "w": 1.0})
-        if ties == "drop":
-            keep = keep[~tie.to_numpy()]
-        else:
-            half = keep[tie.to_numpy()].assign(w=0.5)
-            keep = pd.concat([keep[~tie.to_numpy()], half.assign(score=1.0), half.assign(score=0.0)])
-        rows.append(keep)
-    frame = pd.concat(rows, ignore_index=True)
-    counts = frame.groupby("system").size()
-    missing = [s for s in order[1:] if s not in counts.index]
+    other = np.where(f["system_a"] == base, f["system_b"], np.where(f["system_b"] == base, f["system_a"], ""))
+    f = f[np.isin(other, order[1:])].assign(system=other[np.isin(other, order[1:])])
+    missing = [s for s in order[1:] if s not in set(f["system"])]
     if missing:
         raise InputError(f"no judgments pit the baseline {base!r} against {', '.join(missing)}")
+    out = f["outcome"].str.strip()
+    low = out.str.lower()
+    winner = np.where(low == "a", f["system_a"], np.where(low == "b", f["system_b"], out))
+    is_tie = low.isin(TIE_WORDS + tuple(str(v).strip().lower() for v in tie_values)).to_numpy()
+    won = winner == f["system"].to_numpy()
+    valid = is_tie | won | (winner == base)
+    if not valid.all():
+        bad = out[~valid]
+        raise InputError(f"{int((~valid).sum())} of the {len(f)} judgments analysed have an outcome that is not a, b, "
+                         f"a tie or one of the two systems (e.g. {bad.iloc[0]!r}; answers: "
+                         f"{', '.join(map(repr, sorted(bad.unique())[:5]))}); declare tie answers with --tie-values")
+    score = np.where(is_tie, 0.5, won.astype(float))
+    frame = pd.DataFrame({"worker": f["worker"], "item": f["item"], "system": f["system"], "score": score})
+    if ties == "drop":
+        frame = frame[~is_tie]
+        gone = [s for s in order[1:] if s not in set(frame["system"])]
+        if gone:
+            raise InputError(f"every judgment of {base!r} against {', '.join(gone)} is a tie: nothing left "
+                             "once ties are dropped (use --ties split)")
+    frame = frame.reset_index(drop=True)
     _check_spread(frame, "judgments")
-    notes = [f"{n_ties} ties {'dropped' if ties == 'drop' else 'split into half a win and half a loss'}"]
+    n_ties = int(is_tie.sum())
+    notes = [f"{n_ties} of {len(f)} judgments are ties, "
+             + ("dropped" if ties == "drop" else "each split into half a win and half a loss (weighted likelihood)")]
     return PilotData(frame, order, "binomial", name, digest, tuple(notes), extra={"ties": ties})

@@ -201,7 +201,11 @@ class MixedJudgments:
     def k(self) -> int:
         return self.per_item or self.workers
 
-    chunk_size = 50
+    chunk_size = 10  # a few seconds of glmer refits: progress and Ctrl-C stay responsive
+
+    def study_bytes(self) -> int:
+        """Memory one simulated study needs: its judgments, in several copies (R's included)."""
+        return self.items * self.k * 8 * 20
 
     def cell(self) -> dict[str, Any]:
         return {"workers": self.workers, "items": self.items, "judgments_per_item": self.k,
@@ -237,7 +241,9 @@ class MixedJudgments:
 
 def effect_to_log_odds(p_win: float | None, log_odds: float | None) -> float:
     """The GLMM effect from a probability (typical worker and item) or a log-odds."""
-    if (p_win is None) == (log_odds is None):
+    if p_win is None and log_odds is None:
+        raise InputError("give the effect as a probability (--effect / p_win) or as --log-odds")
+    if p_win is not None and log_odds is not None:
         raise InputError("give the effect as a probability (--effect / p_win) or as --log-odds, not both")
     if log_odds is not None:
         return float(log_odds)

@@ -20,9 +20,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from scipy import optimize, stats
 
 from ..errors import InputError
-from ..validation import check_choice, check_number
+from ..validation import TIE_POLICIES, check_choice, check_number
 
-TIE_POLICIES = ("drop", "split")
 #: tests of the discordant (non-tied) counts: exact conditional, its mid-p version,
 #: and the exact unconditional test of Suissa & Shuster (1991)
 SIGN_TESTS = ("exact", "midp", "unconditional")

@@ -67,15 +67,31 @@ hepower_extract_lmm <- function(m, intervals, nboot, seed, warns = NULL) {
 
 .hepower_extract_lmm <- hepower_extract_lmm
 
-# Logistic GLMM (Laplace), z tests; optional prior weights (tie splitting).
-hepower_fit_glmm <- function(data, formula, weighted, intervals, nboot, seed) {
+# Logistic GLMM (Laplace), z tests. Scores of 1/2 (split ties) are fitted as
+# cbind(2 * score, 2 - 2 * score) with prior weight 1/2: the log-likelihood of a
+# judgment is then score * eta - log(1 + exp(eta)) (a tie = half a win plus half a
+# loss), which glmer computes exactly; 0/1 rows with weights 1/2 would not (its
+# binomial deviance rounds non-integer counts). The criterion drops the binomial
+# coefficient log(2)/2 per tie, so it is -2 * that weighted log-likelihood.
+hepower_fit_glmm <- function(data, formula, intervals, nboot, seed) {
   warns <- new.env()
   assign("w", character(0), envir = warns)
-  fit <- function() {
-    if (weighted) lme4::glmer(as.formula(formula), data = data, family = binomial, weights = w)
-    else lme4::glmer(as.formula(formula), data = data, family = binomial)
+  n_half <- sum(data$score != round(data$score))
+  f <- as.formula(formula)
+  if (n_half > 0) {
+    data$hepower_s2 <- 2 * data$score
+    data$hepower_half <- rep(0.5, nrow(data))
+    f <- update(f, cbind(hepower_s2, 2 - hepower_s2) ~ .)
+    m <- .hepower_quiet(lme4::glmer(f, data = data, family = binomial, weights = hepower_half), warns)
+  } else {
+    m <- .hepower_quiet(lme4::glmer(f, data = data, family = binomial), warns)
   }
-  m <- .hepower_quiet(fit(), warns)
+  # quasi-separation shows as conditional fitted probabilities at 0 or 1 (|eta| > 13.8)
+  extreme <- sum(pmin(fitted(m), 1 - fitted(m)) < 1e-6)
+  if (extreme > 0) {
+    assign("w", c(get("w", envir = warns), sprintf(
+      "%d of %d fitted probabilities numerically 0 or 1 (within 1e-6)", extreme, nrow(data))), envir = warns)
+  }
   co <- summary(m)$coefficients  # Estimate, Std. Error, z value, Pr(>|z|)
   ci <- .hepower_quiet(.hepower_ci(m, intervals, nboot, seed), warns)
   list(
@@ -86,7 +102,7 @@ hepower_fit_glmm <- function(data, formula, weighted, intervals, nboot, seed) {
     theta_names = names(lme4::getME(m, "theta")),
     singular = lme4::isSingular(m),
     warnings = get("w", envir = warns),
-    criterion = -2 * as.numeric(logLik(m)),
+    criterion = -2 * (as.numeric(logLik(m)) - n_half * log(2) / 2),
     ci = ci
   )
 }

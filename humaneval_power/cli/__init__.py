@@ -1,0 +1,116 @@
+"""``hepower``: the command line, a thin layer over the Python API.
+
+One module per command group (``likert``, ``h2h``, ``accuracy``, ``bleu``,
+``fit``), each with ``add_parser(subparsers)`` and ``run(args)``; a group's
+module (and the library behind it) is imported only when that group runs, so
+``hepower --help`` starts at once.
+
+Exit codes: 0 success, 2 bad input or usage (one line on stderr), 1 an
+internal error, 130 interrupted. Tables go to stdout (``--json``: exactly one
+JSON array); progress and warnings go to stderr; files are written atomically.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+import warnings
+from typing import Any, Sequence
+
+from ..errors import HepowerError, Interrupted
+from .common import OutputFiles, Parser, prepare_checkpoint
+
+#: command group -> one-line help (the module ``humaneval_power.cli.<group>`` holds the rest)
+GROUPS = {
+    "likert": "Likert human evaluations (crossed worker x item linear mixed model)",
+    "h2h": "head-to-head (pairwise preference) studies",
+    "accuracy": "comparing classifiers on accuracy (McNemar; unpaired proportions)",
+    "bleu": "BLEU/chrF: randomization-test power, swap-effect estimates, paired tests",
+    "fit": "fit pilot data (ratings or head-to-head judgments) and export parameters",
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("humaneval-power")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from .. import __version__
+
+        return __version__
+
+
+def build_parser(groups: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``hepower`` parser; ``groups`` limits which command groups get their full options
+    (the others are listed with their help only). Default: all of them."""
+    parser = Parser(prog="hepower", description="Power analysis for NLP evaluations.",
+                    epilog="Run `hepower GROUP --help` for a group's commands; docs/ has the details.")
+    parser.add_argument("--version", action="version", version=f"hepower {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="GROUP", required=True, parser_class=Parser)
+    for name, text in GROUPS.items():
+        if groups is None or name in groups:
+            importlib.import_module(f"{__name__}.{name}").add_parser(sub, name, text)
+        else:
+            sub.add_parser(name, help=text)
+    return parser
+
+
+def _group_of(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+_terminated: list[bool] = []
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run like Ctrl-C (workers stopped, finished chunks kept, temp files
+    removed), with exit code 143."""
+    _terminated.append(True)
+    raise Interrupted()
+
+
+def _one_line_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                      line: Any = None) -> None:
+    print(f"hepower: warning: {str(message).splitlines()[0] if str(message) else category.__name__}",
+          file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hepower`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    previous = (signal.getsignal(signal.SIGTERM), warnings.showwarning)
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        warnings.showwarning = _one_line_warning
+        group = _group_of(argv)
+        parser = build_parser([group] if group in GROUPS else [])
+        if not argv:
+            parser.print_help()
+            return 0
+        args = parser.parse_args(argv)
+        if getattr(args, "action", "") is None:
+            parser.parse_args([args.command, "--help"])
+        args.outputs = OutputFiles(args)
+        prepare_checkpoint(args)
+        return importlib.import_module(f"{__name__}.{args.command}").run(args)
+    except HepowerError as exc:
+        print(f"hepower: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `hepower ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt as exc:
+        print(f"hepower: {'terminated' if _terminated else 'interrupted'}" + (f"; {exc}" if str(exc) else ""),
+              file=sys.stderr)
+        return 143 if _terminated else 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        print(f"hepower: internal error: {exc.__class__.__name__}: {exc} "
+              "(please report it with the command you ran)", file=sys.stderr)
+        return 1
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, previous[0])
+        warnings.showwarning = previous[1]

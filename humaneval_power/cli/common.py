@@ -1,0 +1,275 @@
+"""Shared plumbing of the command modules: argument types, help defaults, output."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+from ..errors import InputError
+
+RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
+MAX_RANGE = 10_000  #: values one START:STOP:STEP may expand to (a grid cell each)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) and defaults shown in every option's help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(f"{self.prog}: {message}")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: ...)`` to an option's help unless it states its default or has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and "default" not in text and default not in (None, False, argparse.SUPPRESS)
+                and action.nargs != 0):
+            if isinstance(default, list):
+                default = " ".join(str(v) for g in default for v in (g if isinstance(g, list) else [g]))
+            text += f" (default: {str(default).replace('%', '%%')})"
+        return text
+
+
+def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[Any]]:
+    """Parse '3', '0.1' or a range 'START:STOP:STEP' (STOP included)."""
+
+    def parse(text: str) -> list[Any]:
+        try:
+            if ":" not in text:
+                return [kind(text)]
+            parts = [kind(p) for p in text.split(":")]
+            if len(parts) != 3 or parts[2] <= 0 or parts[1] < parts[0]:
+                raise ValueError
+            start, stop, step = parts
+            n = int((stop - start) / step + 1e-9) + 1
+        except (ValueError, OverflowError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(f"{name} takes {RANGE_HELP}, got {text!r}") from None
+        if n > MAX_RANGE:
+            raise argparse.ArgumentTypeError(f"{name} {text} has {n:,} values, more than {MAX_RANGE:,} design "
+                                             "cells; use a coarser STEP")
+        return [kind(round(start + k * step, 12)) for k in range(n)]
+
+    return parse
+
+
+def flatten(groups: Sequence[Sequence[Any]] | None) -> list[Any] | None:
+    """The values of an option given as several lists (``nargs='+'`` of ranges)."""
+    return None if groups is None else [v for g in groups for v in g]
+
+
+def finite_float(text: str) -> float:
+    """A finite number."""
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(text)
+    return value
+
+
+def integer(text: str) -> int:
+    """An integer; '1e6'-style notation is accepted when it is a whole number."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if not value.is_integer():
+            raise ValueError(text) from None
+        return int(value)
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An integer type that refuses values below ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = integer(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+positive = at_least(1)
+non_negative = at_least(0)
+
+
+def add_run_options(p: argparse.ArgumentParser, sims: int | None, jobs: bool = True) -> None:
+    """--sims (if ``sims``), --seed, --jobs and --json: the options every simulating command shares."""
+    if sims is not None:
+        p.add_argument("--sims", type=positive, default=sims, metavar="N",
+                       help="simulated studies per design cell (Monte-Carlo repetitions)")
+    p.add_argument("--seed", type=non_negative, default=1, help="random seed; one seed reproduces a whole run")
+    if jobs:
+        p.add_argument("--jobs", type=positive, default=None, metavar="N",
+                       help="worker processes (default: all cores); results do not depend on it")
+    add_json_option(p)
+
+
+def add_json_option(p: argparse.ArgumentParser) -> None:
+    """--json: one JSON array of records on stdout, nothing else."""
+    p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+
+
+def add_alpha(p: argparse.ArgumentParser) -> None:
+    """--alpha, the significance level."""
+    p.add_argument("--alpha", type=finite_float, default=0.05, help="significance level of the test")
+
+
+def add_target_power(p: argparse.ArgumentParser, what: str = "") -> None:
+    """--target-power."""
+    p.add_argument("--target-power", type=finite_float, default=0.8, help=f"power to reach{what}")
+
+
+def add_out(p: argparse.ArgumentParser) -> None:
+    """--out FILE for a table."""
+    p.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
+
+
+def add_plot_options(p: argparse.ArgumentParser, what: str, type_m: bool = True) -> None:
+    """--plot FILE, --dpi and (when the plot does not always show it) --type-m."""
+    g = p.add_argument_group("plot")
+    g.add_argument("--plot", metavar="FILE", help=f"also draw {what} to FILE (.png, .pdf or .svg)")
+    g.add_argument("--dpi", type=dpi, default=120, help="resolution of the plot, dots per inch (10-2400)")
+    if type_m:
+        g.add_argument("--type-m", action="store_true",
+                       help="add a Type-M (exaggeration) panel under each power panel of the plot")
+
+
+def dpi(text: str) -> float:
+    """A plot resolution (checked by :func:`humaneval_power.plots.check_dpi`)."""
+    from ..plots import check_dpi
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    try:
+        return check_dpi(value)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: Callable[[Any], None]) -> None:
+    """Write ``table`` to --out and the other outputs (``more``: option dest -> writer, e.g.
+    ``plot=...``) all together, then print it (a readable table, or JSON with --json)."""
+    from ..io import json_records, table_writer
+
+    outputs: OutputFiles = args.outputs
+    if outputs.paths.get("out") is not None:
+        more = {"out": table_writer(table, outputs.paths["out"]), **more}
+    outputs.write(**more)
+    if args.json:
+        print(json.dumps(json_records(table)))
+    else:
+        print_table(table, columns)
+
+
+class OutputFiles:
+    """The output files a command line names (``--out``, ``--plot``): checked before any work
+    is done, written all together or not at all."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from ..io import PLOT_FORMATS, TABLE_FORMATS, check_output_paths
+
+        specs = {"out": (getattr(args, "out_formats", TABLE_FORMATS), "--out"), "plot": (PLOT_FORMATS, "--plot")}
+        names = [d for d in specs if getattr(args, d, None)]
+        checked = check_output_paths(*((getattr(args, d), *specs[d]) for d in names))
+        self.paths = dict(zip(names, checked))
+
+    def write(self, **writers: Callable[[Any], None]) -> None:
+        """Write each named output (dest -> function filling a temporary file); say so on stderr."""
+        from ..io import write_outputs
+
+        todo = [(self.paths[d], w) for d, w in writers.items() if d in self.paths and w is not None]
+        write_outputs(todo)
+        for path, _ in todo:
+            print(f"wrote {path}", file=sys.stderr)
+
+
+def add_checkpoint(p: argparse.ArgumentParser) -> None:
+    """--checkpoint FILE and --restart."""
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="save finished chunks to FILE; rerun the same command to resume")
+    p.add_argument("--restart", action="store_true",
+                   help="discard the --checkpoint FILE's chunks (of this or another run) and start over")
+
+
+def prepare_checkpoint(args: argparse.Namespace) -> None:
+    """With --restart, remove the checkpoint file before the run (it must be a file)."""
+    from pathlib import Path
+
+    if getattr(args, "restart", False):
+        if not args.checkpoint:
+            raise InputError("--restart applies to a --checkpoint FILE")
+        path = Path(args.checkpoint)
+        if path.is_dir():
+            raise InputError(f"checkpoint {path} is a folder; give a file name")
+        path.unlink(missing_ok=True)
+
+
+def print_json(table: Any) -> None:
+    """One JSON array of records on stdout."""
+    from ..io import json_records
+
+    print(json.dumps(json_records(table)))
+
+
+def print_table(table: Any, columns: Sequence[str]) -> None:
+    """The named columns that have values, numbers to 4 significant digits."""
+    cols = [c for c in columns if c in table.columns and not table[c].isna().all()]
+    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+class ProgressBar:
+    """A labelled tqdm bar on stderr (``progress(done, total, label)``) that appears only when a
+    run takes over a second; the label says what is being worked on (e.g. which cell)."""
+
+    def __init__(self, enabled: bool = True, unit: str = "sim") -> None:
+        self.enabled = enabled
+        self.unit = unit
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int, label: str = "") -> None:
+        if not self.enabled:
+            return
+        if self.bar is None or self.bar.total != total:
+            from tqdm import tqdm
+
+            self.close()
+            self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=True, delay=1.0, file=sys.stderr,
+                            leave=False, dynamic_ncols=True)
+        else:
+            self.bar.update(done - self.bar.n)
+        if label:
+            self.bar.set_description_str(label, refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def where_filters(items: Sequence[str] | None) -> dict[str, str]:
+    """``--where COL=VALUE`` options as a dict."""
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(f"--where takes COL=VALUE, got {item!r}")
+        col, value = item.split("=", 1)
+        out[col] = value
+    return out

@@ -1,0 +1,103 @@
+"""``hepower fit``: pilot data (ratings or head-to-head judgments) -> mixed model -> parameter file."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import InputError
+from ..fitting.model import BACKENDS, INTERVALS
+from ..validation import TIE_POLICIES
+from .common import finite_float, non_negative, positive, print_json, where_filters
+
+
+def add_parser(sub: Any, name: str, text: str) -> None:
+    """The ``fit`` command."""
+    fit = sub.add_parser(name, help=text, description=text)
+    fit.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating or judgment")
+    for role in ("worker", "item", "system", "score"):
+        fit.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
+    fit.add_argument("--system-a", default="system_a", metavar="COL", help="binomial: first system's column")
+    fit.add_argument("--system-b", default="system_b", metavar="COL", help="binomial: second system's column")
+    fit.add_argument("--outcome", default="outcome", metavar="COL", help="binomial: a, b or tie (or the winner)")
+    fit.add_argument("--baseline", metavar="SYSTEM", help="system the others are compared with (default: first)")
+    fit.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems (default: all)")
+    fit.add_argument("--where", action="append", metavar="COL=VALUE",
+                     help="keep rows where COL equals VALUE (repeatable)")
+    fit.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian",
+                     help="gaussian (ratings, LMM) or binomial (judgments, logistic GLMM)")
+    fit.add_argument("--backend", choices=BACKENDS, default="lme4",
+                     help="lme4 (R, Satterthwaite t), statsmodels (no R, same tests and Wald intervals, "
+                          "Gaussian only), bambi (Bayesian, posterior intervals)")
+    fit.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
+                     help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
+    fit.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
+                     help="several ratings of one (worker, item, system)")
+    fit.add_argument("--ties", choices=TIE_POLICIES, default="drop",
+                     help="binomial: drop ties, or split each as half a win for each side")
+    fit.add_argument("--tie-values", nargs="+", default=[], metavar="ANSWER",
+                     help="binomial: further outcome answers that mean a tie, e.g. both neither "
+                          "(always ties: tie, draw, equal, 0)")
+    fit.add_argument("--correlated", action="store_true", help="correlated random intercepts and slopes")
+    fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
+    fit.add_argument("--intervals", choices=INTERVALS,
+                     help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
+    fit.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=500, metavar="N",
+                     help="bootstrap refits for --intervals boot")
+    fit.add_argument("--draws", type=positive, default=1000, metavar="N", help="bambi: posterior draws per chain")
+    fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
+    fit.add_argument("--seed", type=non_negative, default=1, help="random seed (bootstrap, bambi)")
+    fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
+    fit.set_defaults(out_formats=(".json",))
+    fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+
+
+def fit_records(result: Any) -> list[dict[str, Any]]:
+    """Flat records of a fit: intervals as NAME_ci_low / NAME_ci_high, correlations as cor_GROUP."""
+    flat = []
+    for rec in result.records:
+        r = {k: v for k, v in rec.items() if k not in ("intervals", "correlations")}
+        for name, (lo, hi) in rec.get("intervals", {}).items():
+            r[f"{name}_ci_low"], r[f"{name}_ci_high"] = lo, hi
+        for group, cor in (rec.get("correlations") or {}).items():
+            r[f"cor_{group}"] = cor
+        flat.append(r)
+    return flat
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``hepower fit``."""
+    import pandas as pd
+
+    from ..fitting.model import fit_pilot
+    from ..fitting.ratings import read_judgments, read_ratings
+    out = args.outputs.paths.get("out")
+    if args.family == "gaussian":
+        if args.ties != "drop" or args.tie_values:
+            raise InputError("--ties and --tie-values apply to --family binomial")
+        data = read_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
+                            where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
+    else:
+        if args.scale or args.score or args.system:
+            raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
+        data = read_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
+                              args.baseline, args.systems, where_filters(args.where), args.ties, args.tie_values)
+    result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
+                       args.draws, args.chains)
+    for rec in result.records:
+        if rec.get("separation"):
+            print(f"hepower: warning: {rec['system']} vs {rec['baseline']}: {rec['separation_reason']}; the parameter "
+                  "file is marked and `hepower h2h` refuses it unless --force", file=sys.stderr)
+    params_file = json.dumps(result.to_params_file(), indent=1) + "\n"
+    args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
+    if args.json:
+        print_json(pd.DataFrame(fit_records(result)))
+    else:
+        print(result.summary())
+        if out and data.family == "gaussian":
+            print(f"\nwrote {out}: plan with `hepower likert power --params {out}"
+                  + (" --comparison SYSTEM" if len(result.records) > 1 else "") + " ...`")
+        elif out:
+            print(f"\nwrote {out} (head-to-head parameters: log-odds intercept, sd_worker, sd_item)")
+    return 0

@@ -1,0 +1,158 @@
+"""``hepower h2h``: head-to-head (pairwise preference) studies, independent or repeated judgments."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import InputError, NotAttainableError
+from ..validation import TIE_POLICIES
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
+                     add_target_power, emit, finite_float, flatten, number_list, positive, print_json)
+
+P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
+TIES_HELP = "ties: drop them, or split each as half a win for each side"
+
+
+def add_parser(sub: Any, name: str, text: str) -> None:
+    """The ``h2h`` group and its commands."""
+    h2h = sub.add_parser(name, help=text, description=text)
+    hsub = h2h.add_subparsers(dest="action", metavar="COMMAND", parser_class=type(h2h))
+
+    hpow = hsub.add_parser("power", help="power of independent judgments (--n) or of a GLMM design (--params)",
+                           description=f"Power, Type-S and Type-M. Grid options take {RANGE_HELP}.")
+    hpow.add_argument("--n", type=number_list(positive, "--n"), nargs="+", help="independent judgments")
+    hpow.add_argument("--p-win", type=number_list(finite_float, "--p-win"), nargs="+", help=P_WIN_HELP)
+    hpow.add_argument("--p-tie", type=number_list(finite_float, "--p-tie"), nargs="+", default=[[0.0]],
+                      help="probability of a tie")
+    hpow.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
+    hpow.add_argument("--method", choices=("exact", "simulate", "lme4"), default=None,
+                      help="exact or simulate (independent judgments; default exact), lme4 (GLMM, the default there)")
+    _add_mixed(hpow, many=True)
+    add_out(hpow)
+    add_plot_options(hpow, "power curves (against n, or against items for a GLMM design; a line per effect)")
+
+    hsize = hsub.add_parser("size", help="smallest n (independent) or number of items (GLMM) for a target power")
+    hsize.add_argument("--p-win", type=finite_float, help=P_WIN_HELP)
+    hsize.add_argument("--p-tie", type=finite_float, default=0.0, help="probability of a tie")
+    hsize.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
+    add_target_power(hsize)
+    _add_mixed(hsize, many=False)
+
+    hmde = hsub.add_parser("mde", help="smallest p_win detectable with n independent judgments")
+    hmde.add_argument("--n", type=positive, required=True, help="independent judgments")
+    hmde.add_argument("--p-tie", type=finite_float, default=0.0, help="probability of a tie")
+    hmde.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
+    add_target_power(hmde)
+    add_alpha(hmde)
+    add_run_options(hmde, sims=None, jobs=False)
+
+
+def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
+    g = p.add_argument_group("repeated judgments (logistic GLMM, lme4)")
+    g.add_argument("--params", metavar="FILE", help="head-to-head parameter file (`hepower fit --family binomial`)")
+    g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
+    g.add_argument("--force", action="store_true",
+                   help="plan with a parameter file whose fit was quasi-separated (refused by default)")
+    g.add_argument("--sd-worker", type=finite_float, help="SD of the workers' preference, on the log-odds scale")
+    g.add_argument("--sd-item", type=finite_float, help="SD of the items' preference, on the log-odds scale")
+    kind: Any = number_list(positive, "--workers") if many else positive
+    nargs = "+" if many else None
+    g.add_argument("--workers", type=kind, nargs=nargs, help="workers in the pool")
+    if many:
+        g.add_argument("--items", type=number_list(positive, "--items"), nargs="+", help="items judged")
+    g.add_argument("--judgments-per-item", type=number_list(positive, "--judgments-per-item") if many else positive,
+                   nargs=nargs, help="workers judging each item (default: all)")
+    g.add_argument("--effect", type=number_list(finite_float, "--effect") if many else finite_float, nargs=nargs,
+                   help="P(B preferred) for a typical worker and item (a probability; shown as log-odds)")
+    g.add_argument("--log-odds", type=number_list(finite_float, "--log-odds") if many else finite_float,
+                   nargs=nargs, help="the effect as log-odds instead of --effect")
+    if many:
+        add_checkpoint(g)
+    g.add_argument("--test", choices=("z", "lrt"), default="z", help="Wald z test or likelihood-ratio test")
+    add_alpha(p)
+    p.add_argument("--sims", type=positive, default=None, metavar="N",
+                   help="simulated studies per cell (default 10000 independent, 300 GLMM)")
+    add_run_options(p, sims=None)
+
+
+def _h2h_params(args: argparse.Namespace) -> Any:
+    from ..params import H2HParams, load_h2h_params
+
+    if args.params:
+        if args.sd_worker is not None or args.sd_item is not None:
+            raise InputError("give --params or --sd-worker/--sd-item, not both")
+        return load_h2h_params(args.params, args.comparison, allow_separation=args.force)
+    if args.sd_worker is None or args.sd_item is None:
+        raise InputError("a GLMM design needs --params FILE or both --sd-worker and --sd-item")
+    return H2HParams(args.sd_worker, args.sd_item, name="command-line")
+
+
+def _is_mixed(args: argparse.Namespace) -> bool:
+    return any(getattr(args, k, None) is not None for k in ("params", "sd_worker", "sd_item", "workers"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``h2h power``, ``h2h size`` or ``h2h mde``."""
+    import pandas as pd
+
+    from ..scenarios import headtohead as h
+
+    if args.action == "mde":
+        try:
+            rec = h.h2h_mde(args.n, args.p_tie, args.target_power, args.ties, args.alpha)
+        except NotAttainableError as exc:
+            rec = {"n": args.n, "p_tie": args.p_tie, "ties": args.ties, "p_win": None, "mde": None,
+                   "power_at_mde": None, "reason": f"{exc}: {exc.reason}"}
+        emit(pd.DataFrame([rec]), args, list(rec))
+        return 0
+    if args.action == "size":
+        if _is_mixed(args):
+            if args.workers is None:
+                raise InputError("give --workers for a GLMM design")
+            r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
+                                        args.workers, args.judgments_per_item, args.target_power, args.test,
+                                        args.alpha, args.sims or 300, args.seed, args.jobs)
+        else:
+            if args.p_win is None:
+                raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")
+            r = h.h2h_sample_size(args.p_win, args.p_tie, args.target_power, args.ties, args.alpha)
+        if args.json:
+            print_json(pd.DataFrame([r.record()]))
+        else:
+            print(r)
+        return 0
+    with ProgressBar() as bar:
+        if _is_mixed(args):
+            if not args.workers or not args.items:
+                raise InputError("a GLMM design needs --workers and --items")
+            if args.method not in (None, "lme4"):
+                raise InputError("repeated judgments are simulated with --method lme4")
+            effects, odds = flatten(args.effect), flatten(args.log_odds)
+            if effects is None and odds is None:
+                raise InputError("give the effect as --effect (a probability) or --log-odds")
+            if effects is not None and odds is not None:
+                raise InputError("give the effect as --effect (a probability) or --log-odds, not both")
+            log_odds = odds if odds is not None else [h.effect_to_log_odds(p, None) for p in effects]
+            table = h.h2h_mixed_power(_h2h_params(args), flatten(args.workers), flatten(args.items), log_odds,
+                                      flatten(args.judgments_per_item) or [None], args.test, args.alpha,
+                                      args.sims or 300, args.seed, args.jobs, bar, args.checkpoint)
+            columns = ["workers", "items", "judgments_per_item", "effect", "p_win", "power", "ci_low", "ci_high",
+                       "type_s", "type_m", "n_failed", "n_singular", "n_warnings"]
+        else:
+            if not args.n or not args.p_win:
+                raise InputError("give --n and --p-win (independent judgments) or --params/--workers (GLMM)")
+            table = h.h2h_power(flatten(args.n), flatten(args.p_win), flatten(args.p_tie), args.ties,
+                                args.method or "exact", args.alpha, args.sims or 10_000, args.seed, args.jobs, bar)
+            columns = ["n", "p_win", "p_tie", "ties", "method", "power", "ci_low", "ci_high", "type_s", "type_m"]
+    if _is_mixed(args) and not args.json:
+        print("effect: log-odds that B is preferred (p_win: the same as a probability)")
+
+    def plot(tmp: Any) -> None:
+        from ..plots import plot_h2h_power
+
+        kind = (f"GLMM (lme4), {args.test} test" if _is_mixed(args)
+                else f"independent judgments, {args.method or 'exact'} sign test")
+        plot_h2h_power(table, type_m=args.type_m, title=f"{kind}, alpha {args.alpha:g}").savefig(tmp, dpi=args.dpi)
+
+    emit(table, args, columns, plot=plot)
+    return 0

@@ -1,0 +1,128 @@
+"""Head-to-head judgments -> logistic GLMM per comparison (system vs baseline).
+
+A split tie has score 1/2 and enters the likelihood as half a win plus half a
+loss: ``score * eta - log(1 + exp(eta))`` per judgment (a weighted likelihood).
+lme4 fits it exactly (binomial counts out of 2 at prior weight 1/2); bambi has
+no weighted likelihood and refuses split ties.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .types import Design, FitResult, RawFit
+from .ratings import PilotData
+
+FORMULA = "score ~ 1 + (1 | worker) + (1 | item)"
+#: quasi-separation: a log-odds (intercept) or a log-odds SD beyond this, or lme4's note that
+#: conditional fitted probabilities reached 0 or 1 (within 1e-6: |eta| > 13.8, see r_bridge/fit.R)
+MAX_LOG_ODDS = 10.0
+FITTED_AT_BOUNDS = "fitted probabilities numerically 0 or 1"
+
+
+def separation_reason(raw: RawFit) -> str | None:
+    """Why a logistic fit looks quasi-separated, or None."""
+    why = []
+    est = float(raw.coefficients.iloc[0].estimate)
+    if abs(est) > MAX_LOG_ODDS:
+        why.append(f"log-odds {est:.3g} (|.| > {MAX_LOG_ODDS:g})")
+    for group, sd in zip(raw.components["group"], raw.components["sd"]):
+        if sd > MAX_LOG_ODDS:
+            why.append(f"{group} SD {sd:.3g} on the log-odds scale (> {MAX_LOG_ODDS:g})")
+    why += [w for w in raw.warnings if FITTED_AT_BOUNDS in w]
+    if not why:
+        return None
+    return ("quasi-separated (items or workers won or lost unanimously drive the log-odds and SDs to extreme "
+            "or unbounded values, unusable for planning): " + "; ".join(why))
+
+
+def _fit_one(frame: pd.DataFrame, backend: str, intervals: str, nboot: int, seed: int, draws: int,
+             chains: int) -> RawFit:
+    split = bool((frame["score"] == 0.5).any())
+    if backend == "lme4":
+        from .lme4 import fit_glmm
+
+        if split and intervals == "boot":
+            raise InputError("--intervals boot simulates from the model, which has no ties: with split ties "
+                             "use --intervals profile or none, or --ties drop")
+        return fit_glmm(frame, FORMULA, intervals, nboot, seed)
+    if split:
+        raise InputError("the bambi backend has no weighted likelihood for split ties (half a win and half a "
+                         "loss): use --ties drop, or --backend lme4")
+    from .bambi_fit import fit_bambi
+
+    return fit_bambi(frame, FORMULA, "bernoulli", draws, chains, seed)
+
+
+def _record(data: PilotData, design: Design, system: str, sub: pd.DataFrame, raw: RawFit) -> dict[str, Any]:
+    co = raw.coefficients.iloc[0]
+    comps = raw.components.set_index("group")
+    rec: dict[str, Any] = {
+        "backend": raw.backend, "system": system, "baseline": design.systems[0],
+        "n_ratings": int(len(sub)), "n_workers": int(sub["worker"].nunique()),
+        "n_items": int(sub["item"].nunique()), "n_systems": 2,
+        "effect": float(co.estimate), "effect_se": float(co.se), "df": float(co.df), "p_value": float(co.p_value),
+        "p_win": float(1 / (1 + np.exp(-co.estimate))),
+        "sd_worker": float(comps.loc["worker", "sd"]), "sd_item": float(comps.loc["item", "sd"]),
+        "singular": raw.singular,
+        "intervals": {f"sd_{g}": [float(comps.loc[g, "lower"]), float(comps.loc[g, "upper"])] for g in ("worker", "item")},
+    }
+    if "p_direction" in raw.coefficients:  # a posterior: no p-value, but P(direction) and a credible interval
+        rec["p_direction"] = float(co.p_direction)
+        rec["intervals"]["effect"] = [float(co.lower), float(co.upper)]
+    reason = separation_reason(raw)
+    rec["separation"] = reason is not None
+    if reason:
+        rec["separation_reason"] = reason
+    return rec
+
+
+def fit_judgments(data: PilotData, design: Design, backend: str, intervals: str, nboot: int, seed: int,
+                  draws: int, chains: int) -> FitResult:
+    """One logistic GLMM per system against the baseline; records in the planner's names.
+
+    A quasi-separated comparison is flagged in its record (``separation``, ``separation_reason``),
+    in the warnings and in its parameter file, which the planner then refuses unless forced.
+    """
+    if intervals == "wald":
+        intervals = "none"  # glmer has no Hessian of the variance parameters to offer
+    fits: dict[str, RawFit] = {}
+    records: list[dict[str, Any]] = []
+    coef_rows, comp_rows, warnings_, all_draws = [], [], [], {}
+    for system in design.systems[1:]:
+        sub = data.frame[data.frame["system"] == system]
+        frame = pd.DataFrame({
+            "worker": pd.factorize(sub["worker"])[0] + 1,
+            "item": pd.factorize(sub["item"])[0] + 1,
+            "score": sub["score"].to_numpy(float),
+        })
+        raw = _fit_one(frame, backend, intervals, nboot, seed, draws, chains)
+        fits[system] = raw
+        rec = _record(data, design, system, sub, raw)
+        records.append(rec)
+        coef_rows.append(raw.coefficients.assign(term=system))
+        comp_rows.append(raw.components.assign(term=system))
+        warnings_ += [f"{system}: {w}" for w in raw.warnings]
+        if rec["separation"]:
+            warnings_.append(f"{system}: {rec['separation_reason']}")
+        for k, v in (raw.draws or {}).items():
+            all_draws[f"{system}:{k}"] = v
+    first = next(iter(fits.values()))
+    combined = RawFit(
+        backend=first.backend,
+        coefficients=pd.concat(coef_rows, ignore_index=True),
+        components=pd.concat(comp_rows, ignore_index=True),
+        correlations=first.correlations,
+        sigma=math.nan,
+        sigma_interval=(math.nan, math.nan),
+        singular=any(f.singular for f in fits.values()),
+        warnings=tuple(warnings_),
+        versions=first.versions,
+        criterion=sum(f.criterion for f in fits.values()),
+        draws=all_draws or None,
+    )
+    return FitResult(data, design, combined, False, intervals, (), (), records)

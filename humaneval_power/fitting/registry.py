@@ -1,0 +1,89 @@
+"""The fitting backends and what each supports; :func:`.model.fit_pilot` dispatches through it.
+
+A backend is registered by name with the families it fits, the interval
+methods per family (the first is the default), the random-effect structures
+and whether it fits correlated random effects. Its Gaussian fitter is named
+as ``"module:function"`` and imported only when used (R, pymc and statsmodels
+are slow to import), with the signature ``fit(frame, spec: LmmSpec,
+options: FitOptions) -> RawFit``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from ..errors import InputError
+from ..validation import check_choice
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .types import FitOptions, LmmSpec, RawFit
+
+GaussianFitter = Callable[["pd.DataFrame", "LmmSpec", "FitOptions"], "RawFit"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A fitting backend: what it supports and where its Gaussian fitter lives."""
+
+    name: str
+    intervals: Mapping[str, tuple[str, ...]]  #: family -> interval methods, the default first
+    gaussian: str | None = None  #: "module:function" of the Gaussian fitter
+    correlated: bool = False
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(self.intervals)
+
+    def resolve_intervals(self, family: str, intervals: str | None) -> str:
+        """The interval method to use (the default when None); InputError if unsupported."""
+        if family not in self.intervals:
+            raise InputError(f"the {self.name} backend does not fit {family} models "
+                             f"(backends for {family}: {', '.join(backends_for(family))})")
+        allowed = self.intervals[family]
+        chosen = intervals or allowed[0]
+        if chosen not in allowed:
+            raise InputError(f"--intervals {chosen} is not available with the {self.name} backend "
+                             f"(choose {', '.join(allowed)})")
+        return chosen
+
+    def gaussian_fitter(self) -> GaussianFitter:
+        if self.gaussian is None:
+            raise InputError(f"the {self.name} backend fits no Gaussian models")
+        module, function = self.gaussian.split(":")
+        return getattr(importlib.import_module(module), function)
+
+
+REGISTRY: dict[str, Backend] = {}
+
+
+def register(backend: Backend) -> Backend:
+    """Add (or replace) a backend."""
+    REGISTRY[backend.name] = backend
+    return backend
+
+
+def get(name: str) -> Backend:
+    """A registered backend by name (InputError naming the choices otherwise)."""
+    check_choice("backend", name, tuple(REGISTRY))
+    return REGISTRY[name]
+
+
+def backends_for(family: str) -> tuple[str, ...]:
+    return tuple(b.name for b in REGISTRY.values() if family in b.intervals)
+
+
+def _bambi_gaussian(frame: "pd.DataFrame", spec: "LmmSpec", options: "FitOptions") -> "RawFit":
+    from .bambi_fit import fit_bambi
+
+    return fit_bambi(frame, spec.formula, "gaussian", options.draws, options.chains, options.seed)
+
+
+register(Backend("lme4", {"gaussian": ("wald", "profile", "boot", "none"), "binomial": ("wald", "profile", "boot", "none")},
+                 "humaneval_power.fitting.lme4:fit_lmm", correlated=True))
+register(Backend("statsmodels", {"gaussian": ("wald", "profile", "boot", "none")},
+                 "humaneval_power.fitting.statsmodels_lmm:fit_lmm"))
+register(Backend("bambi", {"gaussian": ("posterior",), "binomial": ("posterior",)},
+                 "humaneval_power.fitting.registry:_bambi_gaussian", correlated=True))
