@@ -7,7 +7,7 @@ REML/Satterthwaite grid as the reference; the same studies' fits are compared
 (largest relative SE difference, whether the new optimum is ever worse, and
 whether any decision changes). Measured on this 2-core machine while other
 jobs ran (load 3-13), so the ratios are what holds: before 2.5 s (REML grid
-0.24 s, ratio ~10), after see ``card2020_over_satterthwaite_jobs1``.
+0.24 s, ratio ~10), after see ``card2020_cpu_over_satterthwaite``.
 The speed-up over lme4 is also a ratio measured in this run: seconds
 per simulated study under lme4 (refits of full data sets, through rpy2, the
 loop inside R) over seconds per simulated study under `fast`. On a subset of
@@ -28,8 +28,8 @@ from humaneval_power.engine import run_cells
 from humaneval_power.params import get_preset
 from humaneval_power.scenarios.likert import FORMULA, LikertScenario, long_design, simulate_ratings
 from humaneval_power.significance.coef_test import coefficient_test
-from humaneval_power.fitting.balanced import (BalancedFit, BalancedStats, draw_stats, fit_ml, fit_reml, stats_from_ratings,
-                                            strata_df)
+from humaneval_power.fitting.balanced import (BalancedFit, BalancedStats, draw_stats, fit_ml, fit_reml,
+                                            stats_from_ratings, strata_df)
 from humaneval_power.scenarios import likert as likert_module
 from ml_before import fit_ml_before
 
@@ -84,17 +84,17 @@ def main() -> None:
     args = ap.parse_args()
     out: dict[str, object] = {"cores": os.cpu_count(), "cells": 48, "sims_per_cell": args.sims,
                               "load_average_1min": os.getloadavg()[0]}
-    ref_wall, ref_cpu, _ = time_grid("satterthwaite", args.sims, fit_ml)
-    before_wall, before_cpu, before_power = time_grid("card2020", args.sims, fit_ml_before)
-    after_wall, after_cpu, after_power = time_grid("card2020", args.sims, fit_ml)
+    grid = {name: time_grid(test, args.sims, ml) for name, test, ml in (
+        ("satterthwaite", "satterthwaite", fit_ml), ("card2020_before", "card2020", fit_ml_before),
+        ("card2020_after", "card2020", fit_ml))}
+    out["grid_jobs1"] = {name: {"seconds": round(w, 3), "cpu_seconds": round(c, 3)} for name, (w, c, _) in grid.items()}
+    cpu = {name: c for name, (_, c, _) in grid.items()}
     out.update({
-        "satterthwaite_seconds_jobs1": round(ref_wall, 3), "satterthwaite_cpu_seconds_jobs1": round(ref_cpu, 3),
-        "card2020_before_seconds_jobs1": round(before_wall, 3), "card2020_before_cpu_seconds_jobs1": round(before_cpu, 3),
-        "card2020_after_seconds_jobs1": round(after_wall, 3), "card2020_after_cpu_seconds_jobs1": round(after_cpu, 3),
-        "card2020_speedup_cpu": round(before_cpu / after_cpu, 2),
-        "card2020_over_satterthwaite_jobs1": {"before": round(before_cpu / ref_cpu, 2),
-                                              "after": round(after_cpu / ref_cpu, 2)},
-        "card2020_grid_power_max_abs_difference_before_after": max(abs(a - b) for a, b in zip(after_power, before_power)),
+        "card2020_cpu_speedup": round(cpu["card2020_before"] / cpu["card2020_after"], 2),
+        "card2020_cpu_over_satterthwaite": {"before": round(cpu["card2020_before"] / cpu["satterthwaite"], 2),
+                                            "after": round(cpu["card2020_after"] / cpu["satterthwaite"], 2)},
+        "card2020_grid_power_max_abs_difference_before_after":
+            max(abs(a - b) for a, b in zip(grid["card2020_after"][2], grid["card2020_before"][2])),
     })
     out.update(compare_ml(args.sims))
     for test in ("card2020", "satterthwaite"):

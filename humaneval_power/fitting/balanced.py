@@ -306,7 +306,7 @@ def fit_ml(stats: BalancedStats) -> BalancedFit:
     dfs = strata_df(stats.workers, stats.items)
     n_e, nk = dfs[0], dfs[1:].reshape(2, 2, 1)
     s_e, s = stats.ss[:, 0], np.ascontiguousarray(stats.ss[:, 1:].T.reshape(2, 2, -1))
-    start = fit_reml(stats).lam
+    start, _ = _pool_reml(stats.ss, dfs)
     e0 = start[:, 0]
     m0 = np.stack([start[:, 1] + start[:, 2], start[:, 3] + start[:, 4]]) - e0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
