@@ -75,3 +75,14 @@ def test_null_rejection_rates_agree(lme4_backend, workers: int, test: str) -> No
     fast = run_cells([LikertScenario(params, workers, 20, 0.0, "fast", test)], 20_000, seed=2, jobs=1)[0]
     slow = run_cells([LikertScenario(params, workers, 20, 0.0, "lme4", test)], 250, seed=2, jobs=2)[0]
     _agree(fast, slow)
+
+
+@pytest.mark.parametrize("workers,items", [(2, 3), (3, 2), (2, 50)])
+def test_ml_fit_of_tiny_designs_matches_lme4(lme4_backend, workers: int, items: int) -> None:
+    """Designs where the ML optimum is far from REML's (the fast tier's solver before 62d6d3a was 10-40% off)."""
+    rng = np.random.default_rng(5)
+    ratings = simulate_ratings(get_preset("card2020-high"), workers, items, 0.2, 30, rng)
+    ref = lme4_backend.refit_many(long_design(workers, items), ratings.reshape(len(ratings), -1).T, FORMULA, "x",
+                                  reml=False, satterthwaite=False)
+    assert (ref.failed == 0).all()
+    np.testing.assert_allclose(fit_ml(stats_from_ratings(ratings)).se, ref.se, rtol=1e-3)  # lme4: ~2e-4
