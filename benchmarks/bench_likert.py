@@ -5,9 +5,12 @@ Prints one JSON record. The card2020 (ML) fast tier is timed against its own
 in the same run, on one process (``*_jobs1``: wall and CPU seconds), with the
 REML/Satterthwaite grid as the reference; the same studies' fits are compared
 (largest relative SE difference, whether the new optimum is ever worse, and
-whether any decision changes). Measured on this 2-core machine while other
-jobs ran (load 3-13), so the ratios are what holds: before 2.5 s (REML grid
-0.24 s, ratio ~10), after see ``card2020_cpu_over_satterthwaite``.
+whether any decision changes). Measured 2026-11-23 on the shared 2-core
+machine (load average 7, wall ~3x CPU), CPU seconds on one process:
+Satterthwaite 0.34, card2020 before 2.81, after 0.45 (6.3x; 1.3x the REML
+grid instead of 8.3x), the 48 powers identical, the new optimum never worse
+on 480,000 studies. On an idle machine before this change: Satterthwaite
+0.24 s and card2020 2.5 s wall.
 The speed-up over lme4 is also a ratio measured in this run: seconds
 per simulated study under lme4 (refits of full data sets, through rpy2, the
 loop inside R) over seconds per simulated study under `fast`. On a subset of
