@@ -2,7 +2,7 @@
 
 Prints one JSON record. The card2020 (ML) fast tier is timed against its own
 "before" (the projected-Newton solver it replaced, kept in ``ml_before.py``)
-in the same run, on one process (``*_jobs1``: wall and CPU seconds), with the
+in the same run, on one process (``grid_jobs1``: wall and CPU seconds), with the
 REML/Satterthwaite grid as the reference; the same studies' fits are compared
 (largest relative SE difference, whether the new optimum is ever worse, and
 whether any decision changes). Measured 2026-11-23 on the shared 2-core
