@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+Arr = np.ndarray
+
 #: Stratum order used in every ``ss``/``lam`` array: residual first, then the
 #: four random-effect strata.
 STRATA = ("residual", "d_worker", "d_item", "s_worker", "s_item")
@@ -201,7 +203,7 @@ def fit_reml(stats: BalancedStats) -> BalancedFit:
     )
 
 
-def _inner_terms(e: np.ndarray, m: np.ndarray, s: np.ndarray, nk: np.ndarray):
+def _inner_terms(e: Arr, m: Arr, s: Arr, nk: Arr) -> tuple[Arr, Arr, Arr, Arr]:
     """The inner ML problem's pieces at residual variance ``e`` and ``m`` (both halves).
 
     For fixed ``e`` and ``m = lambda_W + lambda_I - e`` (per half) each stratum's
@@ -218,7 +220,9 @@ def _inner_terms(e: np.ndarray, m: np.ndarray, s: np.ndarray, nk: np.ndarray):
     return r, inner, lam[:, 0] + lam[:, 1] - e - m, rp[:, 0] + rp[:, 1] - 1.0
 
 
-def _profile_terms(e, m, s, s_e, n_e, nk, inner, slope):
+def _profile_terms(
+    e: Arr, m: Arr, s: Arr, s_e: Arr, n_e: float, nk: Arr, inner: Arr, slope: Arr
+) -> tuple[Arr, Arr, Arr, Arr]:
     """Derivative of the ML deviance in ``e`` with the strata profiled out, and its derivative.
 
     Envelope theorem: ``P'(e) = phi_E'(e) + sum_{k at bound} phi_k'(e) + sum_halves c/m``
@@ -237,7 +241,9 @@ def _profile_terms(e, m, s, s_e, n_e, nk, inner, slope):
     return f, fp, c, cms
 
 
-def _ml_newton(e, m, s, s_e, n_e, nk, max_iter: int = 10):
+def _ml_newton(
+    e: Arr, m: Arr, s: Arr, s_e: Arr, n_e: float, nk: Arr, max_iter: int = 10
+) -> tuple[Arr, Arr, Arr, Arr]:
     """Joint Newton on (e, m_d, m_s): fast, not globally safeguarded; returns convergence per study."""
     for it in range(max_iter):
         r, inner, h, slope = _inner_terms(e, m, s, nk)
@@ -251,7 +257,7 @@ def _ml_newton(e, m, s, s_e, n_e, nk, max_iter: int = 10):
     return e.copy(), m, r, ok
 
 
-def _solve_m(e, m, s, nk, max_iter: int = 80):
+def _solve_m(e: Arr, m: Arr, s: Arr, nk: Arr, max_iter: int = 80) -> tuple[Arr, Arr, Arr, Arr, Arr]:
     """The inner problem at fixed ``e``, safeguarded: ``h(e) >= 0``, ``h(sum max(S/n, e) - e) <= 0``
     and ``h' < 0`` at every root (there ``r <= m``, so ``r' <= 1/(2 + n)``), so the root is
     unique; Newton from ``m``, bisecting whenever a step leaves the bracket."""
@@ -269,7 +275,9 @@ def _solve_m(e, m, s, nk, max_iter: int = 80):
     return m, r, inner, slope, ok.all(0)
 
 
-def _ml_profile(e, m, s, s_e, n_e, nk, max_iter: int = 200):
+def _ml_profile(
+    e: Arr, m: Arr, s: Arr, s_e: Arr, n_e: float, nk: Arr, max_iter: int = 200
+) -> tuple[Arr, Arr, Arr, Arr]:
     """Safeguarded Newton on the profiled residual variance ``e`` (the inner problem solved
     exactly at every step). ``P'`` < 0 near 0 and >= 0 from the largest stratum mean square
     (and ``SS_total/N``) on, so a bisection bracket keeps every step safe."""
