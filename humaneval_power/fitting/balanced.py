@@ -250,7 +250,8 @@ def _ml_newton(
         f, fp, c, cms = _profile_terms(e, m, s, s_e, n_e, nk, inner, slope)
         de = -(f + (h * cms).sum(0)) / fp
         dm = -(h + c * de) / slope
-        ok = (np.abs(de) <= 1e-12 * e) & (np.abs(dm) <= 1e-12 * m).all(0) & (fp > 0) & (e > 0)
+        # h' in [-1, 0) bounds |h| by |dm| + |de|; fp > 0: a minimum of the profile
+        ok = (np.abs(de) <= 1e-12 * e) & ((np.abs(dm) <= 1e-12 * m) & (slope < 0)).all(0) & (fp > 0) & (e > 0)
         if ok.all() or it == max_iter - 1:
             break
         e, m = e + de, np.maximum(m + dm, e + de)
