@@ -136,6 +136,11 @@ def test_tie_answers_are_mapped_and_only_analysed_pairs_are_checked() -> None:
     assert list(dropped.frame.score) == [0.0, 1.0]
     with pytest.raises(InputError, match="list of answers"):
         read_judgments(rows, baseline="A", tie_values="both")
+    holes = rows.assign(item=rows["item"].where(rows.index != 6))  # row 6 pits C against B: not analysed
+    assert len(read_judgments(holes, baseline="A", systems=["A", "B"], tie_values=["both", "neither"]).frame) == 2
+    holes.loc[0, "outcome"] = None
+    with pytest.raises(InputError, match="^1 of the 4 judgments analysed have no worker, item or outcome"):
+        read_judgments(holes, baseline="A", systems=["A", "B"], tie_values=["both", "neither"])
 
 
 def test_fitting_reads_no_significance_module() -> None:
