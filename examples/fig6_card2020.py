@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from humaneval_power.params import get_preset
-from humaneval_power.plots import plot_power_curves
+from humaneval_power.plots import plot_likert_power, save_figure
 from humaneval_power.scenarios.likert import likert_power
 
 PAPER = {  # (preset, workers, items, their diff) -> power read from the paper (200 sims)
@@ -27,15 +27,15 @@ PAPER = {  # (preset, workers, items, their diff) -> power read from the paper (
 
 
 def main(out_dir: str = "out", sims: int = 4000) -> None:
-    Path(out_dir).mkdir(exist_ok=True)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     diffs = [0.05, 0.10, 0.15, 0.20]
     items = [25, 50, 100, 200, 400, 800]
     print(f"{'preset':14} {'W':>3} {'I':>4} {'diff(+-1)':>9} {'effect':>6} {'paper':>6} {'ours':>6} {'z':>5}")
     for preset in ("card2020-high", "card2020-low"):
         table = likert_power(get_preset(preset), [3, 10], items, [2 * d for d in diffs], test="card2020",
                              n_sims=sims, seed=2020)
-        plot_power_curves(table, Path(out_dir) / f"fig6_{preset}.png",
-                          title=f"{preset}, card2020 test (effect = mean difference = 2 x Card et al.'s diff)")
+        fig = plot_likert_power(table, title=f"{preset}, card2020 test (effect = 2 x Card et al.'s diff)")
+        save_figure(fig, Path(out_dir) / f"fig6_{preset}.png")
         for (p, w, i, d), paper in PAPER.items():
             if p != preset:
                 continue

@@ -7,7 +7,7 @@
 3. The smallest difference detectable with 80% power at the observed
    agreement, Lachenbruch's no-prior bounds for the same baseline, and the
    test-set size a 2-point difference would need.
-4. A power / Type-M / Type-S figure (Card et al. Figs. 3, 7, 8) -> gsm8k_power.png.
+4. A power / Type-M / Type-S figure (Card et al. Figs. 3, 7, 8) -> out/gsm8k_power.png.
 
 Run: python examples/gsm8k_accuracy.py [DATA_DIR]   (default ../shared/data; ~5 s)
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from scipy import optimize
 
 from humaneval_power.engine import results_table, run_cells
-from humaneval_power.plots import plot_accuracy_curves
+from humaneval_power.plots import plot_accuracy_power, save_figure
 from humaneval_power.scenarios.accuracy import (
     McNemarScenario,
     estimate_accuracy,
@@ -48,9 +48,9 @@ def main() -> None:
     size = mcnemar_sample_size(0.02, agree, 0.8, "exact")
     print(f"a 0.02 difference at this agreement needs n = {size['n_required']} problems (exact test)")
     cells = [McNemarScenario(k, d / 100, agree) for k in (500, n, 5000) for d in range(1, 9)]
-    out = Path("gsm8k_power.png")
-    plot_accuracy_curves(results_table(run_cells(cells, 1)), out, title=f"GSM8K, agreement {agree:.3f}")
-    print(f"wrote {out}")
+    fig = plot_accuracy_power(results_table(run_cells(cells, 1)), title=f"GSM8K, agreement {agree:.3f}")
+    Path("out").mkdir(exist_ok=True)
+    print(f"wrote {save_figure(fig, Path('out') / 'gsm8k_power.png')}")
 
 
 if __name__ == "__main__":

@@ -102,10 +102,10 @@ def check_output_path(path: str | Path, formats: tuple[str, ...] = TABLE_FORMATS
     that its folder exists and accepts a new file (tried for real: permissions, read-only
     file systems). Temporary files of earlier interrupted writes are removed."""
     p = Path(path)
-    if p.suffix.lower() not in formats:
-        raise InputError(f"{option} must end in {', '.join(formats)}, got {p.name!r}")
     if p.is_dir():
         raise InputError(f"{option} {p} is a folder; give a file name ending in {', '.join(formats)}")
+    if p.suffix.lower() not in formats:
+        raise InputError(f"{option} must end in {', '.join(formats)}, got {p.name!r}")
     target = _target(p)
     if not target.parent.is_dir():
         raise InputError(f"{option}: output folder does not exist: {target.parent}")

@@ -75,6 +75,22 @@ class LikertParams:
             raise InputError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
         return replace(self, **sds, name=self.name + "+overrides" if sds else self.name)
 
+    def invariant_components(self) -> dict[str, float]:
+        """The coding-invariant model's SDs for this pair: group and group x system, for workers and items.
+
+        The reverse of ``sd_slope^2 = 2 tau^2``, ``sd_intercept^2 = sigma^2 + tau^2 / 2``; it exists
+        only when ``sd_intercept^2 >= sd_slope^2 / 4`` (InputError otherwise).
+        """
+        out = {}
+        for g in ("worker", "item"):
+            icpt, slope = getattr(self, f"sd_{g}_intercept"), getattr(self, f"sd_{g}_slope")
+            if icpt**2 < slope**2 / 4:
+                raise InputError(f"{self.name}: no coding-invariant equivalent: sd_{g}_intercept {icpt:g} is below "
+                                 f"half sd_{g}_slope ({slope / 2:g}), which the invariant model cannot produce")
+            out[f"sd_{g}"] = math.sqrt(icpt**2 - slope**2 / 4)
+            out[f"sd_{g}_system"] = slope / math.sqrt(2)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """The parameter-file document."""
         d = asdict(self)

@@ -133,6 +133,43 @@ def test_unconditional_critical_value_by_enumeration() -> None:
     assert size(below) > 0.05  # z* is the smallest attainable cut-off that keeps the level
 
 
+def test_unconditional_fast_numerics_against_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocked recursions (tails of every m, grid pmfs) and the incremental tails between
+    bisection steps against the same size computed with scipy's binomial CDF and pmf throughout."""
+    import numpy as np
+    from scipy import stats
+
+    from humaneval_power.significance import binomial
+
+    n = 40_000
+    m = np.arange(n + 1.0)
+
+    def tails(n: int, z: float) -> np.ndarray:
+        return np.where(m > 0, np.minimum(1, 2 * stats.binom.cdf(np.floor((m - z * np.sqrt(m)) / 2 + 1e-9), m, .5)), 0)
+
+    for z in (0.4, 1.96, 2.6, 25.0):  # 25: the recursion starts late (m >= z^2)
+        np.testing.assert_allclose(binomial._two_sided_tails(n, z), tails(n, z), rtol=1e-12, atol=1e-16)
+    pis = np.array([0.001, 0.3, 0.5, 0.999, 1.0])
+    start, stop = binomial._support_bounds(n, pis)
+    width = int((stop - start).max()) + 1
+    assert width > 2 * binomial._BLOCK
+    np.testing.assert_allclose(binomial._binom_pmf_rows(n, pis, start, width),
+                               stats.binom.pmf(start[:, None] + np.arange(width), n, pis[:, None]),
+                               rtol=1e-11, atol=1e-16)
+
+    zs = (2.1, 1.95, 1.9605, 1.96049, 1.9604)  # the last two move few cut-offs: incremental tails
+    fast = binomial._UnconditionalSize(n)
+    sizes = []
+    for z in zs:
+        sizes.append(fast(z))
+        np.testing.assert_allclose(fast.tails(z)[: n + 1], tails(n, z), rtol=1e-12, atol=1e-16)
+    monkeypatch.setattr(binomial, "_two_sided_tails", tails)
+    monkeypatch.setattr(binomial, "_binom_pmf_rows", lambda n, p, start, width: stats.binom.pmf(
+        start[:, None] + np.arange(width), n, p[:, None]))
+    for z, size in zip(zs, sizes):
+        assert size == pytest.approx(binomial._UnconditionalSize(n)(z), rel=1e-12), z
+
+
 def test_unconditional_power_against_simulated_decisions() -> None:
     import numpy as np
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
-from typing import Sequence
+import warnings
+from typing import Any, Sequence
 
-from ..errors import HepowerError
-from .common import Parser
+from ..errors import HepowerError, Interrupted
+from .common import OutputFiles, Parser, prepare_checkpoint
 
 #: command group -> one-line help (the module ``humaneval_power.cli.<group>`` holds the rest)
 GROUPS = {
@@ -59,10 +61,30 @@ def _group_of(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+_terminated: list[bool] = []
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run like Ctrl-C (workers stopped, finished chunks kept, temp files
+    removed), with exit code 143."""
+    _terminated.append(True)
+    raise Interrupted()
+
+
+def _one_line_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                      line: Any = None) -> None:
+    print(f"hepower: warning: {str(message).splitlines()[0] if str(message) else category.__name__}",
+          file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hepower`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous = (signal.getsignal(signal.SIGTERM), warnings.showwarning)
     try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        warnings.showwarning = _one_line_warning
         group = _group_of(argv)
         parser = build_parser([group] if group in GROUPS else [])
         if not argv:
@@ -71,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if getattr(args, "action", "") is None:
             parser.parse_args([args.command, "--help"])
+        args.outputs = OutputFiles(args)
+        prepare_checkpoint(args)
         return importlib.import_module(f"{__name__}.{args.command}").run(args)
     except HepowerError as exc:
         print(f"hepower: error: {exc}", file=sys.stderr)
@@ -78,10 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `hepower ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        print("hepower: interrupted (finished chunks are kept with --checkpoint)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"hepower: {'terminated' if _terminated else 'interrupted'}" + (f"; {exc}" if str(exc) else ""),
+              file=sys.stderr)
+        return 143 if _terminated else 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         print(f"hepower: internal error: {exc.__class__.__name__}: {exc} "
               "(please report it with the command you ran)", file=sys.stderr)
         return 1
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, previous[0])
+        warnings.showwarning = previous[1]

@@ -6,8 +6,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
-from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_target_power, emit, finite_float, flatten,
-                     non_negative, number_list, positive)
+from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit,
+                     finite_float, flatten, non_negative, number_list, positive)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
 EXACT_METHODS = [m for m in METHODS if m != "simulate"]
@@ -31,8 +31,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                       help="simulated test sets per cell (--method simulate)")
     apow.add_argument("--seed", type=non_negative, default=1, help="random seed (--method simulate)")
     add_out(apow)
-    apow.add_argument("--plot", metavar="FILE",
-                      help="power, Type-M and Type-S against delta (Card et al. Figs. 3, 7, 8; .png, .pdf or .svg)")
+    add_plot_options(apow, "power, Type-M and Type-S against delta (Card et al. Figs. 3, 7, 8)", type_m=False)
 
     asize = asub.add_parser("size", help="test-set size for a target power")
     asize.add_argument("--delta", type=finite_float, required=True, help=DELTA_HELP)
@@ -105,11 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _power(args: argparse.Namespace) -> int:
     from ..engine import results_table, run_cells
-    from ..io import PLOT_FORMATS, check_output_path
     from ..scenarios import accuracy as a
 
-    out = check_output_path(args.out) if args.out else None
-    plot = check_output_path(args.plot, PLOT_FORMATS, "--plot") if args.plot else None
     if (args.table is None) == (args.delta is None or args.agreement is None) or (
             args.table is not None and (args.delta or args.agreement)):
         raise InputError("give --delta and --agreement, or --table (four probabilities)")
@@ -117,11 +113,15 @@ def _power(args: argparse.Namespace) -> int:
              [(d, g) for d in flatten(args.delta) for g in flatten(args.agreement)])
     cells = [a.McNemarScenario(n, d, g, args.method, args.alpha) for n in flatten(args.n) for d, g in pairs]
     table = results_table(run_cells(cells, args.sims, seed=args.seed))
-    if plot:
-        from ..plots import plot_accuracy_curves
 
-        plot_accuracy_curves(table, plot, title=f"McNemar, {args.method} method, alpha {args.alpha:g}")
-    emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"], out)
+    def plot(tmp: Any) -> None:
+        from ..plots import plot_accuracy_power
+
+        title = f"McNemar, {args.method} method, alpha {args.alpha:g}"
+        plot_accuracy_power(table, title=title).savefig(tmp, dpi=args.dpi)
+
+    emit(table, args, ["n", "delta", "agreement", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
+         plot=plot)
     return 0
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_run_options, add_target_power, emit,
-                     finite_float, flatten, non_negative, number_list, positive)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
+                     add_target_power, emit, finite_float, flatten, non_negative, number_list, positive)
 
 METHOD_HELP = "p-values by randomization (Monte Carlo permutations) or the saddlepoint / normal approximation"
 P0_HELP = "share of sentences whose swap changes nothing (Card et al. P0)"
@@ -34,9 +34,9 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     bpow.add_argument("--method", choices=METHODS, default="randomization", help=METHOD_HELP)
     bpow.add_argument("--approx", dest="method", nargs="?", const="saddlepoint", choices=METHODS[1:],
                       help=argparse.SUPPRESS)  # the old spelling of --method saddlepoint|normal
-    bpow.add_argument("--checkpoint", metavar="FILE",
-                      help="save finished chunks to FILE; rerun the same command to resume")
+    add_checkpoint(bpow)
     add_out(bpow)
+    add_plot_options(bpow, "power curves against n or delta, whichever has more values (the other: a line each)")
     bmde = bsub.add_parser("mde", help="smallest BLEU difference reaching the target power")
     bmde.add_argument("--n", type=positive, required=True, help="test-set sentences")
     bsize = bsub.add_parser("size", help="test-set size reaching the target power")
@@ -87,15 +87,19 @@ def run(args: argparse.Namespace) -> int:
     from ..scenarios import bleu as b
 
     if args.action == "power":
-        from ..io import check_output_path
-
-        out = check_output_path(args.out) if args.out else None
         with ProgressBar() as bar:
             table = b.bleu_power(flatten(args.n), flatten(args.delta), flatten(args.p0), flatten(args.b0),
                                  args.method, args.permutations, args.alpha, args.sims, args.seed,
                                  args.jobs, bar, args.checkpoint)
+
+        def plot(tmp: Any) -> None:
+            from ..plots import plot_bleu_power
+
+            title = f"BLEU randomization test ({args.method}), alpha {args.alpha:g}"
+            plot_bleu_power(table, type_m=args.type_m, title=title).savefig(tmp, dpi=args.dpi)
+
         emit(table, args, ["n", "delta", "p0", "b0", "method", "power", "ci_low", "ci_high", "type_s", "type_m"],
-             out)
+             plot=plot)
         return 0
     if args.action in ("mde", "size"):
         common = dict(target_power=args.target_power, method=args.method, permutations=args.permutations,

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 from ..errors import InputError
 
 RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
+MAX_RANGE = 10_000  #: values one START:STOP:STEP may expand to (a grid cell each)
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,9 +49,12 @@ def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[A
                 raise ValueError
             start, stop, step = parts
             n = int((stop - start) / step + 1e-9) + 1
-            return [kind(round(start + k * step, 12)) for k in range(n)]
-        except ValueError:
+        except (ValueError, OverflowError, argparse.ArgumentTypeError):
             raise argparse.ArgumentTypeError(f"{name} takes {RANGE_HELP}, got {text!r}") from None
+        if n > MAX_RANGE:
+            raise argparse.ArgumentTypeError(f"{name} {text} has {n:,} values, more than {MAX_RANGE:,} design "
+                                             "cells; use a coarser STEP")
+        return [kind(round(start + k * step, 12)) for k in range(n)]
 
     return parse
 
@@ -131,16 +135,86 @@ def add_out(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
 
 
-def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], out: Any = None) -> None:
-    """Write ``table`` to --out (if any) and print it (a readable table, or JSON with --json)."""
-    from ..io import check_output_path, json_records, write_table
+def add_plot_options(p: argparse.ArgumentParser, what: str, type_m: bool = True) -> None:
+    """--plot FILE, --dpi and (when the plot does not always show it) --type-m."""
+    g = p.add_argument_group("plot")
+    g.add_argument("--plot", metavar="FILE", help=f"also draw {what} to FILE (.png, .pdf or .svg)")
+    g.add_argument("--dpi", type=dpi, default=120, help="resolution of the plot, dots per inch (10-2400)")
+    if type_m:
+        g.add_argument("--type-m", action="store_true",
+                       help="add a Type-M (exaggeration) panel under each power panel of the plot")
 
-    if out or getattr(args, "out", None):
-        write_table(table, out or check_output_path(args.out))
+
+def dpi(text: str) -> float:
+    """A plot resolution (checked by :func:`humaneval_power.plots.check_dpi`)."""
+    from ..plots import check_dpi
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    try:
+        return check_dpi(value)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: Callable[[Any], None]) -> None:
+    """Write ``table`` to --out and the other outputs (``more``: option dest -> writer, e.g.
+    ``plot=...``) all together, then print it (a readable table, or JSON with --json)."""
+    from ..io import json_records, table_writer
+
+    outputs: OutputFiles = args.outputs
+    if outputs.paths.get("out") is not None:
+        more = {"out": table_writer(table, outputs.paths["out"]), **more}
+    outputs.write(**more)
     if args.json:
         print(json.dumps(json_records(table)))
     else:
         print_table(table, columns)
+
+
+class OutputFiles:
+    """The output files a command line names (``--out``, ``--plot``): checked before any work
+    is done, written all together or not at all."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from ..io import PLOT_FORMATS, TABLE_FORMATS, check_output_paths
+
+        specs = {"out": (getattr(args, "out_formats", TABLE_FORMATS), "--out"), "plot": (PLOT_FORMATS, "--plot")}
+        names = [d for d in specs if getattr(args, d, None)]
+        checked = check_output_paths(*((getattr(args, d), *specs[d]) for d in names))
+        self.paths = dict(zip(names, checked))
+
+    def write(self, **writers: Callable[[Any], None]) -> None:
+        """Write each named output (dest -> function filling a temporary file); say so on stderr."""
+        from ..io import write_outputs
+
+        todo = [(self.paths[d], w) for d, w in writers.items() if d in self.paths and w is not None]
+        write_outputs(todo)
+        for path, _ in todo:
+            print(f"wrote {path}", file=sys.stderr)
+
+
+def add_checkpoint(p: argparse.ArgumentParser) -> None:
+    """--checkpoint FILE and --restart."""
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="save finished chunks to FILE; rerun the same command to resume")
+    p.add_argument("--restart", action="store_true",
+                   help="discard the --checkpoint FILE's chunks (of this or another run) and start over")
+
+
+def prepare_checkpoint(args: argparse.Namespace) -> None:
+    """With --restart, remove the checkpoint file before the run (it must be a file)."""
+    from pathlib import Path
+
+    if getattr(args, "restart", False):
+        if not args.checkpoint:
+            raise InputError("--restart applies to a --checkpoint FILE")
+        path = Path(args.checkpoint)
+        if path.is_dir():
+            raise InputError(f"checkpoint {path} is a folder; give a file name")
+        path.unlink(missing_ok=True)
 
 
 def print_json(table: Any) -> None:
@@ -157,22 +231,27 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
 
 
 class ProgressBar:
-    """A tqdm bar on stderr that appears only when a run takes over a second."""
+    """A labelled tqdm bar on stderr (``progress(done, total, label)``) that appears only when a
+    run takes over a second; the label says what is being worked on (e.g. which cell)."""
 
     def __init__(self, enabled: bool = True, unit: str = "sim") -> None:
         self.enabled = enabled
         self.unit = unit
         self.bar: Any = None
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:
             return
-        if self.bar is None:
+        if self.bar is None or self.bar.total != total:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=done, unit=self.unit, delay=1.0, file=sys.stderr, leave=False)
+            self.close()
+            self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=True, delay=1.0, file=sys.stderr,
+                            leave=False, dynamic_ncols=True)
         else:
             self.bar.update(done - self.bar.n)
+        if label:
+            self.bar.set_description_str(label, refresh=False)
 
     def close(self) -> None:
         if self.bar is not None:

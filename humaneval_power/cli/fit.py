@@ -49,6 +49,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
     fit.add_argument("--seed", type=non_negative, default=1, help="random seed (bootstrap, bambi)")
     fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
+    fit.set_defaults(out_formats=(".json",))
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
@@ -71,9 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..fitting.model import fit_pilot
     from ..fitting.ratings import read_judgments, read_ratings
-    from ..io import check_output_path, write_text_atomic
-
-    out = check_output_path(args.out, (".json",), "--out") if args.out else None
+    out = args.outputs.paths.get("out")
     if args.family == "gaussian":
         if args.ties != "drop" or args.tie_values:
             raise InputError("--ties and --tie-values apply to --family binomial")
@@ -90,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
         if rec.get("separation"):
             print(f"hepower: warning: {rec['system']} vs {rec['baseline']}: {rec['separation_reason']}; the parameter "
                   "file is marked and `hepower h2h` refuses it unless --force", file=sys.stderr)
-    if out:
-        write_text_atomic(out, json.dumps(result.to_params_file(), indent=1) + "\n")
+    params_file = json.dumps(result.to_params_file(), indent=1) + "\n"
+    args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
     if args.json:
         print_json(pd.DataFrame(fit_records(result)))
     else:

@@ -6,8 +6,8 @@ from typing import Any
 
 from ..errors import InputError, NotAttainableError
 from ..validation import TIE_POLICIES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_out, add_run_options, add_target_power, emit,
-                     finite_float, flatten, number_list, positive, print_json)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
+                     add_target_power, emit, finite_float, flatten, number_list, positive, print_json)
 
 P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
 TIES_HELP = "ties: drop them, or split each as half a win for each side"
@@ -29,6 +29,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                       help="exact or simulate (independent judgments; default exact), lme4 (GLMM, the default there)")
     _add_mixed(hpow, many=True)
     add_out(hpow)
+    add_plot_options(hpow, "power curves (against n, or against items for a GLMM design; a line per effect)")
 
     hsize = hsub.add_parser("size", help="smallest n (independent) or number of items (GLMM) for a target power")
     hsize.add_argument("--p-win", type=finite_float, help=P_WIN_HELP)
@@ -66,8 +67,7 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
     g.add_argument("--log-odds", type=number_list(finite_float, "--log-odds") if many else finite_float,
                    nargs=nargs, help="the effect as log-odds instead of --effect")
     if many:
-        g.add_argument("--checkpoint", metavar="FILE",
-                       help="save finished chunks to FILE; rerun the same command to resume")
+        add_checkpoint(g)
     g.add_argument("--test", choices=("z", "lrt"), default="z", help="Wald z test or likelihood-ratio test")
     add_alpha(p)
     p.add_argument("--sims", type=positive, default=None, metavar="N",
@@ -105,10 +105,6 @@ def run(args: argparse.Namespace) -> int:
                    "power_at_mde": None, "reason": f"{exc}: {exc.reason}"}
         emit(pd.DataFrame([rec]), args, list(rec))
         return 0
-    if getattr(args, "out", None):
-        from ..io import check_output_path
-
-        check_output_path(args.out)
     if args.action == "size":
         if _is_mixed(args):
             if args.workers is None:
@@ -150,5 +146,13 @@ def run(args: argparse.Namespace) -> int:
             columns = ["n", "p_win", "p_tie", "ties", "method", "power", "ci_low", "ci_high", "type_s", "type_m"]
     if _is_mixed(args) and not args.json:
         print("effect: log-odds that B is preferred (p_win: the same as a probability)")
-    emit(table, args, columns)
+
+    def plot(tmp: Any) -> None:
+        from ..plots import plot_h2h_power
+
+        kind = (f"GLMM (lme4), {args.test} test" if _is_mixed(args)
+                else f"independent judgments, {args.method or 'exact'} sign test")
+        plot_h2h_power(table, type_m=args.type_m, title=f"{kind}, alpha {args.alpha:g}").savefig(tmp, dpi=args.dpi)
+
+    emit(table, args, columns, plot=plot)
     return 0

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from ..errors import InputError
 from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from ..scenarios.likert import METHODS, likert_power, likert_sample_size
 from ..significance.coef_test import COEFFICIENT_TESTS
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_run_options, add_target_power, finite_float, flatten,
-                     number_list, print_json, print_table, positive)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
+                     add_target_power, finite_float, flatten, number_list, print_json, print_table, positive)
 
 EFFECT_HELP = ("difference in mean rating, system B - system A, on the parameters' scale "
                "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
@@ -35,9 +34,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     add_run_options(power, sims=1000)
     add_target_power(power, " (for the summary of smallest designs)")
     power.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
-    power.add_argument("--plot", metavar="FILE", help="power curves like Card et al. Fig. 6 (.png, .pdf or .svg)")
-    power.add_argument("--checkpoint", metavar="FILE",
-                       help="save finished chunks to FILE; rerun the same command to resume")
+    add_plot_options(power, "power curves like Card et al. Fig. 6 (a panel per workers)")
+    add_checkpoint(power)
 
     size = lsub.add_parser("size", help="smallest number of items (or workers) reaching a target power")
     size.add_argument("--workers", type=positive, help="workers (held fixed when varying items)")
@@ -96,11 +94,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from ..io import PLOT_FORMATS, check_output_path, write_table
+    from ..io import table_writer
 
     params = params_from_args(args)
-    out = check_output_path(args.out) if args.out else None
-    plot = check_output_path(args.plot, PLOT_FORMATS, "--plot") if args.plot else None
     if not 0 < args.target_power < 1:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
     with ProgressBar() as bar:
@@ -109,13 +105,14 @@ def _power(args: argparse.Namespace) -> int:
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims,
             seed=args.seed, jobs=args.jobs, progress=bar, checkpoint=args.checkpoint,
         )
-    if out:
-        write_table(table, out)
-    if plot:
-        from ..plots import plot_power_curves
 
-        plot_power_curves(table, plot, target=args.target_power,
-                          title=f"{params.name}: {args.method}, {args.test} test")
+    def plot(tmp: Any) -> None:
+        from ..plots import plot_likert_power
+
+        plot_likert_power(table, scale=params.scale, target=args.target_power, type_m=args.type_m,
+                          title=f"{params.name}: {args.method}, {args.test} test").savefig(tmp, dpi=args.dpi)
+
+    args.outputs.write(out=args.out and table_writer(table, args.out), plot=plot)
     if args.json:
         print_json(table)
         return 0
@@ -127,9 +124,6 @@ def _power(args: argparse.Namespace) -> int:
     for r in _smallest_designs(table, args.target_power):
         what = f"{r['items']} items (power {r['power']:.3f})" if r["items"] is not None else f"none (best {r['power']:.3f})"
         print(f"  {r['workers']} workers, effect {r['effect']:g}: {what}")
-    for path in (out, plot):
-        if path:
-            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

@@ -58,7 +58,7 @@ def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000,
     flat = {name: post[name].values.reshape(-1) for name in post.data_vars if post[name].ndim == 2}
     comp_rows, all_draws = [], {}
     for name, values in flat.items():
-        m = re.match(r"(1|\w+)\|(worker|item)_sigma$", name)
+        m = re.match(r"(1|\w+)\|(worker|item|worker:system|item:system)_sigma$", name)
         if m:
             term = "(Intercept)" if m.group(1) == "1" else m.group(1)
             comp_rows.append((m.group(2), term, float(np.median(values)), *np.quantile(values, [0.025, 0.975])))

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -32,13 +35,73 @@ def r_bridge_dir() -> Path:
     return Path(str(files("humaneval_power.r_bridge")))
 
 
-@lru_cache(maxsize=1)
+_ctrl_c = threading.Event()  # Ctrl-C arrived while R was running
+_delivered = threading.Event()  # ... and R has been told
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    _ctrl_c.set()
+
+
+def _r_events() -> None:
+    """Called by R from time to time while it computes: pass a pending Ctrl-C on to R, once."""
+    if _ctrl_c.is_set() and not _delivered.is_set():
+        _delivered.set()
+        raise KeyboardInterrupt  # rpy2 turns this into R's interrupt, which ends the R call
+
+
+def _r_console(text: str) -> None:
+    """R's console output: the library never prints (warnings are collected in R)."""
+
+
+@contextmanager
+def r_interruptible() -> Iterator[None]:
+    """Let Ctrl-C stop the R code run inside: KeyboardInterrupt once R has returned.
+
+    Embedded R takes over SIGINT badly (rpy2 3.5 raises the KeyboardInterrupt inside
+    a cffi callback, where it is lost and the run continues). Here SIGINT only sets a
+    flag; R hears of it at its next event check (sub-second, also inside lme4's
+    optimisers), aborts, and the KeyboardInterrupt is raised in Python. Where Ctrl-C
+    is not Python's (a worker ignoring SIGINT, a thread), nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    _ctrl_c.clear()
+    _delivered.clear()
+    old = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    except Exception as exc:
+        if _ctrl_c.is_set() and type(exc).__module__.startswith("rpy2"):  # R's error for the interrupt
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if _ctrl_c.is_set():
+        raise KeyboardInterrupt
+
+
 def _r() -> Any:
+    """R with the bridge loaded (started on first use), interruptible by Ctrl-C."""
+    if _start_r.cache_info().currsize:
+        return _start_r()
+    with r_interruptible():
+        return _start_r()
+
+
+@lru_cache(maxsize=1)
+def _start_r() -> Any:
     """Start R once per process and load the bridge; a clear error if impossible."""
     try:
         import rpy2.robjects as ro
+        from rpy2.rinterface_lib import callbacks
     except Exception as exc:  # ImportError, or rpy2 failing to find R
         raise BackendUnavailableError(f"the lme4 backend is unavailable ({exc.__class__.__name__}: {exc}); {INSTALL_HINT}") from None
+    callbacks.processevents = _r_events
+    callbacks.consolewrite_print = _r_console
+    callbacks.consolewrite_warnerror = _r_console
     missing = [p for p in ("lme4", "lmerTest") if not ro.r(f'isTRUE(requireNamespace("{p}", quietly = TRUE))')[0]]
     if missing:
         raise BackendUnavailableError(f"R lacks {', '.join(missing)}; {INSTALL_HINT}")
@@ -91,7 +154,9 @@ def refit_many(
     ``columns`` are the design columns (integer arrays become factors).
     Returns estimate, se, df, singular, failed, warned per fit.
     """
-    res = _r().r["hepower_refit"](_data_frame(columns), _r_matrix(responses), formula, coef, reml, satterthwaite)
+    ro = _r()
+    with r_interruptible():
+        res = ro.r["hepower_refit"](_data_frame(columns), _r_matrix(responses), formula, coef, reml, satterthwaite)
     return _matrix_frame(res, ["estimate", "se", "df", "singular", "failed", "warned"])
 
 
@@ -101,7 +166,8 @@ def refit_glmm_many(columns: dict[str, np.ndarray], responses: np.ndarray, lrt: 
     Returns estimate, se, p_lrt (NaN unless ``lrt``), singular, failed, warned per fit.
     """
     ro = _r()
-    res = ro.r["hepower_refit_glmm"](_data_frame(columns), _r_matrix(responses), lrt)
+    with r_interruptible():
+        res = ro.r["hepower_refit_glmm"](_data_frame(columns), _r_matrix(responses), lrt)
     return _matrix_frame(res, ["estimate", "se", "p_lrt", "singular", "failed", "warned"])
 
 
@@ -198,10 +264,11 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
     cols = {c: frame[c].to_numpy() for c in frame.columns}
     r_interval = intervals if intervals in ("profile", "boot") else "none"
     try:
-        if family == "gaussian":
-            res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, nboot, seed)
-        else:
-            res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, r_interval, nboot, seed)
+        with r_interruptible():
+            if family == "gaussian":
+                res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, nboot, seed)
+            else:
+                res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, r_interval, nboot, seed)
     except RRuntimeError as exc:
         why = str(exc).strip().splitlines()[-1].strip()
         hint = ("; the fit had not reached its optimum, so its profile is unusable: try --intervals boot or wald"
@@ -214,7 +281,9 @@ def extract_lmm(r_model: Any, intervals: str = "wald", nboot: int = 500, seed: i
     """Read a Gaussian lmerMod fitted elsewhere (e.g. by pymer4) the way :func:`fit_lmm` reads its own."""
     ro = _r()
     r_interval = intervals if intervals in ("profile", "boot") else "none"
-    return _raw_fit(ro.r["hepower_extract_lmm"](r_model, r_interval, nboot, seed), "gaussian", intervals)
+    with r_interruptible():
+        res = ro.r["hepower_extract_lmm"](r_model, r_interval, nboot, seed)
+    return _raw_fit(res, "gaussian", intervals)
 
 
 def _raw_fit(res: Any, family: str, intervals: str) -> "RawFit":

@@ -55,11 +55,29 @@ def _correlation(raw: RawFit, group: str, term: str) -> float:
     return float(hit.iloc[0].cor) if len(hit) else 0.0
 
 
+def _pair_intervals(design: Design, raw: RawFit, group: str, system: str) -> dict[str, list[float]]:
+    """Intervals of a pair's intercept and slope SDs where each is one component's SD (times a constant)."""
+    nan = [math.nan, math.nan]
+    if design.random == "invariant":
+        _, lo, hi = _component(raw, f"{group}:system", "(Intercept)")
+        return {"intercept": nan, "slope": [math.sqrt(2) * lo, math.sqrt(2) * hi]}
+    if design.random == "per-system":
+        return {"intercept": nan, "slope": nan}
+    col = design.columns[design.systems.index(system) - 1]
+    intercept = list(_component(raw, group, "(Intercept)")[1:]) if design.columns == ("x",) else nan
+    return {"intercept": intercept, "slope": list(_component(raw, group, col)[1:])}
+
+
 def build_records(data: PilotData, design: Design, raw: RawFit, correlated: bool) -> list[dict[str, Any]]:
-    """One record per comparison (system vs baseline), planner names and conventions."""
+    """One record per comparison (system vs baseline), planner names and conventions (see :meth:`Design.pair_moments`)."""
     counts = data.counts()
     records = []
     b0 = float(_coef(raw, "(Intercept)").estimate)
+    zeros = set(zero_components(design, raw))
+
+    def sd(group: str, term: str) -> float:
+        return _component(raw, group, term)[0]
+
     for col, system in zip(design.columns, design.systems[1:]):
         co = _coef(raw, col)
         rec: dict[str, Any] = {
@@ -68,27 +86,32 @@ def build_records(data: PilotData, design: Design, raw: RawFit, correlated: bool
         }
         intervals: dict[str, list[float]] = {}
         corr: dict[str, float] = {}
+        notes: list[str] = []
         for g in GROUPS:
-            sd_i, lo_i, hi_i = _component(raw, g, "(Intercept)")
-            sd_s, lo_s, hi_s = _component(raw, g, col)
-            if design.columns == ("x",):
-                sd_int, rho = sd_i, _correlation(raw, g, col)
-                intervals[f"sd_{g}_intercept"] = [lo_i, hi_i]
-            else:  # treatment coding -> mean of the two systems as intercept
-                cov = _correlation(raw, g, col) * sd_i * sd_s
-                sd_int = math.sqrt(sd_i**2 + sd_s**2 / 4 + cov)
-                rho = (cov + sd_s**2 / 2) / (sd_int * sd_s) if sd_int > 0 and sd_s > 0 else 0.0
-                intervals[f"sd_{g}_intercept"] = [math.nan, math.nan]
-            rec[f"sd_{g}_intercept"] = sd_int
-            rec[f"sd_{g}_slope"] = sd_s
-            intervals[f"sd_{g}_slope"] = [lo_s, hi_s]
+            cov = _correlation(raw, g, col) * sd(g, "(Intercept)") * sd(g, col) if design.random == "slopes" else 0.0
+            var_int, var_slope, cov_pair = design.pair_moments(sd, system, g, cov)
+            rec[f"sd_{g}_intercept"], rec[f"sd_{g}_slope"] = math.sqrt(var_int), math.sqrt(var_slope)
+            rho = cov_pair / math.sqrt(var_int * var_slope) if var_int > 0 and var_slope > 0 else 0.0
+            for which, ci in _pair_intervals(design, raw, g, system).items():
+                intervals[f"sd_{g}_{which}"] = ci
             if correlated:
                 corr[g] = rho
+            elif abs(rho) > 1e-6:
+                notes.append(f"under the {design.random} model the {g} intercept and slope of {system} vs "
+                             f"{design.systems[0]} are correlated (rho = {rho:.3f}); the planner simulates them "
+                             "uncorrelated")
+        driven = [component_label(design, g, t) for g, t in design.contrast_components(system) if (g, t) in zeros]
+        if driven:
+            notes.append(f"the df of {system} vs {design.systems[0]} ({float(co.df):.4g}) rest on a variance component "
+                         f"estimated at zero ({'; '.join(driven)}): the test treats that source of variation as "
+                         "absent, so its p-value can be far too small with few raters; compare with another --random "
+                         "structure")
         rec["sd_residual"] = raw.sigma
         intervals["sd_residual"] = list(raw.sigma_interval)
         rec["intercept"] = b0 if design.columns == ("x",) else b0 + float(co.estimate) / 2
         rec["singular"] = raw.singular
         rec["intervals"] = intervals
+        rec["notes"] = notes
         if correlated:
             rec["correlations"] = corr
         records.append(rec)
@@ -106,6 +129,7 @@ def fit_pilot(
     draws: int = 1000,
     chains: int = 2,
     progress: Callable[[str], None] | None = None,
+    random: str | None = None,
 ) -> FitResult:
     """Fit the crossed mixed model to validated pilot data.
 
@@ -114,10 +138,12 @@ def fit_pilot(
     ``simplify`` drops zero variance components one at a time (after first
     dropping correlations) and records what was dropped and why.
     ``progress`` receives a line of text at each stage of a long fit.
+    ``random``: the random-effect structure (:class:`~.types.Design`): ``slopes`` (Card et al.;
+    the default for two systems), ``invariant`` (the default for more), ``per-system``.
     """
     spec = registry.get(backend)
     intervals = spec.resolve_intervals(data.family, intervals)
-    design = Design.for_data(data)
+    design = Design.for_data(data, random)
     options = FitOptions(intervals, nboot, seed, draws, chains, progress=progress)
     if data.family == "binomial":
         if correlated or simplify:
@@ -125,6 +151,8 @@ def fit_pilot(
         from .judgments import fit_judgments
 
         return fit_judgments(data, design, backend, intervals, nboot, seed, draws, chains)
+    if correlated and design.random == "invariant":
+        raise InputError("--correlated needs several terms per group: use --random slopes or per-system")
     if correlated and not spec.correlated:
         raise InputError(f"the {backend} backend fits uncorrelated random effects only; use --backend lme4")
     if correlated and intervals == "wald":

@@ -52,7 +52,11 @@ def statsmodels_deviance(frame: pd.DataFrame, columns: tuple[str, ...], fit: Com
     """-2 log-likelihood of statsmodels' MixedLM for the same model at ``fit``'s parameters."""
     from statsmodels.regression.mixed_linear_model import MixedLM, MixedLMParams
 
-    vc = {f"{g}|{t}": f"0 + C({g})" if t == "(Intercept)" else f"0 + C({g}):{t}" for g, t in fit.components}
+    from .types import group_codes
+
+    frame = frame.assign(**{g.replace(":", "_"): group_codes(frame, g) for g, _ in fit.components if ":" in g})
+    vc = {f"{g}|{t}": f"0 + C({g.replace(':', '_')})" + ("" if t == "(Intercept)" else f":{t}")
+          for g, t in fit.components}
     fixed = "score ~ 1" + "".join(f" + {c}" for c in columns)
     model = MixedLM.from_formula(fixed, frame, groups=np.ones(len(frame)), vc_formula=vc, re_formula="0",
                                  use_sparse=True)
@@ -89,7 +93,7 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
     from scipy import stats
     from threadpoolctl import threadpool_limits
 
-    from .types import GROUPS, ZERO_TOL, RawFit
+    from .types import GROUPS, ZERO_TOL, RawFit, group_codes
 
     keys = list(components) if components is not None else [(g, t) for g in GROUPS for t in ("(Intercept)",) + columns]
     x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in columns])
@@ -98,8 +102,9 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
     with threadpool_limits(1):
         try:
             model = CrossedComponentsModel(x, frame["score"].to_numpy(float),
-                                           {g: frame[g].to_numpy() for g in GROUPS},
-                                           {c: frame[c].to_numpy(float) for c in columns}, keys, reml=reml)
+                                           {g: group_codes(frame, g) for g in dict.fromkeys(g for g, _ in keys)},
+                                           {t: frame[t].to_numpy(float) for _, t in keys if t != "(Intercept)"},
+                                           keys, reml=reml)
         except TooManyEffectsError as exc:
             raise InputError(f"the statsmodels backend cannot fit this design: {exc}; "
                              "use --backend lme4 (sparse algebra)") from exc

@@ -85,27 +85,70 @@ class RawFit:
     draws: dict[str, list[float]] | None = None
 
 
+#: random-effect structures of the Gaussian model (see :class:`Design`)
+RANDOM = ("invariant", "slopes", "per-system")
+#: how each structure's SDs become a pair's planner parameters (mean-difference coding), for the provenance
+PARAMETERISATION = {
+    "slopes": "Card et al.'s slope model; with more than two systems the pair's intercept SD is "
+              "sqrt(sd_int^2 + sd_slope^2 / 4) (treatment coding)",
+    "invariant": "coding-invariant variance components: sd_slope^2 = 2 tau^2, sd_intercept^2 = sigma^2 + tau^2 / 2 "
+                 "(tau: group x system SD, sigma: group SD); the reverse exists only when "
+                 "sd_intercept^2 >= sd_slope^2 / 4",
+    "per-system": "one SD per system (a: baseline, b: system): sd_slope^2 = a^2 + b^2, "
+                  "sd_intercept^2 = (a^2 + b^2) / 4, covariance (b^2 - a^2) / 2",
+}
+
+
+def group_codes(frame: pd.DataFrame, group: str) -> np.ndarray:
+    """0-based level codes of a grouping factor of the model frame; ``"a:b"`` is the interaction of a and b."""
+    cols = group.split(":")
+    if len(cols) == 1:
+        return pd.factorize(frame[group])[0]
+    return pd.MultiIndex.from_frame(frame[cols]).factorize()[0]
+
+
 @dataclass(frozen=True)
 class Design:
-    """Contrast columns of a fit: ``columns[k]`` codes ``systems[k + 1]`` against the baseline."""
+    """How pilot data become a model: contrast columns and random-effect structure.
+
+    ``columns[k]`` codes ``systems[k + 1]`` against the baseline: x = -1/2, +1/2
+    for two systems, treatment indicators for more. ``random``:
+
+    - ``slopes`` (Card et al.): ``(1 + contrasts || worker) + (1 + contrasts || item)``;
+    - ``invariant``: ``(1 | worker) + (1 | worker:system) + (1 | item) + (1 | item:system)``,
+      the same four components whatever the number of systems or the coding;
+    - ``per-system``: ``(0 + system || worker) + (0 + system || item)``, one SD per system
+      (indicator columns ``s0``, ``s1``, ... in the order of ``systems``).
+    """
 
     systems: tuple[str, ...]
     columns: tuple[str, ...]
     family: str
+    random: str = "slopes"
 
     @classmethod
-    def for_data(cls, data: PilotData) -> Design:
+    def for_data(cls, data: PilotData, random: str | None = None) -> Design:
+        """``random=None``: Card et al.'s slopes for two systems, the coding-invariant model for more."""
         if data.family == "binomial":
             return cls(data.systems, (), "binomial")
+        if random is None:
+            random = "slopes" if len(data.systems) == 2 else "invariant"
+        if random not in RANDOM:
+            raise InputError(f"unknown random-effect structure {random!r}; choose one of {', '.join(RANDOM)}")
         cols = ("x",) if len(data.systems) == 2 else tuple(f"c{k}" for k in range(1, len(data.systems)))
-        return cls(data.systems, cols, "gaussian")
+        return cls(data.systems, cols, "gaussian", random)
+
+    def indicator(self, system: str) -> str:
+        """Name of the per-system indicator column of ``system``."""
+        return f"s{self.systems.index(system)}"
 
     def model_frame(self, data: PilotData) -> pd.DataFrame:
-        """Integer-coded worker/item and the contrast columns."""
+        """Integer-coded worker/item/system, the contrast columns (and per-system indicators)."""
         f = data.frame
         out = pd.DataFrame({
             "worker": pd.factorize(f["worker"])[0] + 1,
             "item": pd.factorize(f["item"])[0] + 1,
+            "system": f["system"].map({s: k + 1 for k, s in enumerate(self.systems)}).to_numpy(int),
             "score": f["score"].to_numpy(float),
         })
         if self.columns == ("x",):
@@ -113,13 +156,48 @@ class Design:
         else:
             for col, system in zip(self.columns, self.systems[1:]):
                 out[col] = (f["system"] == system).astype(float).to_numpy()
+        if self.random == "per-system":
+            for system in self.systems:
+                out[self.indicator(system)] = (f["system"] == system).astype(float).to_numpy()
         if "w" in f:
             out["w"] = f["w"].to_numpy(float)
         return out
 
     def components(self) -> list[tuple[str, str]]:
         """(group, term) of every random effect of the full model."""
+        if self.random == "invariant":
+            return [(h, "(Intercept)") for g in GROUPS for h in (g, f"{g}:system")]
+        if self.random == "per-system":
+            return [(g, self.indicator(s)) for g in GROUPS for s in self.systems]
         return [(g, t) for g in GROUPS for t in ("(Intercept)",) + self.columns]
+
+    def contrast_components(self, system: str) -> list[tuple[str, str]]:
+        """The components whose variance enters the comparison of ``system`` with the baseline."""
+        if self.random == "invariant":
+            return [(f"{g}:system", "(Intercept)") for g in GROUPS]
+        if self.random == "per-system":
+            return [(g, self.indicator(s)) for g in GROUPS for s in (self.systems[0], system)]
+        return [(g, self.columns[self.systems.index(system) - 1]) for g in GROUPS]
+
+    def pair_moments(self, sd: Callable[[str, str], Any], system: str, group: str, cov: Any = 0.0) -> tuple[Any, Any, Any]:
+        """Variances of a pair's mean (the planner's intercept) and difference (its slope), and their covariance.
+
+        For one group (worker or item), ``system`` against the baseline; ``sd(group, term)``
+        gives a component's SD (numbers or arrays of draws), ``cov`` the intercept-slope
+        covariance of a correlated slope model. Coding-invariant: sigma1^2 = 2 tau^2,
+        sigma0^2 = sigma^2 + tau^2 / 2; per-system SDs a, b: (a^2 + b^2) / 4, a^2 + b^2, (b^2 - a^2) / 2.
+        """
+        if self.random == "invariant":
+            s0, tau = sd(group, "(Intercept)"), sd(f"{group}:system", "(Intercept)")
+            return s0**2 + tau**2 / 2, 2 * tau**2, 0 * s0
+        if self.random == "per-system":
+            a, b = sd(group, self.indicator(self.systems[0])), sd(group, self.indicator(system))
+            return (a**2 + b**2) / 4, a**2 + b**2, (b**2 - a**2) / 2
+        col = self.columns[self.systems.index(system) - 1]
+        i, s = sd(group, "(Intercept)"), sd(group, col)
+        if self.columns == ("x",):
+            return i**2, s**2, cov
+        return i**2 + s**2 / 4 + cov, s**2, cov + s**2 / 2
 
     def spec(self, correlated: bool = False, dropped: frozenset[tuple[str, str]] = frozenset()) -> LmmSpec:
         """The Gaussian model with some components dropped."""
@@ -157,11 +235,15 @@ def wald_sd_intervals(theta: np.ndarray, sigma: float, vcov: np.ndarray, level: 
 
 
 def component_label(design: Design, group: str, term: str) -> str:
-    """Human name of a variance component, e.g. 'worker slope of F vs A'."""
+    """Human name of a variance component, e.g. 'worker slope of F vs A', 'item x system'."""
     if design.family == "binomial":
         return f"{group} intercept ({term} vs {design.systems[0]})"
+    if ":" in group:
+        return group.replace(":", " x ")
     if term == "(Intercept)":
         return f"{group} intercept"
+    if design.random == "per-system":
+        return f"{group} SD of {design.systems[int(term[1:])]}"
     system = design.systems[1 + design.columns.index(term)]
     return f"{group} slope of {system} vs {design.systems[0]}"
 
@@ -215,10 +297,12 @@ class FitResult:
             "versions": self.raw.versions,
             "model": self.design.formula(self.correlated, frozenset((g, t) for g, t, _ in self.dropped))
             if self.design.family == "gaussian" else "won ~ 1 + (1 | worker) + (1 | item) (logistic)",
+            "random": self.design.random if self.design.family == "gaussian" else None,
+            "parameterisation": PARAMETERISATION.get(self.design.random) if self.design.family == "gaussian" else None,
             "singular": self.raw.singular,
             "zero_components": self.zero_components,
             "simplified": list(self.steps),
-            "warnings": list(self.raw.warnings),
+            "warnings": list(self.raw.warnings) + list(rec.get("notes", [])),
             "notes": list(self.data.notes),
             "original_scale": list(self.data.scale) if self.data.scale else None,
             "effect": rec["effect"],
@@ -303,6 +387,8 @@ class FitResult:
             lines.append(f"simplify: {step}")
         for w in self.raw.warnings:
             lines.append(f"warning ({self.raw.backend}): {w}")
+        for note in dict.fromkeys(n for r in self.records for n in r.get("notes", [])):
+            lines.append(f"warning: {note}")
         for n in self.data.notes:
             lines.append(f"note: {n}")
         return "\n".join(lines)
@@ -314,12 +400,12 @@ def comparison_draws(design: Design, draws: dict[str, list[float]], system: str)
         prefix = system + ":"
         return {k[len(prefix):]: v for k, v in draws.items() if k.startswith(prefix)}
     col = design.columns[design.systems.index(system) - 1]
+    zeros = np.zeros(len(draws["sigma"]))
     out = {"effect": draws[f"b|{col}"], "sd_residual": draws["sigma"]}
     for g in GROUPS:
-        slope = np.asarray(draws.get(f"{g}|{col}", np.zeros(len(draws["sigma"]))))
-        icpt = np.asarray(draws.get(f"{g}|(Intercept)", np.zeros(len(draws["sigma"]))))
-        out[f"sd_{g}_slope"] = slope.tolist()
-        out[f"sd_{g}_intercept"] = (icpt if design.columns == ("x",) else np.sqrt(icpt**2 + slope**2 / 4)).tolist()
+        var_int, var_slope, _ = design.pair_moments(lambda h, t: np.asarray(draws.get(f"{h}|{t}", zeros)), system, g)
+        out[f"sd_{g}_slope"] = np.sqrt(var_slope).tolist()
+        out[f"sd_{g}_intercept"] = np.sqrt(var_int).tolist()
     return out
 
 

@@ -82,6 +82,10 @@ class BleuScenario:
         # about 50 million swap effects per chunk (memory ~0.4 GB in float64 at most)
         return max(1, min(1000, 50_000_000 // (self.n * (4 if self.method == "randomization" else 8))))
 
+    def study_bytes(self) -> int:
+        """Memory one simulated study needs (its swap effects; permutation signs in blocks of 2,000)."""
+        return self.n * (40 + (5 * min(2000, self.permutations) if self.method == "randomization" else 0))
+
     def cell(self) -> dict[str, Any]:
         return {"n": self.n, "delta": self.delta, "p0": self.p0, "b0": self.b0, "effect": self.delta,
                 "method": self.method, "permutations": self.permutations if self.method == "randomization" else 0,

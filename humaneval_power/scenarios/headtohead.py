@@ -201,7 +201,11 @@ class MixedJudgments:
     def k(self) -> int:
         return self.per_item or self.workers
 
-    chunk_size = 50
+    chunk_size = 10  # a few seconds of glmer refits: progress and Ctrl-C stay responsive
+
+    def study_bytes(self) -> int:
+        """Memory one simulated study needs: its judgments, in several copies (R's included)."""
+        return self.items * self.k * 8 * 20
 
     def cell(self) -> dict[str, Any]:
         return {"workers": self.workers, "items": self.items, "judgments_per_item": self.k,

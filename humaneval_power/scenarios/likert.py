@@ -48,7 +48,7 @@ from ..fitting.balanced import (
 
 METHODS = ("fast", "analytic", "lme4", "statsmodels")
 FORMULA = "y ~ x + (1 + x || worker) + (1 + x || item)"
-_CHUNK = {"fast": 20_000, "analytic": 1, "lme4": 50, "statsmodels": 20}
+_CHUNK = {"fast": 20_000, "analytic": 1, "lme4": 10, "statsmodels": 10}  # R/refit tiers: a chunk every few seconds
 
 
 def simulate_ratings(
@@ -103,6 +103,11 @@ class LikertScenario:
     @property
     def chunk_size(self) -> int:
         return _CHUNK[self.method]
+
+    def study_bytes(self) -> int:
+        """Memory one simulated study needs: none to speak of for the fast tiers; the
+        refitting tiers hold each data set (W x I x 2 ratings) in several copies."""
+        return 0 if self.method in ("fast", "analytic") else 2 * self.workers * self.items * 8 * 20
 
     def cell(self) -> dict[str, Any]:
         return {

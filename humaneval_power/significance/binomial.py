@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from scipy import optimize, stats
 
 from ..errors import InputError
@@ -57,39 +59,127 @@ def lower_critical(m: np.ndarray, alpha: float, mid_p: bool = False) -> np.ndarr
     return np.where(m > 0, np.minimum(k, np.floor((m - 1) / 2)), -1.0)
 
 
+#: Exact binomial terms are taken every _BLOCK steps; one-step recursions fill in
+#: between, so rounding grows over at most _BLOCK steps (relative error < 1e-13).
+_BLOCK = 256
+
+
+def _anchored_products(steps: np.ndarray) -> np.ndarray:
+    """In place, along each row of ``steps`` (anchor, r1, r2, ...): (anchor, anchor r1, anchor r1 r2, ...)."""
+    return np.multiply.accumulate(steps, axis=1, out=steps)
+
+
+def _binom_pmf_rows(n: int, p: np.ndarray, start: np.ndarray, width: int) -> np.ndarray:
+    """Bin(n, p) pmf at start .. start + width - 1, one row per (p, start); 0 beyond n.
+
+    Exact at every ``_BLOCK``-th value; in between by pmf(s) = pmf(s - 1) (n - s + 1) p / (s (1 - p)).
+    """
+    p, start = np.asarray(p, dtype=float), np.asarray(start)
+
+    def exact(rows: np.ndarray | slice) -> np.ndarray:
+        return stats.binom.pmf(start[rows, None] + np.arange(width), n, p[rows, None])
+
+    if width <= _BLOCK:
+        return exact(slice(None))
+    span = _BLOCK * -(-width // _BLOCK)
+    first = int(start.min())
+    s = np.arange(first, int(start.max()) + span, dtype=float)
+    inner = (p > 0) & (p < 1)
+    odds = np.where(inner, p, 0.0) / np.where(inner, 1 - p, 1.0)
+    steps = sliding_window_view(np.maximum(n + 1 - s, 0.0) / np.maximum(s, 1.0), span)[start - first]
+    steps *= odds[:, None]
+    blocks = steps.reshape(-1, _BLOCK)
+    blocks[:, 0] = stats.binom.pmf(start[:, None] + np.arange(0, span, _BLOCK), n, p[:, None]).ravel()
+    out = _anchored_products(blocks).reshape(len(p), span)[:, :width]
+    if not inner.all():  # p = 0 or 1: a point mass, no recursion
+        out[~inner] = exact(~inner)
+    return out
+
+
+def _z_cut(m: np.ndarray, z: float, root_m: np.ndarray | None = None) -> np.ndarray:
+    """Lower critical count floor((m - z sqrt m) / 2) of the unconditional test: reject iff W <= it or W >= m - it."""
+    return np.floor((m - z * (np.sqrt(m) if root_m is None else root_m)) / 2 + 1e-9)
+
+
+def _two_sided(cdf: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Two-sided tail 2 F(k; m) of Bin(m, 1/2) from its lower CDF, capped at 1; 0 for m = 0."""
+    return np.where(m > 0, np.minimum(1.0, 2 * cdf), 0.0)
+
+
+def _two_sided_tails(n: int, z: float) -> np.ndarray:
+    """P(|2W - m| >= z sqrt(m)) for W ~ Bin(m, 1/2), m = 0..n; 0 for m = 0.
+
+    With k(m) = floor((m - z sqrt m) / 2) that is 2 F(k(m); m), F the Bin(m, 1/2)
+    CDF. Once m >= z^2, k(m) is >= 0 and steps by 0 or 1, and along m
+    F(k; m+1) = F(k; m) - f(k; m)/2, F(k+1; m+1) = F(k; m) + f(k+1; m)/2, with
+    f the pmf (itself a one-step ratio); exact CDFs anchor every ``_BLOCK`` steps.
+    """
+    m_rec = min(n + 1, _BLOCK * math.ceil((z * z + 2.0) / _BLOCK))  # recursion from here on
+    blocks = -(-(n + 1 - m_rec) // _BLOCK)
+    m = np.arange(m_rec + blocks * _BLOCK + 1, dtype=float)
+    k = _z_cut(m, z)
+    cdf = np.empty(len(m) - 1)
+    cdf[:m_rec] = stats.binom.cdf(k[:m_rec], m[:m_rec], 0.5)
+    if blocks:
+        mr, kr = m[m_rec:-1], k[m_rec:-1]
+        up = k[m_rec + 1:] > kr
+        # pmf ratio f(k'; m+1) / f(k; m) and the CDF step over f(k; m) for the two moves
+        ratio = (mr + 1) / (2 * np.where(up, kr + 1, mr + 1 - kr))
+        step = np.where(up, (mr - kr) / (2 * (kr + 1)), -0.5)
+        mb, kb = mr[::_BLOCK], kr[::_BLOCK]
+        pmf = np.empty((blocks, _BLOCK))  # f(k; m), each row from its exact first value
+        pmf[:, 0] = stats.binom.pmf(kb, mb, 0.5)
+        pmf[:, 1:] = ratio.reshape(blocks, _BLOCK)[:, :-1]
+        rows = _anchored_products(pmf) * step.reshape(blocks, _BLOCK)  # the CDF's steps
+        rows[:, 1:] = rows[:, :-1]
+        rows[:, 0] = stats.binom.cdf(kb, mb, 0.5)
+        cdf[m_rec:] = np.add.accumulate(rows, axis=1, out=rows).ravel()
+    return _two_sided(cdf[: n + 1], m[: n + 1])
+
+
 class _UnconditionalSize:
     """Size of "reject iff |W - L| / sqrt(W + L) >= z" maximised over the discordance pi = P(W or L).
 
     Under H0 the n pairs are discordant with unknown probability pi and split
     evenly, so the size is sup_pi sum_m Bin(m; n, pi) P(|2W - m| >= z sqrt m | m).
     The binomial weights on a grid of pi are computed once per n; the
-    supremum over the grid is refined around its three best points.
+    supremum over the grid is refined around its three best points. Successive
+    calls (a root search) recompute the tails only where the cut-off moved.
     """
 
     def __init__(self, n: int, grid: int = 1000) -> None:
         self.n = n
         self.pis = np.linspace(1.0 / grid, 1.0, grid)
-        supports = [_support(n, p) for p in self.pis]
-        width = max(len(s) for s in supports)
-        self.index = np.array([np.minimum(s[0] + np.arange(width), n) for s in supports])
-        self.weight = np.array([np.pad(stats.binom.pmf(s, n, p), (0, width - len(s)))
-                                for s, p in zip(supports, self.pis)])
+        self.start, stop = _support_bounds(n, self.pis)
+        self.width = int((stop - self.start).max()) + 1
+        self.weight = _binom_pmf_rows(n, self.pis, self.start, self.width)
+        self.weight[np.arange(self.width) > (stop - self.start)[:, None]] = 0.0
         self.m = np.arange(n + 1, dtype=float)
+        self.root_m = np.sqrt(self.m)
+        self._cut: np.ndarray | None = None
+        self._tail = np.zeros(n + 1 + self.width)  # tails for m = 0..n, zero-padded for the windows
 
-    def tail(self, z: float) -> np.ndarray:
-        """P(|2W - m| >= z sqrt(m)) for W ~ Bin(m, 1/2), m = 0..n; 0 for m = 0."""
-        k = np.floor((self.m - z * np.sqrt(self.m)) / 2 + 1e-9)
-        return np.where(self.m > 0, np.minimum(1.0, 2 * stats.binom.cdf(k, self.m, 0.5)), 0.0)
+    def tails(self, z: float) -> np.ndarray:
+        """P(|2W - m| >= z sqrt(m)) for m = 0..n followed by ``width`` zeros."""
+        cut = _z_cut(self.m, z, self.root_m)
+        moved = None if self._cut is None else np.flatnonzero(cut != self._cut)
+        if moved is not None and 16 * len(moved) <= len(cut):  # few moved: exact CDFs there
+            m = self.m[moved]
+            self._tail[moved] = _two_sided(stats.binom.cdf(cut[moved], m, 0.5), m)
+        else:
+            self._tail[: self.n + 1] = _two_sided_tails(self.n, z)
+        self._cut = cut
+        return self._tail
 
     def __call__(self, z: float) -> float:
-        tail = self.tail(z)
-        values = (self.weight * tail[self.index]).sum(axis=1)
+        tail = self.tails(z)
+        values = np.array([w @ tail[s : s + self.width] for w, s in zip(self.weight, self.start)])
         best = float(values.max())
         step = self.pis[1] - self.pis[0] if len(self.pis) > 1 else 1.0
 
         def size(pi: float) -> float:
-            ms = _support(self.n, pi)
-            return float(stats.binom.pmf(ms, self.n, pi) @ tail[ms])
+            lo, hi = _support_bounds(self.n, pi)
+            return float(_binom_pmf_rows(self.n, np.array([pi]), np.array([lo]), hi - lo + 1)[0] @ tail[lo : hi + 1])
 
         for i in np.argsort(values)[-3:]:
             lo, hi = max(self.pis[i] - step, 1e-12), min(self.pis[i] + step, 1.0)
@@ -107,7 +197,12 @@ def unconditional_size(n: int, z: float) -> float:
 @lru_cache(maxsize=256)
 def unconditional_critical_z(n: int, alpha: float) -> float:
     """Smallest z with exact unconditional size <= alpha (Suissa & Shuster 1991), to 1e-8."""
-    size = _UnconditionalSize(n)  # its binomial weights serve every step of the bisection, then go
+    # one size object: its binomial weights and tails serve every step of the bisection, then go
+    return bisect_critical_z(_UnconditionalSize(n), n, alpha)
+
+
+def bisect_critical_z(size: Callable[[float], float], n: int, alpha: float) -> float:
+    """Smallest z (to 1e-8) with ``size(z) <= alpha``, by bisection from the normal cut-off; inf if none <= sqrt(n) + 1."""
     z_normal = float(stats.norm.isf(alpha / 2))
     lo, hi = 0.9 * z_normal, 1.1 * z_normal
     if size(lo) <= alpha:
@@ -140,8 +235,7 @@ def critical_counts(m: np.ndarray, n: int, alpha: float, test: str = "exact") ->
     z = unconditional_critical_z(int(n), float(alpha))
     if math.isinf(z):
         return np.full(m.shape, -1.0)
-    k = np.floor((m - z * np.sqrt(m)) / 2 + 1e-9)
-    return np.where(m > 0, np.minimum(k, np.floor((m - 1) / 2)), -1.0)
+    return np.where(m > 0, np.minimum(_z_cut(m, z), np.floor((m - 1) / 2)), -1.0)
 
 
 def sign_test(wins: np.ndarray, ties: np.ndarray, losses: np.ndarray, ties_policy: str, alpha: float):
@@ -159,11 +253,17 @@ def sign_test(wins: np.ndarray, ties: np.ndarray, losses: np.ndarray, ties_polic
     return p, p <= alpha
 
 
-def _support(n: int, p: float, width: float = 12.0) -> np.ndarray:
+def _support_bounds(n: int, p):
+    """First and last value of Bin(n, p) carrying all but ~1e-30 of the mass (arrays for array p)."""
+    sd = np.sqrt(n * p * (1 - p))
+    lo = np.maximum(0, np.floor(n * p - 12.0 * sd - 2)).astype(int)
+    hi = np.minimum(n, np.ceil(n * p + 12.0 * sd + 2)).astype(int)
+    return (lo, hi) if np.ndim(p) else (int(lo), int(hi))
+
+
+def _support(n: int, p: float) -> np.ndarray:
     """Values of Bin(n, p) carrying all but ~1e-30 of the mass."""
-    sd = math.sqrt(n * p * (1 - p))
-    lo = max(0, int(math.floor(n * p - width * sd - 2)))
-    hi = min(n, int(math.ceil(n * p + width * sd + 2)))
+    lo, hi = _support_bounds(n, p)
     return np.arange(lo, hi + 1)
 
 

@@ -1,0 +1,348 @@
+"""Reliability (issue 18): Ctrl-C, workers that die with their parent, bounded runs, outputs
+checked first and written all-or-nothing, checkpoints that cannot lie."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from humaneval_power import io
+from humaneval_power.checkpoint import Checkpoint, _checksum
+from humaneval_power.engine import StudyOutcomes, run_cells
+from humaneval_power.errors import InputError
+from humaneval_power.parallel import remove_stale_run_dirs
+from humaneval_power.scenarios.bleu import BleuScenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class _Coin:
+    """A cheap scenario: significant with probability p."""
+
+    p: float
+    effect: float = 1.0
+    chunk_size: int = 100
+
+    def cell(self) -> dict[str, Any]:
+        return {"p": self.p, "effect": self.effect}
+
+    def stream_key(self) -> str:
+        return f"coin-{self.p}"
+
+    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
+        sig = rng.random(n) < self.p
+        return StudyOutcomes(np.ones(n), sig, np.zeros(n, bool), np.zeros(n, bool))
+
+    def exact(self) -> None:
+        return None
+
+
+# ------------------------------------------------------------------ outputs (item 4)
+
+def test_new_files_follow_the_umask_and_existing_files_keep_their_mode(tmp_path: Path) -> None:
+    table = pd.DataFrame({"a": [1, 2]})
+    old = os.umask(0o022)
+    try:
+        io.write_table(table, tmp_path / "new.csv")
+        assert stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o644
+        os.umask(0o002)
+        io.write_table(table, tmp_path / "group.csv")
+        assert stat.S_IMODE((tmp_path / "group.csv").stat().st_mode) == 0o664
+    finally:
+        os.umask(old)
+    (tmp_path / "new.csv").chmod(0o640)
+    io.write_table(table, tmp_path / "new.csv")
+    assert stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o640
+
+
+def test_writes_go_through_a_symlink(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "t.csv"
+    target.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    io.write_table(pd.DataFrame({"a": [1]}), link)
+    assert link.is_symlink() and target.read_text() == "a\n1\n"
+
+
+def test_outputs_are_all_written_or_none(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.csv", tmp_path / "b.png"
+    first.write_text("before\n")
+
+    def broken(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        io.write_outputs([(first, lambda tmp: tmp.write_text("after\n")), (second, broken)])
+    assert first.read_text() == "before\n" and not second.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"], "temporary files left behind"
+
+
+def test_output_paths_are_checked_for_real(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="folder"):
+        io.check_output_path(tmp_path)  # a directory (its name has no table suffix either)
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(InputError, match="is a folder"):
+        io.check_output_path(tmp_path / "dir.csv")
+    with pytest.raises(InputError, match="does not exist"):
+        io.check_output_path(tmp_path / "missing" / "t.csv")
+    with pytest.raises(InputError, match="cannot write"):
+        io.check_output_path("/proc/hepower-test.csv")  # refused even to root
+    with pytest.raises(InputError, match="same file"):
+        io.check_output_paths((tmp_path / "t.csv", io.TABLE_FORMATS, "--out"),
+                              (tmp_path / "t.csv", io.TABLE_FORMATS, "--other"))
+
+
+def test_temporary_files_of_killed_writes_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    stale = tmp_path / f".t.csv{io.TEMP_MARK}{pid}-abc.csv"
+    stale.write_text("half a table")
+    mine = tmp_path / f".t.csv{io.TEMP_MARK}{os.getpid()}-abc.csv"  # a live writer's: kept
+    mine.write_text("being written")
+    io.check_output_path(tmp_path / "t.csv")
+    assert not stale.exists() and mine.exists()
+
+
+# ------------------------------------------------------------------ checkpoints (item 5)
+
+def _run(ck: Path, n_sims: int = 1000, seed: int = 1, **kw: Any) -> float:
+    return run_cells([_Coin(0.3), _Coin(0.6)], n_sims, seed=seed, jobs=1, checkpoint=ck, **kw)[0].power
+
+
+def _records(ck: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in ck.read_text().splitlines()[1:]]
+
+
+def test_checkpoint_has_a_header_and_a_checksum_per_record(tmp_path: Path) -> None:
+    ck = tmp_path / "ck.jsonl"
+    power = _run(ck)
+    header = json.loads(ck.read_text().splitlines()[0])
+    assert header["hepower_checkpoint"] == 1 and len(header["run"]) == 64
+    recs = _records(ck)
+    assert len(recs) == 20 and all(r["sum"] == _checksum(header["run"], r["data"]) for r in recs)
+    assert _run(ck) == power  # resumed entirely from the file
+
+
+def test_edited_records_are_refused(tmp_path: Path) -> None:
+    ck = tmp_path / "ck.jsonl"
+    _run(ck)
+    lines = ck.read_text().splitlines()
+    rec = json.loads(lines[3])
+    rec["data"]["counts"]["n_correct_sign"] = 100  # power 1.0 for this chunk
+    ck.write_text("\n".join(lines[:3] + [json.dumps(rec)] + lines[4:]) + "\n")
+    with pytest.raises(InputError, match="line 4.*checksum"):
+        _run(ck)
+
+
+def test_forged_records_with_valid_checksums_are_still_checked(tmp_path: Path) -> None:
+    ck = tmp_path / "ck.jsonl"
+    _run(ck)
+    lines = ck.read_text().splitlines()
+    run = json.loads(lines[0])["run"]
+    rec = json.loads(lines[1])
+    rec["data"]["counts"]["n"] = -7
+    rec["sum"] = _checksum(run, rec["data"])
+    ck.write_text("\n".join(lines[:1] + [json.dumps(rec)] + lines[2:]) + "\n")
+    with pytest.raises(InputError, match="inconsistent"):
+        _run(ck)
+
+
+def test_a_checkpoint_of_other_arguments_is_refused_unless_restarting(tmp_path: Path) -> None:
+    ck = tmp_path / "ck.jsonl"
+    _run(ck, seed=1)
+    before = ck.read_text()
+    for other in ({"seed": 2}, {"n_sims": 999}):
+        with pytest.raises(InputError, match="other arguments.*--restart"):
+            _run(ck, **other)
+        assert ck.read_text() == before, "a refused checkpoint must not be touched"
+    fresh = _run(ck, seed=2, restart=True)
+    assert fresh == run_cells([_Coin(0.3)], 1000, seed=2)[0].power
+    assert len(_records(ck)) == 20
+
+
+@pytest.mark.parametrize("content", [os.urandom(300), b"some notes\nnot json\n", b'{"key": "abc", "counts": {}}\n'])
+def test_foreign_files_are_refused_before_any_work(tmp_path: Path, content: bytes) -> None:
+    ck = tmp_path / "ck.jsonl"
+    ck.write_bytes(content)
+    with pytest.raises(InputError, match="not a hepower checkpoint"):
+        _run(ck, progress=_no_progress)
+    assert ck.read_bytes() == content
+
+
+def _no_progress(done: int, total: int, label: str = "") -> None:
+    assert done == 0, "work started before the checkpoint was validated"
+
+
+def test_checkpoint_path_errors_come_before_the_first_chunk(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a folder"):
+        _run(tmp_path, progress=_no_progress)
+    with pytest.raises(InputError, match="does not exist"):
+        _run(tmp_path / "missing" / "ck.jsonl", progress=_no_progress)
+
+
+def test_a_torn_last_line_is_repaired_and_its_chunk_rerun(tmp_path: Path) -> None:
+    ck = tmp_path / "ck.jsonl"
+    whole = _run(ck)
+    text = ck.read_text()
+    ck.write_text(text[: len(text) - 40])  # the last record cut short, no final newline
+    seen: list[tuple[int, int, str]] = []
+    assert _run(ck, progress=lambda d, t, label="": seen.append((d, t, label))) == whole
+    assert seen[0][1] - seen[0][0] == 100, "only the torn chunk runs again"
+    assert len(_records(ck)) == 20 and all("sum" in r for r in _records(ck))
+    Checkpoint(ck, json.loads(text.splitlines()[0])["run"]).close()  # the repaired file reads back cleanly
+
+
+# ------------------------------------------------------------------ unbounded work (item 3)
+
+class _Stop(Exception):
+    pass
+
+
+def test_huge_runs_start_at_once_with_bounded_memory() -> None:
+    calls: list[tuple[int, int, str]] = []
+
+    def progress(done: int, total: int, label: str = "") -> None:
+        calls.append((done, total, label))
+        if done > 0:
+            raise _Stop
+
+    tracemalloc.start()
+    start = time.monotonic()
+    with pytest.raises(_Stop):
+        run_cells([_Coin(0.3), _Coin(0.5)], 10**12, seed=1, jobs=1, progress=progress)
+    elapsed = time.monotonic() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert elapsed < 2
+    assert peak < 20 * 2**20, f"{peak / 2**20:.1f} MiB for two chunks"
+    assert calls[-1][1] == 2 * 10**12 and "cell 1/2" in calls[-1][2] and "p=0.3" in calls[-1][2]
+
+
+def test_a_study_that_cannot_fit_in_memory_is_refused() -> None:
+    with pytest.raises(InputError, match="GiB of memory"):
+        run_cells([BleuScenario(10**10, 1.0, 0.13, 25.8)], 10)
+
+
+def test_progress_accepts_old_two_argument_callbacks() -> None:
+    seen: list[tuple[int, int]] = []
+    run_cells([_Coin(0.3)], 300, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(0, 300), (100, 300), (200, 300), (300, 300)]
+
+
+# ------------------------------------------------------------------ Ctrl-C and orphans (items 1, 2)
+
+_SLOW = ["likert", "power", "--method", "statsmodels", "--workers", "3", "--items", "20", "--effect", "0.2",
+         "--sims", "5000", "--seed", "3"]
+
+
+def _start(argv: list[str], **kw: Any) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "humaneval_power.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True, **kw)
+
+
+def _wait_for(cond: Any, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _interrupt_and_check(proc: subprocess.Popen[str], ck: Path) -> None:
+    _wait_for(lambda: _lines(ck) >= 3 or proc.poll() is not None, 120, "two finished chunks")
+    assert proc.poll() is None, proc.communicate()
+    kept = _lines(ck)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert time.monotonic() - start < 5
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err and "Exception ignored" not in err, err
+    assert _lines(ck) >= kept, "finished chunks were lost"
+    header = json.loads(ck.read_text().splitlines()[0])
+    Checkpoint(ck, header["run"]).close()  # every record intact
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+def test_ctrl_c_stops_a_parallel_run_at_once_and_keeps_finished_chunks(tmp_path: Path) -> None:
+    ck = tmp_path / "ck.jsonl"
+    proc = _start(_SLOW + ["--jobs", "2", "--checkpoint", str(ck)])
+    _wait_for(lambda: len(_children(proc.pid)) >= 2 or proc.poll() is not None, 30, "the workers")
+    workers = _children(proc.pid)
+    _interrupt_and_check(proc, ck)
+    _wait_for(lambda: not any(_alive(w) for w in workers), 5, "the workers to end")
+
+
+@pytest.mark.r
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+def test_ctrl_c_stops_lme4_in_the_main_process(tmp_path: Path, lme4_backend: Any) -> None:
+    ck = tmp_path / "ck.jsonl"
+    proc = _start(["likert", "power", "--method", "lme4", "--jobs", "1", "--workers", "3", "--items", "30",
+                   "--effect", "0.2", "--sims", "5000", "--checkpoint", str(ck)])
+    _interrupt_and_check(proc, ck)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_workers_die_with_their_parent(tmp_path: Path, sig: int) -> None:
+    proc = _start(_SLOW + ["--jobs", "2"])
+    try:
+        _wait_for(lambda: len(_children(proc.pid)) >= 2 or proc.poll() is not None, 30, "the workers")
+        workers = _children(proc.pid)
+        assert len(workers) >= 2
+        proc.send_signal(sig)
+        proc.communicate(timeout=10)
+        _wait_for(lambda: not any(_alive(w) for w in workers), 5, "orphaned workers to end")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
+def test_worker_temp_folders_of_killed_runs_are_removed(tmp_path: Path) -> None:
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    stale = tmp_path / f"hepower-run-{dead}-x"
+    (stale / "RtmpAbc").mkdir(parents=True)
+    live = tmp_path / f"hepower-run-{os.getpid()}-y"
+    live.mkdir()
+    assert remove_stale_run_dirs(str(tmp_path)) == [stale]
+    assert not stale.exists() and live.exists()
