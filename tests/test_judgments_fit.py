@@ -15,7 +15,7 @@ from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_judgments
 from humaneval_power.params import H2HParams, load_h2h_params
 
-from .laplace_reference import laplace_fit
+from .laplace_reference import design_matrix, laplace_deviance, laplace_fit
 
 
 def _judgments(seed: int = 11, workers: int = 12, items: int = 40, p_tie: float = 0.3) -> pd.DataFrame:
@@ -58,6 +58,26 @@ def test_split_ties_equal_an_independent_weighted_laplace_fit(lme4_backend) -> N
     # the tie-free rows alone: drop differs from split (the ties carry information)
     drop = fit_pilot(read_judgments(raw, baseline="A", ties="drop"), "lme4").records[0]
     assert abs(drop["effect"] - got["effect"]) > 0.1
+
+
+@pytest.mark.r
+def test_split_ties_profile_intervals_are_those_of_the_weighted_likelihood(lme4_backend) -> None:
+    """lme4's profile limits for sd_worker: the reference's profile deviance rises by chi2(1, 0.95) there."""
+    from scipy import optimize, stats
+    from threadpoolctl import threadpool_limits
+
+    raw = _judgments()
+    fit = fit_pilot(read_judgments(raw, baseline="A", ties="split"), "lme4", intervals="profile")
+    lo, hi = fit.records[0]["intervals"]["sd_worker"]
+    score = np.where(raw.outcome == "b", 1.0, np.where(raw.outcome == "tie", 0.5, 0.0))
+    z = design_matrix(raw.worker.to_numpy(), raw["item"].to_numpy())
+    best = laplace_fit(score, raw.worker.to_numpy(), raw["item"].to_numpy())
+    for limit in (lo, hi):
+        with threadpool_limits(1):
+                prof = optimize.minimize(lambda p: laplace_deviance(np.array([p[0], limit, abs(p[1])]), score, z, 12),
+                                     [best.estimate, best.sd_item], method="Nelder-Mead",
+                                     options={"xatol": 1e-8, "fatol": 1e-10})
+        assert prof.fun - best.deviance == pytest.approx(stats.chi2.ppf(0.95, 1), abs=5e-3)
 
 
 def test_split_ties_refused_where_no_weighted_likelihood_exists() -> None:
@@ -116,6 +136,11 @@ def test_tie_answers_are_mapped_and_only_analysed_pairs_are_checked() -> None:
     assert list(dropped.frame.score) == [0.0, 1.0]
     with pytest.raises(InputError, match="list of answers"):
         read_judgments(rows, baseline="A", tie_values="both")
+    holes = rows.assign(item=rows["item"].where(rows.index != 6))  # row 6 pits C against B: not analysed
+    assert len(read_judgments(holes, baseline="A", systems=["A", "B"], tie_values=["both", "neither"]).frame) == 2
+    holes.loc[0, "outcome"] = None
+    with pytest.raises(InputError, match="^1 of the 4 judgments analysed have no worker, item or outcome"):
+        read_judgments(holes, baseline="A", systems=["A", "B"], tie_values=["both", "neither"])
 
 
 def test_fitting_reads_no_significance_module() -> None:

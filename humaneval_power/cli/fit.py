@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import InputError
-from ..fitting.model import BACKENDS, INTERVALS
+from ..fitting import registry
 from ..validation import TIE_POLICIES
 from .common import finite_float, non_negative, positive, print_json, where_filters
 
@@ -27,7 +27,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                      help="keep rows where COL equals VALUE (repeatable)")
     fit.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian",
                      help="gaussian (ratings, LMM) or binomial (judgments, logistic GLMM)")
-    fit.add_argument("--backend", choices=BACKENDS, default="lme4",
+    fit.add_argument("--backend", choices=tuple(registry.REGISTRY), default="lme4",
                      help="lme4 (R, Satterthwaite t), statsmodels (no R, same tests and Wald intervals, "
                           "Gaussian only), bambi (Bayesian, posterior intervals)")
     fit.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
@@ -41,7 +41,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                           "(always ties: tie, draw, equal, 0)")
     fit.add_argument("--correlated", action="store_true", help="correlated random intercepts and slopes")
     fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
-    fit.add_argument("--intervals", choices=INTERVALS,
+    fit.add_argument("--intervals", choices=registry.interval_methods(),
                      help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
     fit.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=500, metavar="N",
                      help="bootstrap refits for --intervals boot")

@@ -28,7 +28,7 @@ from .ratings import PilotData
 from .types import GROUPS, Design, FitOptions, FitResult, RawFit, component_label, zero_components
 
 BACKENDS = tuple(registry.REGISTRY)
-INTERVALS = tuple(dict.fromkeys(m for b in registry.REGISTRY.values() for ms in b.intervals.values() for m in ms))
+INTERVALS = registry.interval_methods()
 
 __all__ = ["BACKENDS", "INTERVALS", "FitResult", "build_records", "fit_pilot"]
 

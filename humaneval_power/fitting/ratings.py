@@ -185,6 +185,9 @@ def read_judgments(
     missing = [s for s in order[1:] if s not in set(f["system"])]
     if missing:
         raise InputError(f"no judgments pit the baseline {base!r} against {', '.join(missing)}")
+    blank = raw.loc[f.index, [cols[r] for r in ("worker", "item", "outcome")]].isna().any(axis=1)
+    if blank.any():
+        raise InputError(f"{int(blank.sum())} of the {len(f)} judgments analysed have no worker, item or outcome")
     out = f["outcome"].str.strip()
     low = out.str.lower()
     winner = np.where(low == "a", f["system_a"], np.where(low == "b", f["system_b"], out))

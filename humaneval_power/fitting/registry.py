@@ -71,6 +71,11 @@ def get(name: str) -> Backend:
     return REGISTRY[name]
 
 
+def interval_methods() -> tuple[str, ...]:
+    """Every interval method of the registered backends, in registration order."""
+    return tuple(dict.fromkeys(m for b in REGISTRY.values() for ms in b.intervals.values() for m in ms))
+
+
 def backends_for(family: str) -> tuple[str, ...]:
     return tuple(b.name for b in REGISTRY.values() if family in b.intervals)
 
