@@ -286,3 +286,29 @@ def test_cli_several_references_and_the_same_system_twice(wmt, capsys: pytest.Ca
         assert main(["bleu"] + argv) == 2, argv
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "same statistics" in err and "Warning" not in err
+
+
+def test_compare_with_baseline_is_the_cli_loop_in_the_library(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`bleu test` with several systems = compare_with_baseline = one paired test per system, same seed."""
+    from humaneval_power.metrics import corpus_stats
+    from humaneval_power.significance.paired import compare_with_baseline, paired_bootstrap, paired_randomization
+
+    rng = np.random.default_rng(3)
+    words = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]
+    ref = [" ".join(rng.choice(words, 6)) for _ in range(40)]
+    outs = {name: [" ".join(rng.choice(words, 6)) for _ in range(40)] for name in ("A", "B", "C")}
+    stats = {k: corpus_stats(v, [ref], "bleu") for k, v in outs.items()}
+    rows = compare_with_baseline(stats["A"], {"B": stats["B"], "C": stats["C"]}, "bootstrap", 300, seed=5)
+    assert [r["system"] for r in rows] == ["B", "C"]
+    assert rows[1]["p_value"] == paired_bootstrap(stats["A"], stats["C"], 300, 5)["p_value"]
+    ar = compare_with_baseline(stats["A"], {"C": stats["C"]}, trials=500, seed=5)[0]
+    assert ar["p_value"] == paired_randomization(stats["A"], stats["C"], 500, 5)["p_value"]
+    for name, lines in {"ref": ref, **outs}.items():
+        (tmp_path / f"system.{name}.txt").write_text("\n".join(lines) + "\n")
+    code = main(["bleu", "test", "--ref", str(tmp_path / "system.ref.txt"), "--baseline", str(tmp_path / "system.A.txt"),
+                 "--systems", str(tmp_path / "system.B.txt"), str(tmp_path / "system.C.txt"), "--paired-bs",
+                 "--trials", "300", "--seed", "5", "--json"])
+    assert code == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [(r["system"], r["p_value"]) for r in cli] == [(r["system"], r["p_value"]) for r in rows]

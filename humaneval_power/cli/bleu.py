@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from ..fitting.swap_effects import estimate_swap_parameters
     from ..metrics import corpus_stats, read_lines
-    from ..significance.paired import paired_bootstrap, paired_randomization
+    from ..significance.paired import compare_with_baseline
 
     refs = [read_lines(path, "reference") for path in args.ref]
 
@@ -124,16 +125,14 @@ def run(args: argparse.Namespace) -> int:
         table = pd.DataFrame([rec])
         emit(table, args, list(table.columns))
         return 0
-    base = stats_of(args.baseline)
-    rows = []
-    for path in args.systems:
-        other = stats_of(path)
-        if args.paired_bs:
-            r = paired_bootstrap(base, other, args.trials or 1000, args.seed, args.bs_rule)
-        else:
-            r = paired_randomization(base, other, args.trials or 10_000, args.seed)
-        rows.append({"system": _system_name(path), "baseline": _system_name(args.baseline), "metric": args.metric,
-                     "references": len(refs), **r})
+    names = [_system_name(path) for path in args.systems]
+    if len(set(names)) < len(names):
+        raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
+    systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
+    rows = compare_with_baseline(stats_of(args.baseline), systems, "bootstrap" if args.paired_bs else "randomization",
+                                 args.trials, args.seed, args.bs_rule)
+    rows = [{**r, "baseline": _system_name(args.baseline), "metric": args.metric, "references": len(refs)}
+            for r in rows]
     table = pd.DataFrame(rows)
     emit(table, args, ["system", "baseline", "metric", "score", "baseline_score", "delta", "delta_ci_low",
                        "delta_ci_high", "p_value", "method"])

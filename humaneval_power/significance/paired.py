@@ -15,7 +15,7 @@ vectorised score: no text is re-scored and no Python loop runs per trial.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -100,4 +100,27 @@ def paired_bootstrap(a: ItemStats, b: ItemStats, samples: int = 1000, seed: int 
             "delta_ci_high": float(hi)}
 
 
-__all__ = ["randomization_test", "paired_randomization", "paired_bootstrap", "BOOTSTRAP_RULES"]
+PAIRED_TESTS = ("randomization", "bootstrap")
+
+
+def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats], test: str = "randomization",
+                          trials: int | None = None, seed: int = 1, rule: str = "sacrebleu") -> list[dict[str, Any]]:
+    """Paired tests of every system against the baseline: one record per system (``system`` first).
+
+    ``test``: approximate randomization (``trials`` default 10,000) or the paired bootstrap
+    (default 1,000 resamples, with ``rule`` for its p-value). Each test uses ``seed``, as
+    sacrebleu does, so a system's p-value does not depend on which others are compared.
+    """
+    check_choice("paired test", test, PAIRED_TESTS)
+    rows = []
+    for name, other in systems.items():
+        if test == "bootstrap":
+            r = paired_bootstrap(baseline, other, trials or 1000, seed, rule)
+        else:
+            r = paired_randomization(baseline, other, trials or 10_000, seed)
+        rows.append({"system": name, **r})
+    return rows
+
+
+__all__ = ["randomization_test", "paired_randomization", "paired_bootstrap", "compare_with_baseline",
+           "BOOTSTRAP_RULES", "PAIRED_TESTS"]
