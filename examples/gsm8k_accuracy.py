@@ -17,14 +17,13 @@ import os
 import sys
 from pathlib import Path
 
-from scipy import optimize
-
-from humaneval_power.engine import results_table, run_cells
+from humaneval_power.planning import solve
 from humaneval_power.plots import plot_accuracy_power, save_figure
 from humaneval_power.scenarios.accuracy import (
     McNemarScenario,
     estimate_accuracy,
     lachenbruch_mde,
+    mcnemar_power,
     mcnemar_sample_size,
 )
 
@@ -40,15 +39,15 @@ def main() -> None:
         for d in (0.01, 0.02, abs(delta)):
             r = McNemarScenario(n, d, agree, method).exact()
             print(f"  {method:13s} |delta| {d:.4f}: power {r.power:.3f}, Type-S {r.type_s:.4f}, Type-M {r.type_m:.2f}")
-    mde = optimize.brentq(lambda d: McNemarScenario(n, d, agree, "exact").exact().power - 0.8, 1e-4, 1 - agree)
-    print(f"MDE at 80% power, agreement {agree:.3f}: {mde:.4f}")
+    mde = solve(lambda d: McNemarScenario(n, d, agree, "exact"), "delta", 1e-4, 1 - agree, integer=False, n_sims=1)
+    print(f"MDE at 80% power, agreement {agree:.3f}: {mde.value:.4f}")
     lach = lachenbruch_mde(n, est["accuracy_a"])
     print(f"no prior (Lachenbruch), baseline {est['accuracy_a']:.3f}: MDE {lach['mde']:.4f} "
           f"(bounds {lach['mde_low']:.4f} to {lach['mde_high']:.4f})")
     size = mcnemar_sample_size(0.02, agree, 0.8, "exact")
-    print(f"a 0.02 difference at this agreement needs n = {size['n_required']} problems (exact test)")
-    cells = [McNemarScenario(k, d / 100, agree) for k in (500, n, 5000) for d in range(1, 9)]
-    fig = plot_accuracy_power(results_table(run_cells(cells, 1)), title=f"GSM8K, agreement {agree:.3f}")
+    print(f"a 0.02 difference at this agreement needs n = {size.value} problems (exact test)")
+    table = mcnemar_power([500, n, 5000], [d / 100 for d in range(1, 9)], agree)
+    fig = plot_accuracy_power(table, title=f"GSM8K, agreement {agree:.3f}")
     Path("out").mkdir(exist_ok=True)
     print(f"wrote {save_figure(fig, Path('out') / 'gsm8k_power.png')}")
 

@@ -49,9 +49,9 @@ def main() -> None:
     print(table.pivot(index="n", columns="delta", values="power").round(3).to_string())
     n = stats["HW-TSC"].n
     m = bleu_mde(n, p0, b0, n_sims=2000, seed=1)
-    print(f"MDE of a {n}-sentence test set at 80% power: {m['mde']:.2f} BLEU")
+    print(f"MDE of a {n}-sentence test set at 80% power: {m.value:.2f} BLEU")
     size = bleu_sample_size(1.0, p0, b0, n_sims=2000, seed=1)
-    print(f"1 BLEU point needs about {size['n_required']:,} sentences for 80% power")
+    print(f"1 BLEU point needs about {size.value:,} sentences for 80% power")
     print("\npaired tests against ONLINE-Y:")
     for s in ("HW-TSC", "ONLINE-A", "NLLB_MBR_BLEU"):
         ar = paired_randomization(stats["ONLINE-Y"], stats[s], 10_000, seed=1)

@@ -12,7 +12,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "PowerResult": "engine",
-    "SampleSizeResult": "engine",
+    "SolveResult": "planning",
+    "power_grid": "planning",
+    "solve": "planning",
     "run_cells": "engine",
     "BackendUnavailableError": "errors",
     "HepowerError": "errors",
@@ -25,6 +27,7 @@ _EXPORTS = {
     "LikertScenario": "scenarios.likert",
     "likert_power": "scenarios.likert",
     "likert_sample_size": "scenarios.likert",
+    "likert_mde": "scenarios.likert",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -191,6 +191,15 @@ def get_preset(name: str) -> LikertParams:
         raise InputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
 
 
+def as_params(params: LikertParams | str) -> LikertParams:
+    """Parameters given as an object or a preset name (the API's boundary check)."""
+    if isinstance(params, str):
+        return get_preset(params)
+    if not isinstance(params, LikertParams):
+        raise InputError(f"params must be LikertParams or a preset name, got {type(params).__name__}")
+    return params
+
+
 SET_SCHEMA = "humaneval-power/params-set"
 
 

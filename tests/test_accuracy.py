@@ -34,8 +34,8 @@ def test_appendix_c(agreement: float, power: float, type_m: float) -> None:
 
 def test_mess_normal_sample_sizes() -> None:
     # MESS power_mcnemar_test(paid, psi): p10 = paid, p01 = psi * paid -> delta, agreement
-    assert mcnemar_sample_size(0.125, 0.625, 0.9)["n"] == pytest.approx(247.9973, abs=5e-4)
-    assert mcnemar_sample_size(0.1, 0.7, 0.8)["n"] == pytest.approx(233.0945, abs=5e-4)
+    assert mcnemar_sample_size(0.125, 0.625, 0.9).detail["n_unrounded"] == pytest.approx(247.9973, abs=5e-4)
+    assert mcnemar_sample_size(0.1, 0.7, 0.8).detail["n_unrounded"] == pytest.approx(233.0945, abs=5e-4)
 
 
 def test_power_prop_test() -> None:
@@ -66,10 +66,10 @@ def test_table2_mdes() -> None:
     for task in ("MRPC", "SST-2", "RTE", "QNLI", "MNLI-m", "MNLI-mm"):
         n, sota, _ = BENCHMARK_TASKS[task]
         r = accuracy_mde(n, sota, "glue", method="unconditional")
-        assert 100 * r["mde"] == pytest.approx(TABLE9[task][0], abs=0.01), task
-        assert r["power_at_mde"] == pytest.approx(0.8, abs=1e-6)
+        assert 100 * r.value == pytest.approx(TABLE9[task][0], abs=0.01), task
+        assert r.at.power == pytest.approx(0.8, abs=1e-6)
     # WNLI: the paper's +5.26 is the mid-p test's MDE (unconditional: 5.11, normal: none)
-    assert 100 * accuracy_mde(147, 0.945, "glue", method="midp")["mde"] == pytest.approx(5.26, abs=0.01)
+    assert 100 * accuracy_mde(147, 0.945, "glue", method="midp").value == pytest.approx(5.26, abs=0.01)
     squad = mde_table("squad2")[0]
     assert 100 * squad["mde"] == pytest.approx(TABLE9["SQuAD 2.0"][0], abs=0.01)
 
@@ -200,9 +200,10 @@ def test_solve_prop_test_each_way() -> None:
 
 def test_mde_power_and_exact_method() -> None:
     r = accuracy_mde(1725, 0.92)
-    assert r["power_at_mde"] == pytest.approx(0.8, abs=1e-6)
+    assert r.at.power == pytest.approx(0.8, abs=1e-6)
     ex = mcnemar_sample_size(0.02, 0.9, 0.8, "exact")
-    assert McNemarScenario(ex["n"], 0.02, 0.9).exact().power >= 0.8
+    assert McNemarScenario(ex.value, 0.02, 0.9).exact().power >= 0.8
+    assert McNemarScenario(ex.value - 1, 0.02, 0.9).exact().power < 0.8  # the first n that reaches it
 
 
 @pytest.mark.parametrize("argv", [
@@ -294,4 +295,4 @@ def test_cli_table_plot_and_unpaired(tmp_path, capsys: pytest.CaptureFixture[str
     assert round(json.loads(capsys.readouterr().out)[0]["n"], 1) == 76.7
     assert main(["accuracy", "mde", "--n", "1725", "--baseline", "0.92", "--prior", "lachenbruch", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
-    assert rec["mde_low"] < rec["mde"] < rec["mde_high"]
+    assert rec["delta_low"] < rec["delta"] == rec["value"] < rec["delta_high"] and rec["solve_for"] == "delta"

@@ -80,8 +80,8 @@ def test_sample_size_is_the_smallest_reaching_target() -> None:
     def power(n: int) -> float:
         return LikertScenario(params, 10, n, 0.1, "analytic").exact().power
 
-    assert r.attainable and power(r.n) >= 0.8 > power(r.n - 1)
-    assert r.n_low == r.n_high == r.n
+    assert r.attainable and power(r.value) >= 0.8 > power(r.value - 1)
+    assert r.low == r.high == r.value
 
 
 def test_unattainable_target_reports_the_limit() -> None:
@@ -91,6 +91,6 @@ def test_unattainable_target_reports_the_limit() -> None:
     params = get_preset("card2020-high")
     r = likert_sample_size(params, 0.1, workers=3, method="analytic")
     limit = stats.nct.sf(stats.t.isf(0.025, 2), 2, 0.1 * math.sqrt(3) / params.sd_worker_slope)
-    assert not r.attainable and r.n is None
-    assert r.max_power == pytest.approx(limit, abs=1e-4)
+    assert not r.attainable and r.value is None
+    assert r.limit_power == pytest.approx(limit, abs=1e-4)
     assert "add workers" in r.reason

@@ -174,8 +174,9 @@ def test_null_rejection_rate() -> None:
 
 def test_mde_reaches_target() -> None:
     m = bleu_mde(2000, 0.13, 25.8, n_sims=1000, seed=2)
-    below = run_cells([BleuScenario(2000, m["mde"] * 0.97, 0.13, 25.8, "saddlepoint")], 1000, seed=2)[0].power
-    assert m["power_at_mde"] >= 0.8 > below
+    below = run_cells([BleuScenario(2000, m.value * 0.97, 0.13, 25.8, "saddlepoint")], 1000, seed=2)[0].power
+    assert m.at.power >= 0.8 > below
+    assert m.low <= m.value <= m.high
 
 
 def test_paired_tests_agree_with_sacrebleu(wmt) -> None:

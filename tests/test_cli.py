@@ -98,6 +98,7 @@ def test_size_command(capsys: pytest.CaptureFixture[str]) -> None:
                  "--method", "analytic", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert isinstance(rec, list) and len(rec) == 1
-    assert rec[0]["n"] == rec[0]["items"] and rec[0]["power"] >= 0.8 and rec[0]["attainable"]
+    assert rec[0]["value"] == rec[0]["items"] == 135 and rec[0]["solve_for"] == "items"
+    assert rec[0]["power"] >= 0.8 and rec[0]["attainable"] and rec[0]["n_sims"] == 0
     assert main(["likert", "size", "--preset", "card2020-high", "--workers", "3", "--effect", "0.1"]) == 0
     assert "not attainable" in capsys.readouterr().out

@@ -64,12 +64,12 @@ def test_one_million_judgments() -> None:
 
 def test_sample_size_and_mde() -> None:
     r = h2h_sample_size(0.6, 0.1)
-    below = [exact_power(k, 0.6, 0.1)[0] for k in range(max(1, r.n - 40), r.n)]
-    assert exact_power(r.n, 0.6, 0.1)[0] >= 0.8 and max(below) < 0.8
-    assert r.n_high >= r.n
+    below = [exact_power(k, 0.6, 0.1)[0] for k in range(max(1, r.value - 40), r.value)]
+    assert exact_power(r.value, 0.6, 0.1)[0] >= 0.8 and max(below) < 0.8
+    assert r.high >= r.value == r.low
     m = h2h_mde(100)
-    assert m["power_at_mde"] == pytest.approx(0.8, abs=1e-6)
-    assert exact_power(100, m["p_win"] - 1e-3, 0.0)[0] < 0.8
+    assert m.at.power == pytest.approx(0.8, abs=1e-6)
+    assert exact_power(100, m.value - 1e-3, 0.0)[0] < 0.8
 
 
 @pytest.mark.parametrize("argv", [

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
-from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit,
+from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit, emit_solve,
                      finite_float, flatten, non_negative, number_list, positive)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
@@ -86,11 +86,11 @@ def run(args: argparse.Namespace) -> int:
                                   args.model_column, args.correct_column)
         table = pd.DataFrame([rec])
     elif args.action == "size":
-        table = pd.DataFrame([a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method,
-                                                    args.alpha)])
+        emit_solve(a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method, args.alpha), args)
+        return 0
     elif args.action == "mde":
-        table = pd.DataFrame([a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method,
-                                             args.alpha)])
+        emit_solve(a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method, args.alpha), args)
+        return 0
     elif args.action == "unpaired":
         table = pd.DataFrame([a.solve_prop_test(args.n, args.p1, args.p2, args.power, args.alpha)])
     else:
@@ -103,16 +103,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from ..engine import results_table, run_cells
     from ..scenarios import accuracy as a
 
     if (args.table is None) == (args.delta is None or args.agreement is None) or (
             args.table is not None and (args.delta or args.agreement)):
         raise InputError("give --delta and --agreement, or --table (four probabilities)")
-    pairs = ([a.from_table(*args.table)] if args.table else
-             [(d, g) for d in flatten(args.delta) for g in flatten(args.agreement)])
-    cells = [a.McNemarScenario(n, d, g, args.method, args.alpha) for n in flatten(args.n) for d, g in pairs]
-    table = results_table(run_cells(cells, args.sims, seed=args.seed))
+    delta, agreement = (a.from_table(*args.table) if args.table else (flatten(args.delta), flatten(args.agreement)))
+    table = a.mcnemar_power(flatten(args.n), delta, agreement, args.method, args.alpha, args.sims, args.seed)
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_accuracy_power

@@ -10,7 +10,7 @@ from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
-                     add_target_power, emit, finite_float, flatten, non_negative, number_list, positive)
+                     add_target_power, emit, emit_solve, finite_float, flatten, non_negative, number_list, positive)
 
 METHOD_HELP = "p-values by randomization (Monte Carlo permutations) or the saddlepoint / normal approximation"
 P0_HELP = "share of sentences whose swap changes nothing (Card et al. P0)"
@@ -105,10 +105,10 @@ def run(args: argparse.Namespace) -> int:
     if args.action in ("mde", "size"):
         common = dict(target_power=args.target_power, method=args.method, permutations=args.permutations,
                       alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs)
-        rec = (b.bleu_mde(args.n, args.p0, args.b0, **common) if args.action == "mde"
-               else b.bleu_sample_size(args.delta, args.p0, args.b0, **common))
-        table = pd.DataFrame([rec])
-        emit(table, args, list(table.columns))
+        with ProgressBar() as bar:
+            result = (b.bleu_mde(args.n, args.p0, args.b0, **common, progress=bar) if args.action == "mde"
+                      else b.bleu_sample_size(args.delta, args.p0, args.b0, **common, progress=bar))
+        emit_solve(result, args)
         return 0
     from ..fitting.swap_effects import estimate_swap_parameters
     from ..metrics import corpus_stats, read_lines

@@ -174,6 +174,23 @@ def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: C
         print_table(table, columns)
 
 
+def emit_solve(result: Any, args: argparse.Namespace) -> None:
+    """Print a :class:`~humaneval_power.planning.SolveResult`: its sentence, or one JSON record with
+    --json; also written to --out when given."""
+    import pandas as pd
+
+    table = pd.DataFrame([result.record()])
+    outputs: OutputFiles | None = getattr(args, "outputs", None)
+    if outputs is not None and outputs.paths.get("out") is not None:
+        from ..io import table_writer
+
+        outputs.write(out=table_writer(table, outputs.paths["out"]))
+    if args.json:
+        print_json(table)
+    else:
+        print(result)
+
+
 class OutputFiles:
     """The output files a command line names (``--out``, ``--plot``): checked before any work
     is done, written all together or not at all."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import InputError, NotAttainableError
+from ..errors import InputError
 from ..validation import TIE_POLICIES
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
-                     add_target_power, emit, finite_float, flatten, number_list, positive, print_json)
+                     add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive, print_json)
 
 P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
 TIES_HELP = "ties: drop them, or split each as half a win for each side"
@@ -98,28 +98,21 @@ def run(args: argparse.Namespace) -> int:
     from ..scenarios import headtohead as h
 
     if args.action == "mde":
-        try:
-            rec = h.h2h_mde(args.n, args.p_tie, args.target_power, args.ties, args.alpha)
-        except NotAttainableError as exc:
-            rec = {"n": args.n, "p_tie": args.p_tie, "ties": args.ties, "p_win": None, "mde": None,
-                   "power_at_mde": None, "reason": f"{exc}: {exc.reason}"}
-        emit(pd.DataFrame([rec]), args, list(rec))
+        emit_solve(h.h2h_mde(args.n, args.p_tie, args.target_power, args.ties, args.alpha), args)
         return 0
     if args.action == "size":
         if _is_mixed(args):
             if args.workers is None:
                 raise InputError("give --workers for a GLMM design")
-            r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
-                                        args.workers, args.judgments_per_item, args.target_power, args.test,
-                                        args.alpha, args.sims or 300, args.seed, args.jobs)
+            with ProgressBar() as bar:
+                r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
+                                            args.workers, args.judgments_per_item, args.target_power, args.test,
+                                            args.alpha, args.sims or 300, args.seed, args.jobs, progress=bar)
         else:
             if args.p_win is None:
                 raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")
             r = h.h2h_sample_size(args.p_win, args.p_tie, args.target_power, args.ties, args.alpha)
-        if args.json:
-            print_json(pd.DataFrame([r.record()]))
-        else:
-            print(r)
+        emit_solve(r, args)
         return 0
     with ProgressBar() as bar:
         if _is_mixed(args):

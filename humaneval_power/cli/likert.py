@@ -6,10 +6,12 @@ from typing import Any
 
 from ..errors import InputError
 from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
+from ..planning import smallest_in_grid
 from ..scenarios.likert import METHODS, likert_power, likert_sample_size
 from ..significance.coef_test import COEFFICIENT_TESTS
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
-                     add_target_power, finite_float, flatten, number_list, print_json, print_table, positive)
+                     add_target_power, emit_solve, finite_float, flatten, number_list, print_json, print_table,
+                     positive)
 
 EFFECT_HELP = ("difference in mean rating, system B - system A, on the parameters' scale "
                "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
@@ -121,33 +123,18 @@ def _power(args: argparse.Namespace) -> int:
     print_table(table, ["workers", "items", "effect", "power", "ci_low", "ci_high", "type_s", "type_m",
                         "df", "n_failed", "n_singular", "n_warnings"])
     print(f"\nSmallest designs in this sweep reaching {args.target_power:g} power:")
-    for r in _smallest_designs(table, args.target_power):
-        what = f"{r['items']} items (power {r['power']:.3f})" if r["items"] is not None else f"none (best {r['power']:.3f})"
+    for r in smallest_in_grid(table, args.target_power, "items", ["workers", "effect"]).to_dict("records"):
+        what = f"{int(r['items'])} items (power {r['power']:.3f})" if r["reached"] else f"none (best {r['power']:.3f})"
         print(f"  {r['workers']} workers, effect {r['effect']:g}: {what}")
     return 0
 
 
-def _smallest_designs(table: Any, target: float) -> list[dict[str, Any]]:
-    """Per (workers, effect): the fewest items in the sweep whose power reaches the target."""
-    rows = []
-    for (w, e), g in table.groupby(["workers", "effect"], sort=True):
-        ok = g[g.power >= target].sort_values("items")
-        first = ok.iloc[0] if len(ok) else None
-        rows.append({"workers": w, "effect": e, "items": int(first["items"]) if first is not None else None,
-                     "power": float(first["power"]) if first is not None else float(g.power.max())})
-    return rows
-
-
 def _size(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    result = likert_sample_size(
-        params_from_args(args), args.effect, target_power=args.target_power, workers=args.workers,
-        items=args.items, vary=args.vary, method=args.method, test=args.test, alpha=args.alpha,
-        n_sims=args.sims, seed=args.seed, jobs=args.jobs,
-    )
-    if args.json:
-        print_json(pd.DataFrame([result.record()]))
-    else:
-        print(result)
+    with ProgressBar() as bar:
+        result = likert_sample_size(
+            params_from_args(args), args.effect, target_power=args.target_power, workers=args.workers,
+            items=args.items, vary=args.vary, method=args.method, test=args.test, alpha=args.alpha,
+            n_sims=args.sims, seed=args.seed, jobs=args.jobs, progress=bar,
+        )
+    emit_solve(result, args)
     return 0

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import pandas as pd
 from scipy import optimize, stats
 
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError, NotAttainableError
+from ..planning import SolveResult, as_list, power_grid, solve
+from ..progress import ProgressFn
 from ..significance.binomial import exact_power, sign_test
 from ..validation import check_alpha, check_choice, check_count, check_number, check_target_power
 
@@ -126,33 +129,48 @@ class McNemarScenario:
         return PowerResult.closed_form(self.cell(), power, type_s, type_m)
 
 
-def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.8, method: str = "normal",
-                        alpha: float = 0.05) -> dict[str, Any]:
-    """n reaching the target power: unrounded for ``normal`` (as MESS), the smallest integer otherwise.
+def mcnemar_power(n: Sequence[int] | int, delta: Sequence[float] | float, agreement: Sequence[float] | float,
+                  method: str = "exact", alpha: float = 0.05, n_sims: int = 10_000, seed: int = 0,
+                  jobs: int | None = None, progress: ProgressFn | None = None) -> pd.DataFrame:
+    """McNemar power, Type-S and Type-M over n x delta x agreement (one row per cell).
 
-    Exact power is saw-toothed in n: the bisection assumes it grows with n, so
-    ``n_required`` is where the search crossed the target; an isolated smaller n
-    may also reach it by chance.
+    >>> mcnemar_power(500, 0.02, 0.9).power.round(3).tolist()
+    [0.249]
+    """
+    def make(n: int, delta: float, agreement: float) -> McNemarScenario:
+        return McNemarScenario(n, delta, agreement, method, alpha)
+
+    axes = {"n": as_list(n), "delta": as_list(delta), "agreement": as_list(agreement)}
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress)
+
+
+def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.8, method: str = "normal",
+                        alpha: float = 0.05) -> SolveResult:
+    """Smallest test-set size n reaching the target power.
+
+    ``normal``: the answer is the unrounded n of MESS's ``power_mcnemar_test``
+    rounded up (``detail["n_unrounded"]``). The exact tests' power is saw-toothed
+    in n: for ``exact`` and ``midp`` the result gives the first n reaching the
+    target and the n from which it stays there; for ``unconditional`` (whose
+    critical value is costly per n) the n where the search crossed the target.
+
+    >>> round(mcnemar_sample_size(0.125, 0.625, 0.9).detail["n_unrounded"], 4)
+    247.9973
     """
     check_target_power(target_power)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
     discordant(delta, agreement)
-    if method == "normal":
+    check_choice("sample size method", method, [m for m in METHODS if m != "simulate"])
+
+    def make(n: int) -> McNemarScenario:
+        return McNemarScenario(n, delta, agreement, method, alpha)
+
+    result = solve(make, "n", 1, 100_000_000, target_power, n_sims=1, sawtooth=method in ("exact", "midp"))
+    if method == "normal" and result.attainable:
         n = optimize.brentq(lambda k: normal_power(k, delta, agreement, alpha) - target_power, 1e-6, 1e12)
-        return {"n": n, "n_required": math.ceil(n - 1e-9), "delta": delta, "agreement": agreement,
-                "power": target_power, "method": method}
-    if method not in METHODS or method == "simulate":
-        raise InputError(f"sample size methods: {', '.join(m for m in METHODS if m != 'simulate')}")
-    from ..engine import smallest_n
-
-    def power(k: int) -> float:
-        return McNemarScenario(k, delta, agreement, method, alpha).exact().power
-
-    n = smallest_n(lambda k: power(k) >= target_power, 1, 100_000_000)
-    if n is None:
-        raise NotAttainableError("target power not reached up to n = 1e8")
-    return {"n": n, "n_required": n, "delta": delta, "agreement": agreement, "power": power(n), "method": method}
+        result = replace(result, detail={"n_unrounded": n})
+    return result
 
 
 def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item", model: str = "model",
@@ -220,54 +238,29 @@ def prior_agreement(prior: str, baseline: float, delta: float) -> float:
     return a + b * baseline + c * delta
 
 
-def _first_crossing(power: Callable[[float], float], lo: float, hi: float, target: float,
-                    grid: int = 32) -> tuple[float | None, float]:
-    """Smallest d in [lo, hi] with power(d) >= target (grid, then root), or (None, highest power)."""
-    ds = np.linspace(lo, hi, grid)
-    values = np.array([power(d) for d in ds])
-    hit = np.flatnonzero(values >= target)
-    if not len(hit):
-        i = int(values.argmax())  # make sure a narrow peak between grid points is not missed
-        res = optimize.minimize_scalar(lambda d: -power(d), bounds=(ds[max(i - 1, 0)], ds[min(i + 1, grid - 1)]),
-                                       method="bounded")
-        top = max(float(values[i]), -float(res.fun))
-        if top < target:
-            return None, top
-        hit_d = float(res.x)
-        prev = ds[max(i - 1, 0)]
-    else:
-        hit_d = float(ds[hit[0]])
-        prev = float(ds[hit[0] - 1]) if hit[0] > 0 else None
-    if prev is None or power(prev) >= target:
-        return hit_d, power(hit_d)
-    d = optimize.brentq(lambda x: power(x) - target, prev, hit_d, xtol=1e-10)
-    return d, power(d)
-
-
 def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: float = 0.8, method: str = "normal",
-                 alpha: float = 0.05) -> dict[str, Any]:
-    """Smallest accuracy gain over ``baseline`` reaching the target power, agreement from the prior.
+                 alpha: float = 0.05) -> SolveResult:
+    """Smallest accuracy gain ``delta`` over ``baseline`` reaching the target power, agreement from the prior.
 
     ``prior``: ``glue`` or ``squad2`` (overlap regressions, Tables 5-6), or
-    ``lachenbruch`` (no prior: normal-approximation midpoint with lower and
-    upper bounds, see :func:`lachenbruch_mde`). Gains are bounded so that the
-    new accuracy stays <= 1 and the implied table exists; when none reaches
-    the target, ``mde`` is None and ``reason`` says why.
+    ``lachenbruch`` (no prior: the normal-approximation midpoint, with the lower
+    and upper bounds in ``detail``, see :func:`lachenbruch_mde`). Gains are
+    bounded so that the new accuracy stays <= 1 and the implied table exists;
+    when none reaches the target the result is not attainable and says why.
 
-    >>> round(accuracy_mde(1725, 0.92)["mde"], 4)
+    >>> round(accuracy_mde(1725, 0.92).value, 4)
     0.0162
     """
     check_count("n", n)
     if not 0 < baseline < 1:
         raise InputError(f"baseline accuracy must be in (0, 1), got {baseline}")
     check_target_power(target_power)
+    detail = {"baseline": baseline, "prior": prior}
     if prior == "lachenbruch":
         if method != "normal":
             raise InputError("the Lachenbruch bounds use the normal approximation (--method normal)")
-        return {"n": n, "baseline": baseline, "prior": prior, "method": method,
-                **lachenbruch_mde(n, baseline, target_power, alpha)}
-    if method not in METHODS or method == "simulate":
-        raise InputError(f"MDE methods: {', '.join(m for m in METHODS if m != 'simulate')}")
+        return _lachenbruch_result(n, baseline, target_power, alpha, detail)
+    check_choice("MDE method", method, [m for m in METHODS if m != "simulate"])
     a, b, c = _overlap(prior)
     # feasible gains d: baseline + d <= 1, Pa + d <= 1 and Pa >= 0, with Pa = a + b baseline + c d
     base = a + b * baseline
@@ -276,21 +269,35 @@ def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: flo
         hi = min(hi, (1 - base) / (1 + c))
     if c < 0:
         hi = min(hi, base / -c)
-    rec = {"n": n, "baseline": baseline, "prior": prior, "method": method}
     if hi <= 0 or base > 1:
-        return {**rec, "mde": None, "power_at_mde": None,
-                "reason": f"the {prior} prior implies no valid table at baseline {baseline:g}"}
+        at = McNemarScenario(n, 0.0, min(max(base, 0.0), 1.0), method, alpha).exact()
+        return SolveResult("delta", target_power, None, None, None, False,
+                           f"the {prior} prior implies no valid table at baseline {baseline:g}", at, at.power,
+                           detail=detail)
 
-    def power(d: float) -> float:
+    def make(d: float) -> McNemarScenario:
         pa = min(max(prior_agreement(prior, baseline, d), 0.0), 1.0 - d)
-        return McNemarScenario(n, d, pa, method, alpha).exact().power
+        return McNemarScenario(n, d, pa, method, alpha)
 
-    mde, top = _first_crossing(power, 1e-6, hi * (1 - 1e-9), target_power)
-    if mde is None:
-        return {**rec, "mde": None, "power_at_mde": None,
-                "reason": f"no gain up to {hi:.4f} reaches power {target_power:g} under this prior "
-                          f"(highest {top:.3f}): the prior's agreement shrinks as the gain grows"}
-    return {**rec, "mde": mde, "power_at_mde": top, "agreement": prior_agreement(prior, baseline, mde)}
+    return replace(solve(make, "delta", 1e-6, hi * (1 - 1e-9), target_power, integer=False, n_sims=1, grid=32,
+                         why="the prior's agreement shrinks as the gain grows, so no gain reaches it"),
+                   detail=detail)
+
+
+def _lachenbruch_result(n: int, baseline: float, target_power: float, alpha: float,
+                        detail: dict[str, Any]) -> SolveResult:
+    """Lachenbruch's midpoint MDE as a solve result (its bounds in ``detail``)."""
+    lach = lachenbruch_mde(n, baseline, target_power, alpha)
+    detail = {**detail, "delta_low": lach["mde_low"], "delta_high": lach["mde_high"]}
+    d = lach["mde"]
+    if d is None:
+        top = 1 - baseline
+        return SolveResult("delta", target_power, None, None, None, False,
+                           f"no gain up to {top:.4g} (accuracy 1) reaches power {target_power:g} with n = {n} "
+                           "even at the middle agreement; increase n", None, math.nan, detail=detail)
+    pa = 1 - (d + _max_discordance(baseline, baseline + d)) / 2
+    at = McNemarScenario(n, d, pa, "normal", alpha).exact()
+    return SolveResult("delta", target_power, d, d, d, True, "", at, at.power, detail=detail)
 
 
 def _overlap(prior: str) -> tuple[float, float, float]:
@@ -443,12 +450,14 @@ def mde_table(prior: str = "glue", methods: Sequence[str] = ("normal",), target_
         extra = {"mde_unpaired": unpaired, "mde_lachenbruch": lach["mde"], "mde_lachenbruch_low": lach["mde_low"],
                  "mde_lachenbruch_high": lach["mde_high"], "expected_gain": expected_gain(prior, sota, task)}
         for method in methods:
-            rows.append({"task": task, "sota": sota, **accuracy_mde(n, sota, prior, target_power, method, alpha),
+            r = accuracy_mde(n, sota, prior, target_power, method, alpha)
+            rows.append({"task": task, "n": n, "sota": sota, "method": method, "mde": r.value,
+                         "power_at_mde": r.at.power if r.attainable and r.at else None, "reason": r.reason,
                          **extra})
     return rows
 
 
 __all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "from_table", "normal_power", "prop_test_power",
-                      "solve_prop_test", "mcnemar_sample_size", "accuracy_mde", "mde_table", "prior_agreement",
+                      "solve_prop_test", "mcnemar_power", "mcnemar_sample_size", "accuracy_mde", "mde_table", "prior_agreement",
                       "expected_gain", "lachenbruch_mde", "lachenbruch_sample_size", "OVERLAP_PRIORS",
                       "GAIN_PRIORS", "BENCHMARK_TASKS"]

@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..engine import PowerResult, Progress, StudyOutcomes, results_table, run_cells, smallest_n
-from ..errors import InputError, NotAttainableError
+from ..engine import PowerResult, Progress, StudyOutcomes
+from ..errors import InputError
+from ..planning import SolveResult, as_list, power_grid, solve
 from ..significance.randomization import APPROXIMATIONS, approximate_pvalues, montecarlo_pvalues
 from ..validation import check_alpha, check_choice, check_count, check_number, check_target_power
 
@@ -108,71 +109,52 @@ class BleuScenario:
         return None
 
 
-def bleu_power(n: Sequence[int], delta: Sequence[float], p0: Sequence[float], b0: Sequence[float],
-               method: str = "randomization", permutations: int = 10_000, alpha: float = 0.05,
-               n_sims: int = 1000, seed: int = 0, jobs: int | None = None, progress: Progress | None = None,
-               checkpoint: str | None = None) -> pd.DataFrame:
+def bleu_power(n: Sequence[int] | int, delta: Sequence[float] | float, p0: Sequence[float] | float,
+               b0: Sequence[float] | float, method: str = "randomization", permutations: int = 10_000,
+               alpha: float = 0.05, n_sims: int = 1000, seed: int = 0, jobs: int | None = None,
+               progress: Progress | None = None, checkpoint: str | None = None) -> pd.DataFrame:
     """Power, Type-S and Type-M of the randomization test over n x delta x p0 x b0 (one row per cell)."""
-    cells = [BleuScenario(k, d, p, b, method, permutations, alpha) for k in n for d in delta for p in p0 for b in b0]
-    return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint))
+    def make(n: int, delta: float, p0: float, b0: float) -> BleuScenario:
+        return BleuScenario(n, delta, p0, b0, method, permutations, alpha)
 
-
-def _power_curve(p0: float, b0: float, method: str, permutations: int, alpha: float, n_sims: int, seed: int,
-                 jobs: int | None) -> Callable[[int, float], float]:
-    """power(n, delta) with fixed simulation settings, memoised (searches revisit their end points)."""
-    memo: dict[tuple[int, float], float] = {}
-
-    def power(n: int, delta: float) -> float:
-        if (n, delta) not in memo:
-            cell = BleuScenario(n, delta, p0, b0, method, permutations, alpha)
-            memo[(n, delta)] = run_cells([cell], n_sims, seed=seed, jobs=jobs)[0].power
-        return memo[(n, delta)]
-
-    return power
+    axes = {"n": as_list(n), "delta": as_list(delta), "p0": as_list(p0), "b0": as_list(b0)}
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
 
 
 def bleu_mde(n: int, p0: float, b0: float, target_power: float = 0.8, method: str = "saddlepoint",
              permutations: int = 10_000, alpha: float = 0.05, n_sims: int = 2000, seed: int = 0,
-             jobs: int | None = None) -> dict[str, Any]:
+             jobs: int | None = None, progress: Progress | None = None) -> SolveResult:
     """Smallest dB (BLEU points) whose simulated power reaches the target.
 
     The same simulated swap patterns are used for every dB (common random
-    numbers), so power is a monotone step function of dB; bisection keeps an
-    upper end that reaches the target and stops within 1e-4 of the bracket.
-    Its Monte-Carlo error is that of ``n_sims`` studies at the target.
+    numbers), so power is a monotone step function of dB.
     """
     check_count("n", n)
     check_swap_parameters(p0, b0)
     check_target_power(target_power)
-    power = _power_curve(p0, b0, method, permutations, alpha, n_sims, seed, jobs)
-    hi = b0 / n * math.sqrt(2 * n * (1 - p0)) / 2  # SD of the observed difference
-    while power(n, hi) < target_power:
-        hi *= 2
-        if hi > 1e4:
-            raise NotAttainableError("no difference up to 10,000 points reaches the target power")
-    lo, tol = 0.0, 1e-4 * max(hi, 1e-3)
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if power(n, mid) >= target_power else (mid, hi)
-    return {"n": n, "p0": p0, "b0": b0, "mde": hi, "power_at_mde": power(n, hi), "target_power": target_power,
-            "method": method, "n_sims": n_sims}
+    sd = b0 / n * math.sqrt(2 * n * (1 - p0)) / 2  # SD of the observed difference
+
+    def make(delta: float) -> BleuScenario:
+        return BleuScenario(n, delta, p0, b0, method, permutations, alpha)
+
+    return solve(make, "delta", 1e-6 * sd, sd, target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs,
+                 progress=progress, grow=True)
 
 
 def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0.8, method: str = "saddlepoint",
                      permutations: int = 10_000, alpha: float = 0.05, n_sims: int = 2000, seed: int = 0,
-                     jobs: int | None = None, max_n: int = 10_000_000) -> dict[str, Any]:
+                     jobs: int | None = None, max_n: int = 10_000_000,
+                     progress: Progress | None = None) -> SolveResult:
     """Smallest test-set size whose simulated power for ``delta`` reaches the target."""
     check_number("delta", delta)
     check_swap_parameters(p0, b0)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
-    check_target_power(target_power)
-    power = _power_curve(p0, b0, method, permutations, alpha, n_sims, seed, jobs)
-    n = smallest_n(lambda k: power(k, delta) >= target_power, 10, max_n)
-    if n is None:
-        raise NotAttainableError(f"target power not reached up to n = {max_n:,}")
-    return {"n": n, "n_required": n, "delta": delta, "p0": p0, "b0": b0, "target_power": target_power,
-            "power": power(n, delta), "method": method, "n_sims": n_sims}
+
+    def make(n: int) -> BleuScenario:
+        return BleuScenario(n, delta, p0, b0, method, permutations, alpha)
+
+    return solve(make, "n", 10, max_n, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress)
 
 
 __all__ = ["BleuScenario", "bleu_power", "bleu_mde", "bleu_sample_size", "draw_swap_effects", "METHODS"]

@@ -14,7 +14,6 @@ parameter file. Effect = b0 (log-odds for a typical worker and item);
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from dataclasses import dataclass, replace
@@ -24,16 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..engine import (
-    PowerResult,
-    Progress,
-    SampleSizeResult,
-    StudyOutcomes,
-    results_table,
-    run_cells,
-    solve_sample_size,
-)
-from ..errors import InputError, NotAttainableError
+from ..engine import PowerResult, Progress, StudyOutcomes
+from ..errors import InputError
+from ..planning import SolveResult, as_list, power_grid, solve
 from ..params import H2HParams
 from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_power, sign_test
 from ..validation import check_alpha, check_choice, check_count
@@ -72,7 +64,7 @@ class IndependentJudgments:
                 "method": self.method, "test": "sign", "alpha": self.alpha}
 
     def stream_key(self) -> str:
-        return json.dumps(["h2h-independent", self.n, self.p_win, self.p_tie])
+        return json.dumps(["h2h-independent", self.n, self.p_tie])  # not p_win: common random numbers
 
     def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
         p_lose = check_probabilities(self.p_win, self.p_tie)
@@ -90,9 +82,9 @@ class IndependentJudgments:
 
 
 def h2h_power(
-    n: Sequence[int],
-    p_win: Sequence[float],
-    p_tie: Sequence[float] = (0.0,),
+    n: Sequence[int] | int,
+    p_win: Sequence[float] | float,
+    p_tie: Sequence[float] | float = 0.0,
     ties: str = "drop",
     method: str = "exact",
     alpha: float = 0.05,
@@ -103,60 +95,50 @@ def h2h_power(
 ) -> pd.DataFrame:
     """Power of the sign test over n x p_win x p_tie (one row per cell).
 
-    >>> h2h_power([25, 100], [0.65]).power.round(4).tolist()
+    >>> h2h_power([25, 100], 0.65).power.round(4).tolist()
     [0.3061, 0.8276]
     """
-    cells = [IndependentJudgments(k, w, t, ties, method, alpha) for k, w, t in itertools.product(n, p_win, p_tie)]
-    return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress))
+    def make(n: int, p_win: float, p_tie: float) -> IndependentJudgments:
+        return IndependentJudgments(n, p_win, p_tie, ties, method, alpha)
+
+    return power_grid(make, {"n": as_list(n), "p_win": as_list(p_win), "p_tie": as_list(p_tie)}, n_sims,
+                      seed=seed, jobs=jobs, progress=progress)
 
 
 def h2h_sample_size(p_win: float, p_tie: float = 0.0, target_power: float = 0.8, ties: str = "drop",
-                    alpha: float = 0.05, max_n: int = 10_000_000) -> SampleSizeResult:
+                    alpha: float = 0.05, max_n: int = 10_000_000) -> SolveResult:
     """Smallest n whose exact power reaches the target.
 
-    Discreteness makes power saw-toothed in n: ``n`` is the first n that
-    reaches the target, ``n_high`` the n from which it stays there (checked
-    over the following 20%, at most 2,000 values).
+    Discreteness makes power saw-toothed in n: ``value`` (= ``low``) is the first
+    n that reaches the target, ``high`` the n from which it stays there.
+
+    >>> r = h2h_sample_size(0.65)
+    >>> r.value, r.high
+    (90, 97)
     """
     cell = IndependentJudgments(1, p_win, p_tie, ties, "exact", alpha)
     if cell.effect == 0:
         raise InputError("p_win equals p_lose: no effect to detect")
-
-    def power(k: int) -> PowerResult:
-        return run_cells([replace(cell, n=k)], 1)[0]
-
-    result = solve_sample_size(power, target_power, "n", 1, max_n, 1.0, "")
-    if result.n is None:
-        return result
-    first = result.n
-    for k in range(max(1, first - 2 * int(math.sqrt(first)) - 10), first):  # the bisection may skip a tooth
-        if power(k).power >= target_power:
-            first = k
-            break
-    stable = first
-    for k in range(first, first + min(int(first * 0.2) + 10, 2000)):
-        if power(k).power < target_power:
-            stable = k + 1
-    return replace(result, n=first, n_low=first, n_high=stable, at_n=power(first))
+    return solve(lambda k: replace(cell, n=k), "n", 1, max_n, target_power, n_sims=1, sawtooth=True)
 
 
-def h2h_mde(n: int, p_tie: float = 0.0, target_power: float = 0.8, ties: str = "drop", alpha: float = 0.05) -> dict[str, Any]:
-    """Smallest p_win (> p_lose) whose exact power at n reaches the target, with its effect."""
+def h2h_mde(n: int, p_tie: float = 0.0, target_power: float = 0.8, ties: str = "drop",
+            alpha: float = 0.05) -> SolveResult:
+    """Smallest p_win (> p_lose) whose exact power with n judgments reaches the target; the
+    record's ``effect`` is p_win - p_lose.
+
+    >>> round(h2h_mde(100).value, 4)
+    0.6451
+    """
     check_count("n", n)
     check_probabilities(0.5 * (1 - p_tie) if p_tie < 1 else 0.5, p_tie)
     lo, hi = (1 - p_tie) / 2, 1 - p_tie
 
-    def power(p: float) -> float:
-        return exact_power(n, p, p_tie, ties, alpha)[0]
+    def make(p_win: float) -> IndependentJudgments:
+        return IndependentJudgments(n, p_win, p_tie, ties, "exact", alpha)
 
-    if power(hi - 1e-9) < target_power:
-        raise NotAttainableError(f"no p_win reaches power {target_power:g} with n = {n}",
-                                 "even a certain win leaves the test short: increase n")
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if power(mid) < target_power else (lo, mid)
-    p_lose = 1 - hi - p_tie
-    return {"n": n, "p_tie": p_tie, "ties": ties, "p_win": hi, "mde": hi - p_lose, "power_at_mde": power(hi)}
+    return solve(make, "p_win", lo + 1e-9, hi - 1e-9, target_power, integer=False, n_sims=1,
+                 why="even a certain win leaves the test short: increase n")
 
 
 # ----------------------------------------------------------------- repeated judgments (GLMM)
@@ -255,10 +237,10 @@ def effect_to_log_odds(p_win: float | None, log_odds: float | None) -> float:
 
 def h2h_mixed_power(
     params: H2HParams,
-    workers: Sequence[int],
-    items: Sequence[int],
-    log_odds: Sequence[float],
-    per_item: Sequence[int | None] = (None,),
+    workers: Sequence[int] | int,
+    items: Sequence[int] | int,
+    log_odds: Sequence[float] | float,
+    per_item: Sequence[int | None] | int | None = None,
     test: str = "z",
     alpha: float = 0.05,
     n_sims: int = 500,
@@ -268,25 +250,29 @@ def h2h_mixed_power(
     checkpoint: str | None = None,
 ) -> pd.DataFrame:
     """GLMM power over workers x items x judgments per item x effect (lme4 refits)."""
-    cells = [MixedJudgments(params, w, i, e, k, test, alpha)
-             for w, i, k, e in itertools.product(workers, items, per_item, log_odds)]
-    return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint))
+    def make(workers: int, items: int, per_item: int | None, log_odds: float) -> MixedJudgments:
+        return MixedJudgments(params, workers, items, log_odds, per_item, test, alpha)
+
+    axes = {"workers": as_list(workers), "items": as_list(items), "per_item": as_list(per_item),
+            "log_odds": as_list(log_odds)}
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
 
 
 def h2h_mixed_sample_size(params: H2HParams, log_odds: float, workers: int, per_item: int | None = None,
                           target_power: float = 0.8, test: str = "z", alpha: float = 0.05, n_sims: int = 300,
-                          seed: int = 0, jobs: int | None = None, max_items: int = 2000) -> SampleSizeResult:
+                          seed: int = 0, jobs: int | None = None, max_items: int = 2000,
+                          progress: Progress | None = None) -> SolveResult:
     """Smallest number of items reaching the target power with the workers fixed (lme4 refits)."""
     if log_odds == 0:
         raise InputError("the sample size for a zero effect is undefined")
 
-    def power(n: int) -> PowerResult:
-        return run_cells([MixedJudgments(params, workers, n, log_odds, per_item, test, alpha)], n_sims,
-                         seed=seed, jobs=jobs)[0]
+    def make(items: int) -> MixedJudgments:
+        return MixedJudgments(params, workers, items, log_odds, per_item, test, alpha)
 
-    reason = (f"with {workers} workers the worker SD ({params.sd_worker:g}) bounds the information about a "
-              "typical worker's preference; add workers")
-    return solve_sample_size(power, target_power, "items", 2, max_items, math.nan, reason)
+    why = (f"with {workers} workers the worker SD ({params.sd_worker:g}) bounds the information about a "
+           "typical worker's preference; add workers")
+    return solve(make, "items", 2, max_items, target_power, n_sims=n_sims, seed=seed, jobs=jobs,
+                 progress=progress, why=why)
 
 
 __all__ = [

@@ -14,7 +14,6 @@ Four ways to compute power, which agree where they overlap:
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from dataclasses import dataclass, replace
@@ -23,18 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..engine import (
-    Progress,
-    PowerResult,
-    SampleSizeResult,
-    StudyOutcomes,
-    results_table,
-    run_cells,
-    solve_sample_size,
-    t_power,
-)
+from ..engine import Progress, PowerResult, StudyOutcomes, run_cells, t_power
+from ..planning import SolveResult, as_list, power_grid, solve
 from ..errors import InputError
-from ..params import LikertParams
+from ..params import LikertParams, as_params
 from ..validation import check_alpha, check_choice, check_count, check_number
 from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
 from ..fitting.balanced import (
@@ -184,9 +175,9 @@ def _tail(crit: float, df: float) -> float:
 
 def likert_power(
     params: LikertParams,
-    workers: Sequence[int],
-    items: Sequence[int],
-    effect: Sequence[float],
+    workers: Sequence[int] | int,
+    items: Sequence[int] | int,
+    effect: Sequence[float] | float,
     method: str = "fast",
     test: str = "satterthwaite",
     alpha: float = 0.05,
@@ -198,22 +189,23 @@ def likert_power(
 ) -> pd.DataFrame:
     """Power over the grid workers x items x effect: one row per design cell.
 
-    Columns: workers, items, effect, method, test, alpha, power, ci_low,
-    ci_high, power_excluding_failures, type_s, type_m, mean_estimate, n_sims,
-    n_failed, n_singular, n_warnings, df (and ncp, se for ``analytic``).
+    ``params`` is a :class:`LikertParams` or a preset name; single values are
+    accepted for the grid axes. Columns: workers, items, effect, method, test,
+    alpha, power, ci_low, ci_high, power_excluding_failures, type_s, type_m,
+    mean_estimate, n_sims, n_failed, n_singular, n_warnings, df (and ncp, se for
+    ``analytic``).
 
-    >>> from humaneval_power.params import get_preset
-    >>> t = likert_power(get_preset("card2020-high"), [3], [100], [0.4], test="card2020", n_sims=2000, seed=1)
+    >>> t = likert_power("card2020-high", 3, 100, 0.4, test="card2020", n_sims=2000, seed=1)
     >>> t[["workers", "items", "effect", "power", "ci_low", "ci_high"]].round(3).to_dict("records")
     [{'workers': 3, 'items': 100, 'effect': 0.4, 'power': 0.896, 'ci_low': 0.882, 'ci_high': 0.91}]
     """
-    cells = [
-        LikertScenario(params, w, i, e, method, test, alpha)
-        for w, i, e in itertools.product(workers, items, effect)
-    ]
-    if not cells:
-        raise InputError("the design grid is empty: give at least one value of workers, items and effect")
-    return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint))
+    params = as_params(params)
+
+    def make(workers: int, items: int, effect: float) -> LikertScenario:
+        return LikertScenario(params, workers, items, effect, method, test, alpha)
+
+    axes = {"workers": as_list(workers), "items": as_list(items), "effect": as_list(effect)}
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
 
 
 def likert_sample_size(
@@ -229,19 +221,19 @@ def likert_sample_size(
     n_sims: int = 2000,
     seed: int = 0,
     jobs: int | None = 1,
-) -> SampleSizeResult:
+    progress: Progress | None = None,
+) -> SolveResult:
     """Smallest number of items (or workers) reaching ``target_power``, the other fixed.
 
     When the slope variance of the fixed factor caps the power below the
     target (few workers with a worker-slope SD > 0), the result says so.
 
-    >>> from humaneval_power.params import get_preset
-    >>> r = likert_sample_size(get_preset("card2020-low"), 0.1, workers=10, method="analytic")
-    >>> r.n, round(r.at_n.power, 3)
+    >>> r = likert_sample_size("card2020-low", 0.1, workers=10, method="analytic")
+    >>> r.value, round(r.at.power, 3)
     (135, 0.801)
     """
-    if vary not in ("items", "workers"):
-        raise InputError(f"vary must be 'items' or 'workers', got {vary!r}")
+    params = as_params(params)
+    check_choice("vary", vary, ("items", "workers"))
     fixed_name = "workers" if vary == "items" else "items"
     fixed = workers if vary == "items" else items
     if fixed is None:
@@ -250,11 +242,11 @@ def likert_sample_size(
         raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
     big = 10**6 if method in ("fast", "analytic") else 1000
 
-    def cell(n: int) -> LikertScenario:
+    def make(n: int) -> LikertScenario:
         w, i = (fixed, n) if vary == "items" else (n, fixed)
         return LikertScenario(params, w, i, effect, method, test, alpha)
 
-    base = cell(2)
+    base = make(2)
     limit_method = "analytic" if method == "analytic" else "fast"
     limit = replace(base, method=limit_method, **{vary: 10**8 if limit_method == "analytic" else 10**6})
     max_power = run_cells([limit], n_sims, seed=seed)[0].power
@@ -264,9 +256,38 @@ def likert_sample_size(
         f"({getattr(params, sd_name):.3g}) keeps the variance of the effect estimate above "
         f"{sd_name}^2/{fixed_name}; add {fixed_name} instead"
     )
-    return solve_sample_size(
-        lambda n: run_cells([cell(n)], n_sims, seed=seed, jobs=jobs)[0], target_power, vary, 2, big, max_power, reason
-    )
+    return solve(make, vary, 2, big, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
+                 limit=(max_power, reason))
+
+
+def likert_mde(
+    params: LikertParams,
+    workers: int,
+    items: int,
+    target_power: float = 0.8,
+    method: str = "fast",
+    test: str = "satterthwaite",
+    alpha: float = 0.05,
+    n_sims: int = 2000,
+    seed: int = 0,
+    jobs: int | None = 1,
+    progress: Progress | None = None,
+) -> SolveResult:
+    """Minimum detectable effect (difference in mean rating, B - A) of a W x I design.
+
+    Every effect tried reuses the same simulated studies (common random numbers).
+
+    >>> round(likert_mde("card2020-low", 10, 135, method="analytic").value, 4)
+    0.09991
+    """
+    params = as_params(params)
+    sd = math.sqrt(LikertScenario(params, workers, items, 1.0, "analytic").exact().extra["se"] ** 2)
+
+    def make(effect: float) -> LikertScenario:
+        return LikertScenario(params, workers, items, effect, method, test, alpha)
+
+    return solve(make, "effect", 1e-6 * sd, 4 * sd, target_power, integer=False, n_sims=n_sims, seed=seed,
+                 jobs=jobs, progress=progress, grow=True)
 
 
 def simulate_long(
