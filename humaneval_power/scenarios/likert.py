@@ -277,7 +277,7 @@ def likert_mde(
 
     Every effect tried reuses the same simulated studies (common random numbers).
 
-    >>> round(likert_mde("card2020-low", 10, 135, method="analytic").value, 4)
+    >>> round(likert_mde("card2020-low", 10, 135, method="analytic").value, 5)
     0.09991
     """
     params = as_params(params)
