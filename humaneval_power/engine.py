@@ -46,6 +46,8 @@ class StudyOutcomes:
     singular: np.ndarray
     warned: np.ndarray | None = None
     df: np.ndarray | None = None
+    #: every true difference of a family of contrasts detected with the right sign (several systems)
+    all_detected: np.ndarray | None = None
 
 
 @dataclass
@@ -63,6 +65,8 @@ class PowerCounts:
     sum_estimate: float = 0.0
     sum_df: float = 0.0
     n_df: int = 0
+    n_family: int = 0
+    n_all_detected: int = 0
 
     @classmethod
     def from_outcomes(cls, out: StudyOutcomes, effect: float) -> PowerCounts:
@@ -86,6 +90,8 @@ class PowerCounts:
             sum_estimate=float(est[ok].sum()),
             sum_df=float(df.sum()),
             n_df=int(df.size),
+            n_family=int(est.size) if out.all_detected is not None else 0,
+            n_all_detected=int((np.asarray(out.all_detected, bool) & ok).sum()) if out.all_detected is not None else 0,
         )
 
     def __add__(self, other: PowerCounts) -> PowerCounts:
@@ -145,6 +151,7 @@ class PowerResult:
             n_singular=c.n_singular,
             n_warnings=c.n_warned,
             df=c.sum_df / c.n_df if c.n_df else nan,
+            extra={"power_all": c.n_all_detected / c.n_family} if c.n_family else {},
         )
 
     @classmethod
@@ -261,7 +268,8 @@ def _counts_from_record(rec: dict[str, Any], expected: dict[int, tuple[int, int,
           and all(isinstance(v, (int, float)) and math.isfinite(v) for v in floats)
           and counts.n_failed + max(counts.n_singular, counts.n_significant) <= n
           and counts.n_correct_sign + counts.n_wrong_sign <= counts.n_significant
-          and max(counts.n_warned, counts.n_df) <= n and counts.sum_abs_estimate_significant >= 0)
+          and max(counts.n_warned, counts.n_df, counts.n_family) <= n and counts.n_all_detected <= counts.n_family
+          and counts.sum_abs_estimate_significant >= 0)
     if not ok:
         raise InputError(f"checkpoint record for cell {i}, chunk {j} is inconsistent; --restart starts over")
     return i, j, counts

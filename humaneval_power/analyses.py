@@ -1,0 +1,180 @@
+"""The analysis applied to each simulated study: mixed model, tier, test, contrasts and adjustment.
+
+:class:`MixedModelAnalysis` fits the model the user will fit to the finished
+study and tests the contrasts they will test:
+
+* ``model``: ``slopes`` (Card et al., two systems: ``y ~ x + (1 + x || worker) +
+  (1 + x || item)``) or ``invariant`` (``y ~ system + (1 | worker) +
+  (1 | worker:system) + (1 | item) + (1 | item:system)``, any number of systems);
+* ``tier``: ``fast`` (all studies of a cell fitted at once, no R:
+  :mod:`humaneval_power.fitting.batched`) or ``lme4`` (refits in R; the reference);
+* ``test``: ``satterthwaite`` (REML, lmerTest's df), ``z`` or ``card2020`` (ML, t > 1.96);
+* ``compare``: ``pair`` (the pair of interest only), ``baseline`` (every system
+  against the first) or ``pairs`` (all pairs), with ``adjust`` (``holm``,
+  ``bonferroni`` or ``none``) over that family.
+
+It reports, per study, the pair of interest's estimate and decision (after
+adjustment) and whether every true difference in the family was detected
+with the right sign.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .designs import Layout
+from .engine import StudyOutcomes
+from .errors import InputError
+from .significance.coef_test import check_test, coefficient_test, uses_reml
+from .validation import check_alpha, check_choice
+
+MODELS = ("invariant", "slopes")
+TIERS = ("fast", "lme4")
+COMPARISONS = ("pair", "baseline", "pairs")
+ADJUSTMENTS = ("holm", "bonferroni", "none")
+
+
+def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
+    """Family-wise adjusted p-values along the last axis (Holm's step-down or Bonferroni).
+
+    >>> adjust_pvalues(np.array([0.01, 0.04, 0.03]), "holm").round(2).tolist()
+    [0.03, 0.06, 0.06]
+    """
+    check_choice("adjustment", method, ADJUSTMENTS)
+    m = p.shape[-1]
+    if method == "none" or m == 1:
+        return p
+    if method == "bonferroni":
+        return np.minimum(p * m, 1.0)
+    order = np.argsort(p, axis=-1)
+    ranked = np.take_along_axis(p, order, axis=-1) * (m - np.arange(m))
+    ranked = np.minimum(np.maximum.accumulate(ranked, axis=-1), 1.0)
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, ranked, axis=-1)
+    return out
+
+
+@dataclass(frozen=True)
+class MixedModelAnalysis:
+    """Model, tier, test and contrasts applied to every simulated study (see the module docs)."""
+
+    model: str = "invariant"
+    tier: str = "fast"
+    test: str = "satterthwaite"
+    alpha: float = 0.05
+    compare: str = "pair"
+    adjust: str = "holm"
+    pair: tuple[int, int] = (0, 1)
+
+    def __post_init__(self) -> None:
+        check_choice("model", self.model, MODELS)
+        check_choice("method", self.tier, TIERS)
+        check_test(self.test)
+        check_alpha(self.alpha)
+        check_choice("comparison", self.compare, COMPARISONS)
+        check_choice("adjustment", self.adjust, ADJUSTMENTS)
+        if self.compare != "pair" and self.test == "card2020":
+            raise InputError("the card2020 test is one-sided for one pair; compare several systems with "
+                             "--test satterthwaite or z")
+        if self.pair[0] == self.pair[1]:
+            raise InputError("the pair of interest must name two different systems")
+
+    def check(self, systems: int) -> None:
+        """Refuse what this analysis cannot do with ``systems`` systems."""
+        if self.model == "slopes" and systems != 2:
+            raise InputError("the slopes model compares two systems; use --model invariant for more")
+        if max(self.pair) >= systems or min(self.pair) < 0:
+            raise InputError(f"the pair of interest {self.pair} is not among the {systems} systems")
+        if self.tier == "lme4" and (self.compare != "pair" or self.pair[0] != 0):
+            raise InputError("the lme4 tier tests one system against the first (--compare pair); use --method "
+                             "fast for families of contrasts")
+
+    def record(self) -> dict[str, Any]:
+        rec = {"model": self.model, "method": self.tier, "test": self.test, "alpha": self.alpha}
+        if self.compare != "pair":
+            rec.update(compare=self.compare, adjust=self.adjust)
+        return rec
+
+    def contrasts(self, systems: int) -> list[tuple[int, int]]:
+        """The family: (a, b) pairs for B - A; the pair of interest first."""
+        if self.compare == "pair":
+            family = [self.pair]
+        elif self.compare == "baseline":
+            family = [(0, s) for s in range(1, systems)]
+        else:
+            family = list(itertools.combinations(range(systems), 2))
+        return [self.pair] + [c for c in family if c != self.pair and c[::-1] != self.pair]
+
+    def _matrix(self, systems: int) -> np.ndarray:
+        """Contrast rows over the fixed effects (intercept, then treatment dummies or x)."""
+        rows = []
+        for a, b in self.contrasts(systems):
+            row = np.zeros(systems)
+            row[b] += 1
+            row[a] -= 1
+            rows.append(row)
+        return np.array(rows)
+
+    def design(self, layout: Layout) -> Any:
+        """The fast tier's component design for a layout."""
+        from .fitting.batched import Component, ComponentDesign
+
+        s, n = layout.system, layout.size
+        if self.model == "slopes":
+            x = np.column_stack([np.ones(n), s - 0.5])
+            comps = (Component("worker", layout.worker), Component("worker:x", layout.worker, s - 0.5),
+                     Component("item", layout.item), Component("item:x", layout.item, s - 0.5))
+        else:
+            x = np.column_stack([np.ones(n)] + [(s == k).astype(float) for k in range(1, layout.n_systems)])
+            comps = (Component("worker", layout.worker),
+                     Component("worker:system", layout.worker * layout.n_systems + s),
+                     Component("item", layout.item), Component("item:system", layout.item * layout.n_systems + s))
+        return ComponentDesign(x, comps, block="item")
+
+    def analyse(self, layout: Layout, y: np.ndarray, means: np.ndarray, design: Any = None) -> StudyOutcomes:
+        """Fit every column of ``y`` (N x n) and test; ``means`` are the true system means."""
+        systems = layout.n_systems
+        family = self.contrasts(systems)
+        if self.tier == "lme4":
+            est, se, df, singular, failed, warned = self._lme4(layout, y)
+            est, se, df = est[:, None], se[:, None], None if df is None else df[:, None]
+        else:
+            from .fitting.batched import fit_many
+
+            if self.model == "slopes":
+                contrast = np.array([[0.0, 1.0]])
+            else:
+                contrast = self._matrix(systems)[:, 1:]
+                contrast = np.column_stack([np.zeros(len(contrast)), contrast])
+            fit = fit_many(design if design is not None else self.design(layout), y, contrast,
+                           reml=uses_reml(self.test), satterthwaite=self.test == "satterthwaite")
+            est, se, df = fit.estimate, fit.se, fit.df if self.test == "satterthwaite" else None
+            singular, failed, warned = fit.singular, fit.failed, ~fit.converged & ~fit.failed
+        p, sig = coefficient_test(est, se, df, self.test, self.alpha)
+        if len(family) > 1:
+            p = adjust_pvalues(np.where(np.isfinite(p), p, 1.0), self.adjust)
+            sig = p <= self.alpha
+        true = np.array([means[b] - means[a] for a, b in family])
+        differs = true != 0
+        right = sig & (np.sign(est) == np.sign(true))
+        all_found = np.all(right[:, differs], axis=1) if differs.any() else np.zeros(len(est), bool)
+        return StudyOutcomes(est[:, 0], sig[:, 0], np.asarray(failed, bool), np.asarray(singular, bool),
+                             np.asarray(warned, bool), None if df is None else df[:, 0], all_found)
+
+    def _lme4(self, layout: Layout, y: np.ndarray) -> tuple[np.ndarray, ...]:
+        from .fitting.lme4 import refit_many
+
+        if self.model == "slopes":
+            formula, coef = "y ~ x + (1 + x || worker) + (1 + x || item)", "x"
+        else:
+            formula = "y ~ system + (1 | worker) + (1 | worker:system) + (1 | item) + (1 | item:system)"
+            coef = f"system{self.pair[1] + 1}"
+        res = refit_many({"worker": layout.worker + 1, "item": layout.item + 1, "system": layout.system + 1,
+                          "x": layout.system - 0.5}, y, formula, coef, reml=uses_reml(self.test),
+                         satterthwaite=self.test == "satterthwaite")
+        df = res["df"].to_numpy() if self.test == "satterthwaite" else None
+        return (res["estimate"].to_numpy(), res["se"].to_numpy(), df, res["singular"].to_numpy() > 0,
+                res["failed"].to_numpy() > 0, res["warned"].to_numpy() > 0)

@@ -1,0 +1,315 @@
+"""Who rates what: crowd designs for Likert evaluations, and what they cost.
+
+A design lays out one study's ratings as three index arrays of equal length
+(:class:`Layout`: worker, item, system). :class:`CrowdDesign` covers the
+designs real crowd studies use (Card et al. App. H.3):
+
+* ``systems`` S, ``items`` I, a pool of ``workers`` W, ``ratings_per_item`` k
+  distinct workers per rated unit (k = W with ``crossed``: every worker rates
+  every item);
+* ``presentation``: ``within`` — the unit is an item: each of its k workers
+  rates every system's output of it; ``between`` — the unit is an (item,
+  system) output, each with its own k workers;
+* ``assignment``: ``crossed`` (k = W), ``balanced`` (cyclic: unit u gets workers
+  u*k, ..., u*k + k - 1 mod W, workloads as even as possible) or ``random``
+  (k of W drawn anew per unit in every simulated study, optionally with
+  skewed ``workload`` weights, e.g. taken from a pilot);
+* ``items_per_hit`` h: a HIT is h consecutive units done by the same k workers;
+* ``missing``: each rating is lost independently with this probability.
+
+:class:`PilotDesign` is the layout a pilot or finished study actually used,
+scaled to a new number of items. Both share one interface: ``draw(rng, n)``
+gives the layouts of n studies; ``fixed`` says whether they are all the same.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from .errors import InputError
+from .validation import check_choice, check_count, check_number
+
+ASSIGNMENTS = ("crossed", "balanced", "random")
+PRESENTATIONS = ("within", "between")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The ratings of one study (or of n studies: ``worker`` may be (n, N) when it varies by study)."""
+
+    worker: np.ndarray
+    item: np.ndarray
+    system: np.ndarray
+    n_workers: int
+    n_items: int
+    n_systems: int
+
+    @property
+    def size(self) -> int:
+        return int(self.item.shape[-1])
+
+
+class Design(Protocol):
+    """What every design offers the planner."""
+
+    systems: int
+
+    @property
+    def fixed(self) -> bool:
+        """Whether every simulated study has the same layout."""
+
+    def draw(self, rng: np.random.Generator, n: int) -> list[Layout] | Layout:
+        """The layouts of ``n`` studies: one shared Layout when ``fixed``, else a Layout whose worker
+        array is (n, N) (same shapes), or a list of n Layouts (shapes differ: missing ratings)."""
+
+    def record(self) -> dict[str, Any]:
+        """Design fields for result records."""
+
+    def key(self) -> list[Any]:
+        """What identifies the design's random stream."""
+
+    def counts(self) -> dict[str, float]:
+        """Expected ratings, HITs (assignments) and workers used, for the cost model."""
+
+
+@dataclass(frozen=True)
+class CrowdDesign:
+    """I items, S systems, a pool of W workers, k distinct workers per unit (see the module docs).
+
+    >>> d = CrowdDesign(items=4, workers=3, ratings_per_item=2, systems=2)
+    >>> lay = d.draw(np.random.default_rng(0), 1)
+    >>> lay.worker.tolist(), lay.item.tolist()
+    ([0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3])
+    """
+
+    items: int
+    workers: int
+    ratings_per_item: int | None = None
+    systems: int = 2
+    assignment: str = "balanced"
+    presentation: str = "within"
+    items_per_hit: int = 1
+    missing: float = 0.0
+    workload: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        check_count("systems", self.systems, 2)
+        check_count("items", self.items, 2)
+        check_count("workers", self.workers, 1)
+        check_choice("assignment", self.assignment, ASSIGNMENTS)
+        check_choice("presentation", self.presentation, PRESENTATIONS)
+        k = self.k
+        check_count("ratings per item", k, 1)
+        if k > self.workers:
+            raise InputError(f"ratings per item ({k}) exceed the pool of workers ({self.workers})")
+        if self.assignment == "crossed" and k != self.workers:
+            raise InputError(f"a crossed design has every worker rate every item: ratings per item must equal "
+                             f"the workers ({self.workers}), got {k}")
+        check_count("items per HIT", self.items_per_hit, 1)
+        if not 0 <= check_number("missing rate", self.missing) < 1:
+            raise InputError(f"the missing-rating rate must be in [0, 1), got {self.missing}")
+        if self.workload is not None:
+            w = np.asarray(self.workload, float)
+            if self.assignment != "random":
+                raise InputError("skewed workloads need --assignment random (workers drawn with these weights)")
+            if w.shape != (self.workers,) or not np.all(np.isfinite(w)) or np.any(w < 0) or (w > 0).sum() < k:
+                raise InputError(f"the workload needs {self.workers} non-negative weights, at least {k} positive")
+
+    @property
+    def k(self) -> int:
+        """Distinct workers per unit."""
+        return self.workers if self.ratings_per_item is None else self.ratings_per_item
+
+    @property
+    def units(self) -> int:
+        """Units that get their own k workers: items (within) or outputs (between)."""
+        return self.items * (self.systems if self.presentation == "between" else 1)
+
+    @property
+    def hits(self) -> int:
+        return -(-self.units // self.items_per_hit)
+
+    @property
+    def fixed(self) -> bool:
+        return self.assignment != "random" and self.missing == 0
+
+    def _unit_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per rating slot (unit-major, then its k workers, then systems within an item): the slot's
+        HIT, worker position 0..k-1, item and system."""
+        s, k = self.systems, self.k
+        if self.presentation == "within":
+            unit = np.repeat(np.arange(self.items), k * s)
+            pos = np.tile(np.repeat(np.arange(k), s), self.items)
+            item = unit
+            system = np.tile(np.arange(s), self.items * k)
+        else:
+            unit = np.repeat(np.arange(self.units), k)  # unit = item * S + system
+            pos = np.tile(np.arange(k), self.units)
+            item, system = unit // s, unit % s
+        return unit // self.items_per_hit, pos, item, system
+
+    def draw(self, rng: np.random.Generator, n: int) -> Layout | list[Layout]:
+        hit, pos, item, system = self._unit_rows()
+        k, w = self.k, self.workers
+        if self.assignment != "random":
+            worker = (hit * k + pos) % w
+        else:
+            probs = None if self.workload is None else np.asarray(self.workload, float) / sum(self.workload)
+            if probs is None:  # k distinct of W per HIT: the first k of a random permutation
+                keys = rng.random((n, self.hits, w))
+                chosen = np.argsort(keys, axis=2)[:, :, :k]
+            else:  # weighted sampling without replacement (Efraimidis-Spirakis keys)
+                with np.errstate(divide="ignore"):
+                    keys = np.log(rng.random((n, self.hits, w))) / probs
+                chosen = np.argsort(-keys, axis=2)[:, :, :k]
+            worker = chosen[:, hit, pos]
+        lay = Layout(worker, item, system, w, self.items, self.systems)
+        if self.missing == 0:
+            return lay
+        keep = rng.random((n, item.size)) >= self.missing
+        workers = np.broadcast_to(worker, (n, item.size))
+        return [Layout(workers[j, keep[j]], item[keep[j]], system[keep[j]], w, self.items, self.systems)
+                for j in range(n)]
+
+    def record(self) -> dict[str, Any]:
+        rec = {"items": self.items, "workers": self.workers, "ratings_per_item": self.k, "systems": self.systems,
+               "assignment": self.assignment, "presentation": self.presentation}
+        if self.items_per_hit != 1:
+            rec["items_per_hit"] = self.items_per_hit
+        if self.missing:
+            rec["missing"] = self.missing
+        if self.workload is not None:
+            rec["workload"] = "skewed"
+        return rec
+
+    def key(self) -> list[Any]:
+        return ["crowd", self.items, self.workers, self.k, self.systems, self.assignment, self.presentation,
+                self.items_per_hit, self.missing, list(self.workload) if self.workload is not None else None]
+
+    def counts(self) -> dict[str, float]:
+        per_unit = self.k * (self.systems if self.presentation == "within" else 1)
+        return {"ratings": self.units * per_unit * (1 - self.missing), "assignments": self.hits * self.k,
+                "workers_used": float(min(self.workers, self.hits * self.k))}
+
+
+@dataclass(frozen=True)
+class PilotDesign:
+    """The layout of a pilot (worker, item, system per rating) scaled to ``items`` items: new item j
+    copies the raters and systems of pilot item j mod I_pilot (the pilot's workers keep their
+    relative workloads; workload per worker grows with items / I_pilot)."""
+
+    worker: tuple[int, ...]
+    item: tuple[int, ...]
+    system: tuple[int, ...]
+    items: int
+    source: str = "pilot"
+
+    def __post_init__(self) -> None:
+        check_count("items", self.items, 2)
+        if not len(self.worker) == len(self.item) == len(self.system) or not self.worker:
+            raise InputError("a pilot design needs worker, item and system for every rating")
+        if len(set(self.system)) < 2:
+            raise InputError(f"{self.source}: the pilot rates fewer than two systems")
+
+    @classmethod
+    def from_ratings(cls, frame: Any, items: int | None = None, worker: str = "worker", item: str = "item",
+                     system: str = "system", systems: Sequence[str] | None = None,
+                     source: str = "pilot") -> PilotDesign:
+        """From a ratings table (one row per rating); ``systems`` picks and orders the systems (the
+        first is system A, the baseline); the item count defaults to the pilot's."""
+        import pandas as pd
+
+        missing = [c for c in (worker, item, system) if c not in frame.columns]
+        if missing:
+            raise InputError(f"{source}: missing column(s) {', '.join(missing)}")
+        df = frame[[worker, item, system]].dropna()
+        names = list(systems) if systems else sorted(df[system].astype(str).unique())
+        df = df[df[system].astype(str).isin(names)]
+        if df.empty:
+            raise InputError(f"{source}: no ratings of the systems {', '.join(names)}")
+        per_worker = df.groupby(worker)[system].nunique()
+        if per_worker.max() < 2 and df.groupby(item)[system].nunique().max() < 2:
+            raise InputError(f"{source}: no worker or item is rated under two systems: the design does not "
+                             "connect the systems")
+        w = pd.factorize(df[worker])[0]
+        i = pd.factorize(df[item])[0]
+        s = pd.Categorical(df[system].astype(str), categories=names).codes
+        return cls(tuple(w.tolist()), tuple(i.tolist()), tuple(int(v) for v in s), items or int(i.max()) + 1, source)
+
+    @property
+    def systems(self) -> int:
+        return max(self.system) + 1
+
+    @property
+    def fixed(self) -> bool:
+        return True
+
+    def draw(self, rng: np.random.Generator, n: int) -> Layout:
+        w, i, s = (np.asarray(v) for v in (self.worker, self.item, self.system))
+        pilot_items = int(i.max()) + 1
+        reps = -(-self.items // pilot_items)
+        new = (np.arange(reps)[:, None] * pilot_items + i[None, :]).ravel()
+        keep = new < self.items
+        return Layout(np.tile(w, reps)[keep], new[keep], np.tile(s, reps)[keep], int(w.max()) + 1, self.items,
+                      self.systems)
+
+    def record(self) -> dict[str, Any]:
+        lay = self.draw(np.random.default_rng(0), 1)
+        per_item = lay.size / self.items
+        return {"items": self.items, "workers": lay.n_workers, "ratings_per_item": round(per_item, 3),
+                "systems": self.systems, "assignment": "pilot", "presentation": self.source}
+
+    def key(self) -> list[Any]:
+        import hashlib
+
+        digest = hashlib.sha256(np.asarray([self.worker, self.item, self.system]).tobytes()).hexdigest()[:16]
+        return ["pilot", digest, self.items]
+
+    def counts(self) -> dict[str, float]:
+        lay = self.draw(np.random.default_rng(0), 1)
+        units = len(set(zip(lay.item.tolist(), lay.worker.tolist())))
+        return {"ratings": float(lay.size), "assignments": float(units), "workers_used": float(lay.n_workers)}
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What a study costs: ``per_rating`` and ``per_hit`` (each HIT assignment, i.e. a HIT done by one
+    worker) plus the platform's ``fee`` on both (a fraction), and ``per_worker`` (recruitment,
+    qualification) for every worker used.
+
+    >>> Costs(per_rating=0.1, fee=0.2).of(CrowdDesign(items=100, workers=10, ratings_per_item=3))
+    72.0
+    """
+
+    per_rating: float = 0.0
+    per_hit: float = 0.0
+    fee: float = 0.0
+    per_worker: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("per_rating", "per_hit", "fee", "per_worker"):
+            if check_number(name.replace("_", " "), getattr(self, name)) < 0:
+                raise InputError(f"costs must be >= 0: {name.replace('_', ' ')} is {getattr(self, name)}")
+
+    @property
+    def any(self) -> bool:
+        return any((self.per_rating, self.per_hit, self.per_worker))
+
+    def of(self, design: Design) -> float:
+        c = design.counts()
+        paid = (self.per_rating * c["ratings"] + self.per_hit * c["assignments"]) * (1 + self.fee)
+        return round(paid + self.per_worker * c["workers_used"], 10)
+
+
+def check_budget(budget: float | None, costs: Costs) -> float:
+    """A budget (inf when None) that can pay for at least one HIT."""
+    if budget is None:
+        return math.inf
+    b = check_number("budget", budget)
+    one_hit = (costs.per_rating + costs.per_hit) * (1 + costs.fee) + costs.per_worker
+    if b <= 0 or b < one_hit:
+        raise InputError(f"a budget of {b:g} does not pay for one rating in one HIT ({one_hit:g})")
+    return b
