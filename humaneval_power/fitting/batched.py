@@ -45,6 +45,8 @@ from scipy import stats
 SINGULAR_TOL = 1e-4
 #: lmerTest's tolerance on the Hessian's eigenvalues
 EIGEN_TOL = 1e-8
+#: largest Newton step in u = log(1 + n gamma) (a factor of ~e^3 in a stratum's variance)
+MAX_STEP = 3.0
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ class _Structure:
     k: list[np.ndarray]        # per class: (B, t, t, q2, q2)
     g_cc: np.ndarray           # (B, q2, q2)
     g_ac: list[np.ndarray]     # per class: (B, nb_c, t, q2)
+    per_level: np.ndarray      # (K,): mean sum of squared covariates per level (observations per level)
 
 
 def _choose_block(design: ComponentDesign) -> tuple[int, list[int]]:
@@ -243,8 +246,10 @@ def _structure(design: ComponentDesign) -> _Structure:
     g_ac = [g_ac_full[:, c] for c in classes]
     k_mats = [np.einsum("sbel,sbfm->seflm", g, g, optimize=True) for g in g_ac]
     outer_comp = np.repeat(outer, sizes).astype(int) if outer else np.zeros(0, int)
+    per_level = np.array([float((v**2).sum()) / len(np.unique(np.asarray(c.levels)))
+                          for c, v in zip(comps, values)])
     return _Structure(p, len(comps), nb, t, za, classes, slot_comp[[c[0] for c in classes]],
-                      g_all[[c[0] for c in classes]], outer_comp, q2, zc, k_mats, g_cc, g_ac)
+                      g_all[[c[0] for c in classes]], outer_comp, q2, zc, k_mats, g_cc, g_ac, per_level)
 
 
 # -- per-study statistics and the criterion ---------------------------------------------------------
@@ -354,8 +359,11 @@ def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
         ls = np.linalg.cholesky(s_mat)
         logdet += 2 * np.log(np.diagonal(ls, axis1=1, axis2=2)).sum(1)
         d = lc[:, :, None] * m
-        s_inv = np.linalg.inv(s_mat)
-        sd = s_inv @ d
+        if gradient:
+            s_inv = np.linalg.inv(s_mat)
+            sd = s_inv @ d
+        else:
+            sd = np.linalg.solve(s_mat, d)
         whw = waw - np.swapaxes(d, 1, 2) @ sd
     else:
         whw = waw
@@ -422,34 +430,55 @@ def _gradient(bt: _Batch, pt: _Point) -> np.ndarray:
     return pt.trace - bt.nu * pt.score / pt.r2[:, None]
 
 
-def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Projected Newton on ``gamma >= 0`` for every study; returns gamma, converged, iterations.
+def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Projected Newton on ``gamma >= 0`` for every study.
 
-    Free variables are those inside, or at zero with a negative gradient; the
+    Returns gamma, converged, iterations and the Hessian of the profiled
+    deviance in gamma at the returned point (for the Satterthwaite df).
+
+    The iteration runs in ``u_k = log(1 + n_k gamma_k)`` (``n_k`` observations
+    per level: the log of a stratum's expected mean square, in which the
+    deviance is nearly quadratic), with the same bound ``u >= 0``. Free
+    variables are those inside, or at zero with a negative gradient; the
     Hessian (forward differences of the exact gradient) is made positive
     definite by taking absolute eigenvalues; Armijo backtracking along the
     projected arc. Converged when the Newton decrement is below ``tol``.
     """
     n, kk = gamma.shape
-    gamma = gamma.copy()
-    pt = _evaluate(bt, gamma, True)
-    dev, grad = pt.dev, _gradient(bt, pt)
+    scale = bt.st.per_level[None, :]
+
+    def to_gamma(u: np.ndarray) -> np.ndarray:
+        return np.expm1(u) / scale
+
+    def grad_u(b: _Batch, pt: _Point, u: np.ndarray) -> np.ndarray:
+        return _gradient(b, pt) * np.exp(u) / scale
+
+    u = np.log1p(np.maximum(gamma, 0.0) * scale)
+    pt = _evaluate(bt, to_gamma(u), True)
+    dev, grad = pt.dev, grad_u(bt, pt, u)
     done = np.zeros(n, bool)
     converged = np.zeros(n, bool)
     iterations = np.zeros(n, int)
-    for _ in range(max_iter):
+    hess_u = np.full((n, kk, kk), np.nan)
+
+    def hessian(sub: _Batch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        hess = np.empty((x.shape[0], kk, kk))
+        for k in range(kk):
+            h = 1e-6 * np.maximum(x[:, k], 1e-2)
+            xp = x.copy()
+            xp[:, k] += h
+            hess[:, :, k] = (grad_u(sub, _evaluate(sub, to_gamma(xp), True), xp) - g) / h[:, None]
+        return (hess + np.swapaxes(hess, 1, 2)) / 2
+
+    for _ in range(max_iter + 1):
         idx = np.flatnonzero(~done)
         if not idx.size:
             break
         sub = bt.take(idx) if idx.size < n else bt
-        x, g, d0 = gamma[idx], grad[idx], dev[idx]
-        hess = np.empty((idx.size, kk, kk))
-        for k in range(kk):
-            h = 1e-6 * np.maximum(x[:, k], 1e-3)
-            xp = x.copy()
-            xp[:, k] += h
-            hess[:, :, k] = (_gradient(sub, _evaluate(sub, xp, True)) - g) / h[:, None]
-        hess = (hess + np.swapaxes(hess, 1, 2)) / 2
+        x, g, d0 = u[idx], grad[idx], dev[idx]
+        hess = hessian(sub, x, g)
+        hess_u[idx] = hess
         free = (x > 0) | (g < 0)
         mask = free[:, :, None] & free[:, None, :]
         hm = np.where(mask, hess, 0.0) + np.where(~free, 1.0, 0.0)[:, :, None] * np.eye(kk)
@@ -457,12 +486,13 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float) -> tuple[n
         w, v = np.linalg.eigh(hm)
         w = np.maximum(np.abs(w), 1e-10 * np.maximum(np.abs(w).max(1, keepdims=True), 1.0))
         step = -np.einsum("sij,sj->si", v, np.einsum("sji,sj->si", v, gf) / w)
+        step *= np.minimum(1.0, MAX_STEP / np.maximum(np.abs(step).max(1), 1e-300))[:, None]
         decrement = -(gf * step).sum(1)
         conv = decrement < tol
         converged[idx[conv]] = True
         done[idx[conv]] = True
         todo = np.flatnonzero(~conv)
-        if not todo.size:
+        if not todo.size or _ == max_iter:
             break
         iterations[idx[todo]] += 1
         sub2 = sub.take(todo)
@@ -475,7 +505,7 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float) -> tuple[n
             if not open_.size:
                 break
             trial = np.maximum(x[open_] + alpha[open_, None] * step[open_], 0.0)
-            dv = _evaluate(sub2.take(open_) if open_.size < todo.size else sub2, trial, False).dev
+            dv = _evaluate(sub2.take(open_) if open_.size < todo.size else sub2, to_gamma(trial), False).dev
             ok = dv <= d0[open_] + 1e-4 * (g[open_] * (trial - x[open_])).sum(1) + 1e-11 * np.maximum(
                 np.abs(d0[open_]), 1.0)
             ok &= np.isfinite(dv)
@@ -483,52 +513,56 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float) -> tuple[n
             new_x[open_[ok]] = trial[ok]
             alpha[open_[~ok]] /= 2
         stalled = ~accepted
-        done[idx[todo[stalled]]] = True
+        done[idx[todo[stalled]]] = True  # the Hessian stays the one at the (unchanged) point
         moved = idx[todo[accepted]]
         if moved.size:
-            gamma[moved] = new_x[accepted]
-            ptm = _evaluate(bt.take(moved), gamma[moved], True)
-            dev[moved], grad[moved] = ptm.dev, _gradient(bt, ptm)
+            u[moved] = new_x[accepted]
+            ptm = _evaluate(bt.take(moved), to_gamma(u[moved]), True)
+            dev[moved], grad[moved] = ptm.dev, grad_u(bt, ptm, u[moved])
+    stale = ~done  # ran out of iterations after a move: the Hessian is from the point before
+    if stale.any():
+        idx = np.flatnonzero(stale)
+        hess_u[idx] = hessian(bt.take(idx), u[idx], grad[idx])
+    gamma = to_gamma(u)
     # a study that stalled is still converged if it satisfies the first-order conditions closely
-    pg = np.where(gamma > 0, np.abs(grad) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-grad, 0.0)).max(1)
+    c = np.exp(u) / scale                                  # d gamma / d u
+    g_gamma = grad / c
+    pg = np.where(gamma > 0, np.abs(g_gamma) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-g_gamma, 0.0)).max(1)
     converged |= pg <= 1e-6
-    return gamma, converged, iterations
+    eye = np.eye(kk, dtype=bool)
+    hess_gamma = (hess_u - np.where(eye, (g_gamma * c)[:, :, None], 0.0)) / (c[:, :, None] * c[:, None, :])
+    return gamma, converged, iterations, hess_gamma
 
 
 # -- lmerTest's Satterthwaite df ------------------------------------------------------------------
 
 
-def _varpar_gradient(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Gradient of the deviance in (theta, sigma) with sigma not profiled out (lmerTest's ``devfun_vp``)."""
-    s2 = sigma[:, None] ** 2
-    d_gamma = pt.trace - pt.score / s2
-    d_sigma = 2 * bt.nu / sigma - 2 * pt.r2 / sigma**3
-    return np.concatenate([2 * theta * d_gamma, d_sigma[:, None]], axis=1)
+def _vcov_varpar(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray, hess_gamma: np.ndarray) -> np.ndarray:
+    """lmerTest's ``2 H^-1`` over H's eigenvalues above its tolerance.
 
-
-def _vcov_varpar(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """``2 H^-1`` over H's eigenvalues above lmerTest's tolerance; H by central differences in theta."""
-    n, kk = theta.shape
-    hess = np.empty((n, kk + 1, kk + 1))
-    for k in range(kk):
-        h = 1e-5 * np.maximum(theta[:, k], 1e-2)
-        cols = []
-        for sign in (1, -1):
-            th = theta.copy()
-            th[:, k] += sign * h
-            cols.append(_varpar_gradient(bt, _evaluate(bt, th**2, True), th, sigma))
-        hess[:, :, k] = (cols[0] - cols[1]) / (2 * h[:, None])
-    hess[:, :kk, kk] = 4 * theta * pt.score / sigma[:, None] ** 3
-    hess[:, kk, kk] = -2 * bt.nu / sigma**2 + 6 * pt.r2 / sigma**4
-    hess[:, kk, :kk] = hess[:, :kk, kk]
-    hess = (hess + np.swapaxes(hess, 1, 2)) / 2
+    H is the Hessian of the deviance in (theta, sigma) with sigma not profiled
+    out (lmerTest's ``devfun_vp``), obtained from the Hessian of the profiled
+    deviance in gamma: in theta by the chain rule, then the sigma terms
+    (analytic) added back through the Schur complement.
+    """
+    kk = theta.shape[1]
+    s3 = sigma[:, None] ** 3
+    g_gamma = pt.trace - pt.score / sigma[:, None] ** 2     # = the profiled gradient at sigma_hat
+    h_theta = 4 * theta[:, :, None] * theta[:, None, :] * hess_gamma
+    h_theta[:, np.arange(kk), np.arange(kk)] += 2 * g_gamma
+    d_ts = 4 * theta * pt.score / s3
+    d_ss = -2 * bt.nu / sigma**2 + 6 * pt.r2 / sigma**4
+    hess = np.empty((theta.shape[0], kk + 1, kk + 1))
+    hess[:, :kk, :kk] = h_theta + d_ts[:, :, None] * d_ts[:, None, :] / d_ss[:, None, None]
+    hess[:, :kk, kk] = hess[:, kk, :kk] = d_ts
+    hess[:, kk, kk] = d_ss
     w, v = np.linalg.eigh(hess)
     inv = np.where(w > EIGEN_TOL, 1.0 / np.where(w > EIGEN_TOL, w, 1.0), 0.0)
     return 2 * np.einsum("sik,sk,sjk->sij", v, inv, v)
 
 
 def _contrast_stats(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray, contrasts: np.ndarray,
-                    satterthwaite: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    hess_gamma: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Estimate, SE and Satterthwaite df of each contrast row, (n, m) each."""
     p = bt.st.p
     cx = np.linalg.inv(pt.sxx)
@@ -537,11 +571,11 @@ def _contrast_stats(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray
     s2 = sigma[:, None] ** 2
     var = s2 * lcl
     est = pt.beta @ contrasts.T
-    if not satterthwaite:
+    if hess_gamma is None:
         return est, np.sqrt(var), np.full(var.shape, np.inf)
     d_gamma = s2[:, :, None] * np.einsum("smi,skij,smj->smk", cl, pt.omega[:, :, :p, :p], cl)
     grads = np.concatenate([2 * theta[:, None, :] * d_gamma, (2 * sigma[:, None] * lcl)[:, :, None]], axis=2)
-    a = _vcov_varpar(bt, pt, theta, sigma)
+    a = _vcov_varpar(bt, pt, theta, sigma, hess_gamma)
     denom = np.einsum("smi,sij,smj->sm", grads, a, grads)
     df = np.divide(2 * var**2, denom, out=np.full(var.shape, np.inf), where=denom > 0)
     return est, np.sqrt(var), df
@@ -560,15 +594,33 @@ def _chunk_size(st: _Structure, n_obs: int, per_study_design: bool, budget: floa
 
 def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml: bool = True,
              satterthwaite: bool = True, max_iter: int = 100, tol: float = 1e-12,
-             chunk: int | None = None) -> BatchFit:
+             chunk: int | None = None, start: np.ndarray | None = None, blas_threads: int | None = 1) -> BatchFit:
     """(RE)ML fits of every column of ``y`` (N x n_studies) with lme4's criterion, all studies at once.
 
     ``contrasts`` (m x p, or a length-p vector): rows L; for each, the estimate
     ``L b``, its SE and lmerTest's Satterthwaite df (``satterthwaite=False``:
     df infinite, for a z-test). A per-study design must cover exactly the
     columns of ``y``. Studies whose fit breaks down numerically are flagged
-    ``failed`` (NaN results), never dropped.
+    ``failed`` (NaN results), never dropped. The algebra is on small matrices:
+    ``blas_threads`` (default 1; None leaves BLAS alone) is much faster on a busy machine.
+    ``start``: relative variances (K,) to start every study from; by default a
+    few pilot studies are fitted from lme4's start (theta = 1) and the others
+    start at the pilot's median (the optimum does not depend on the start;
+    the number of iterations does).
     """
+    from threadpoolctl import threadpool_limits
+
+    if blas_threads is None:
+        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+    with threadpool_limits(blas_threads):
+        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+
+
+PILOT = 8
+
+
+def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml: bool, satterthwaite: bool,
+              max_iter: int, tol: float, chunk: int | None, start: np.ndarray | None) -> BatchFit:
     y = np.asarray(y, float)
     if y.ndim == 1:
         y = y[:, None]
@@ -597,10 +649,16 @@ def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml
                 bt = _batch(st, x, y[:, idx], slice(None), reml)
             else:
                 bt = _batch(st, x, y[:, idx], None, reml)
-            gamma, conv, iters = _newton(bt, np.ones((idx.size, kk)), max_iter, tol)
+            if start is None:
+                pilot = min(PILOT, idx.size)
+                g0 = _newton(bt.take(np.arange(pilot)), np.ones((pilot, kk)), max_iter, tol)[0]
+                start = np.median(g0, axis=0)
+            gamma, conv, iters, hess = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
+                                         max_iter, tol)
             pt = _evaluate(bt, gamma, True)
             theta, sigma = np.sqrt(gamma), np.sqrt(pt.r2 / bt.nu)
-            est, se, df = _contrast_stats(bt, pt, theta, sigma, contrasts, satterthwaite)
+            est, se, df = _contrast_stats(bt, pt, theta, sigma, contrasts,
+                                          hess if satterthwaite else None)
         except np.linalg.LinAlgError:
             if idx.size == 1:
                 out["failed"][idx] = True
