@@ -774,3 +774,49 @@ def simulate(design: ComponentDesign, beta: np.ndarray, sds: np.ndarray, n: int,
         picked = np.take_along_axis(effects, lev, axis=1) if lev.ndim == 2 else effects[:, lev]
         y += (picked * vals).T
     return y + rng.normal(0.0, sds[-1], y.shape)
+
+
+# -- the same fits by lme4 + lmerTest (the reference) ---------------------------------------------
+
+
+def lme4_formula(design: ComponentDesign) -> str:
+    """The lmer formula of a design in the column names :func:`refit_lme4` gives R.
+
+    Fixed effects are the columns of ``x`` (``X1``, ``X2``, ... with no
+    intercept added); component k is ``(1 | g{k})`` or ``(0 + v{k} | g{k})``.
+    """
+    fixed = " + ".join(f"X{j + 1}" for j in range(design.x.shape[1]))
+    rand = " + ".join(f"(1 | g{k})" if c.values is None else f"(0 + v{k} | g{k})"
+                      for k, c in enumerate(design.components))
+    return f"y ~ 0 + {fixed} + {rand}"
+
+
+def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, reml: bool = True) -> dict[str, np.ndarray]:
+    """lmer + lmerTest's ``contest1D`` (Satterthwaite) on every column of ``y``, looping inside R.
+
+    Returns arrays estimate, se, df, singular, criterion (REML criterion or
+    deviance), sigma, failed, warned (one entry per study). Needs the lme4 backend.
+    """
+    from . import lme4
+
+    ro = lme4._r()
+    if not ro.r("exists('hepower_refit_contrast')")[0]:
+        ro.r["source"](str(lme4.r_bridge_dir() / "contrasts.R"))
+    y = np.asarray(y, float).reshape(design.n, -1)
+    cols: dict[str, np.ndarray] = {f"X{j + 1}": design.x[:, j] for j in range(design.x.shape[1])}
+    varying = {}
+    for k, c in enumerate(design.components):
+        lev = np.asarray(c.levels, int) + 1
+        cols[f"g{k}"] = lev[0] if c.per_study else lev
+        if c.per_study:
+            varying[f"g{k}"] = lme4._r_matrix(lev.T)
+        if c.values is not None:
+            cols[f"v{k}"] = np.asarray(c.values, float)
+    r_varying = ro.r["list"](**varying) if varying else ro.NULL
+    with lme4.r_interruptible():
+        res = ro.r["hepower_refit_contrast"](lme4._data_frame(cols), lme4._r_matrix(y), lme4_formula(design),
+                                             ro.FloatVector(np.asarray(contrast, float).ravel().tolist()), reml,
+                                             r_varying)
+    names = ["estimate", "se", "df", "singular", "criterion", "sigma", "failed", "warned"]
+    arr = np.asarray(list(res), float).reshape((-1, len(names)), order="F")
+    return {name: arr[:, j] for j, name in enumerate(names)}
