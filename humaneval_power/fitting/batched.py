@@ -1,0 +1,822 @@
+"""Batched (RE)ML fits of many simulated studies of one design: lme4's criterion, lmerTest's Satterthwaite df.
+
+Model: ``y = X b + sum_k Z_k u_k + e``, ``u_k ~ N(0, g_k s^2 I)``, ``e ~ N(0, s^2 I)``,
+each ``Z_k`` with one nonzero per row (a random intercept, or a slope on a
+covariate). The criterion is lme4's profiled deviance, as in
+:mod:`humaneval_power.fitting.vc_reml`, whose mathematics this module shares.
+What differs is the bookkeeping, chosen so that the cost of one evaluation
+does not grow with the number of items:
+
+* the random effects split into *blocks* (one per level of a blocking factor,
+  usually the item: its intercept and its item:system effects) and *outer*
+  effects (workers, worker:system: a few dozen). ``H_A = I + Z_A G_A Z_A'``
+  is block diagonal; the outer effects enter through the Schur complement
+  ``S = I + L_C R L_C``, ``R = Z_C' H_A^-1 Z_C``.
+* blocks with the same cross-product ``G_b = Z_b'Z_b`` form a *class* (in
+  the crowd designs all items form one class). With ``Phi_c = L_b (I + L_b G_b L_b)^-1 L_b``
+  every quantity of the deviance and its gradient is a contraction of a few
+  small design tensors (``K_c[e,f] = sum_b Z_C'z_be z_bf'Z_C``) and per-study
+  tensors (``Q_c``, ``T_c``: sums over blocks of products with ``Z_b'[X y]``)
+  with ``Phi_c``: after one pass over the data per study, an evaluation costs
+  ``O(t^2 q2^2 + q2^3)``, ``t`` the block size and ``q2`` the outer effects.
+
+All studies are iterated at once: a projected Newton method on the relative
+variances ``g >= 0`` (the Hessian by forward differences of the exact
+gradient, Armijo backtracking on the projected arc). Satterthwaite df follow
+lmerTest: ``A = 2 H^-1`` (positive eigenvalues of the Hessian of the
+deviance in ``varpar = (theta, sigma)``, here by central differences of the
+exact gradient), ``df = 2 v^2 / (grad v' A grad v)``; components at zero drop
+out because ``v`` depends on ``theta_k`` through ``theta_k^2``.
+
+Designs whose outer levels differ between studies (a random worker
+assignment drawn anew per study) are fitted the same way with per-study
+design tensors; the blocking factor must then be the same for all studies.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import stats
+
+#: lme4's isSingular tolerance on theta
+SINGULAR_TOL = 1e-4
+#: lmerTest's tolerance on the Hessian's eigenvalues
+EIGEN_TOL = 1e-8
+#: largest Newton step in u = log(1 + n gamma) (a factor of ~e^3 in a stratum's variance)
+MAX_STEP = 3.0
+
+
+@dataclass(frozen=True)
+class Component:
+    """One variance component: level index per row ((N,) or (n_studies, N)) and its covariate (None: 1)."""
+
+    name: str
+    levels: np.ndarray
+    values: np.ndarray | None = None
+
+    @property
+    def per_study(self) -> bool:
+        return np.ndim(self.levels) == 2
+
+
+@dataclass(frozen=True)
+class ComponentDesign:
+    """What every simulated study of a cell shares: fixed effects ``x`` (N x p) and the variance components.
+
+    The components are independent (no correlations), each ``Z_k`` with one
+    nonzero per row. Outer components may have per-study levels (shape
+    ``(n_studies, N)``), e.g. a random worker assignment.
+    """
+
+    x: np.ndarray
+    components: tuple[Component, ...]
+    x_names: tuple[str, ...] = ()
+    #: the factor the rows are blocked by (default: chosen to make the Schur complement smallest)
+    block: str | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def n_studies(self) -> int | None:
+        """Number of studies a per-study design covers (None: one design for all)."""
+        sizes = {c.levels.shape[0] for c in self.components if c.per_study}
+        return sizes.pop() if sizes else None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.components)
+
+    def study(self, j: int) -> ComponentDesign:
+        """The design of study ``j`` alone."""
+        comps = tuple(Component(c.name, c.levels[j], c.values) if c.per_study else c for c in self.components)
+        return ComponentDesign(self.x, comps, self.x_names, self.block)
+
+    def subset(self, index: np.ndarray | slice) -> ComponentDesign:
+        """The per-study design of a subset of studies (unchanged when shared)."""
+        comps = tuple(Component(c.name, c.levels[index], c.values) if c.per_study else c for c in self.components)
+        return ComponentDesign(self.x, comps, self.x_names, self.block)
+
+
+@dataclass(frozen=True)
+class BatchFit:
+    """Fits of ``n`` studies: per contrast row estimate, SE, Satterthwaite df, t and two-sided p (``(n, m)``).
+
+    ``theta`` (n, K) relative SDs (lme4's theta), ``sigma`` (n,), ``sds`` (n, K+1)
+    SDs of the components then the residual; ``deviance`` lme4's REML/ML criterion.
+    """
+
+    component_names: tuple[str, ...]
+    estimate: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    beta: np.ndarray
+    theta: np.ndarray
+    sigma: np.ndarray
+    deviance: np.ndarray
+    singular: np.ndarray
+    converged: np.ndarray
+    failed: np.ndarray
+    iterations: np.ndarray
+    reml: bool
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def sds(self) -> np.ndarray:
+        return np.column_stack([self.theta * self.sigma[:, None], self.sigma])
+
+    @property
+    def t(self) -> np.ndarray:
+        return self.estimate / self.se
+
+    @property
+    def p_value(self) -> np.ndarray:
+        """Two-sided p from the t distribution with Satterthwaite df (normal where df is infinite)."""
+        return 2 * stats.t.sf(np.abs(self.t), self.df)
+
+    def significant(self, alpha: float = 0.05) -> np.ndarray:
+        return self.p_value <= alpha
+
+
+# -- design structure -----------------------------------------------------------------------------
+
+
+def _nested(inner: np.ndarray, outer: np.ndarray) -> bool:
+    """Whether each level of ``inner`` occurs within a single level of ``outer``."""
+    first = np.full(int(inner.max()) + 1, -1)
+    first[inner] = outer
+    return bool(np.all(first[inner] == outer))
+
+
+@dataclass
+class _Structure:
+    """Design-only quantities; arrays with a leading axis of 1 (shared) or n_studies (per study)."""
+
+    p: int
+    n_comp: int
+    nb: int                    # blocks
+    t: int                     # padded block size
+    za: sp.csr_matrix          # (nb*t, N): Z_A'
+    classes: list[np.ndarray]  # block indices per class
+    slot_comp: np.ndarray      # (n_classes, t): component of each slot, -1 padding
+    g_blocks: np.ndarray       # (n_classes, t, t)
+    outer_comp: np.ndarray     # (q2,)
+    q2: int
+    zc: list[sp.csr_matrix]    # per design copy: Z_C' (q2, N)
+    k: list[np.ndarray]        # per class: (B, t, t, q2, q2)
+    g_cc: np.ndarray           # (B, q2, q2)
+    g_ac: list[np.ndarray]     # per class: (B, nb_c, t, q2)
+    per_level: np.ndarray      # (K,): mean sum of squared covariates per level (observations per level)
+
+
+def _choose_block(design: ComponentDesign) -> tuple[int, list[int]]:
+    shared = [k for k, c in enumerate(design.components) if not c.per_study]
+    if not shared:
+        raise ValueError("at least one component must have the same levels in every study")
+    sizes = {k: int(np.asarray(design.components[k].levels).max()) + 1 for k in shared}
+    best, best_inner, best_q1 = -1, [], -1
+    for c in shared:
+        if design.block is not None and design.components[c].name != design.block:
+            continue
+        lc = np.asarray(design.components[c].levels)
+        inner = [k for k in shared if _nested(np.asarray(design.components[k].levels), lc)]
+        q1 = sum(sizes[k] for k in inner)
+        if q1 > best_q1:
+            best, best_inner, best_q1 = c, inner, q1
+    if best < 0:
+        raise ValueError(f"no shared component named {design.block!r} to block by")
+    return best, best_inner
+
+
+def _structure(design: ComponentDesign) -> _Structure:
+    n, p = design.x.shape
+    comps = design.components
+    values = [np.ones(n) if c.values is None else np.asarray(c.values, float) for c in comps]
+    bk, inner = _choose_block(design)
+    block = np.asarray(comps[bk].levels, int)
+    nb = int(block.max()) + 1
+    # slots: within each block, the inner components' levels in order (component, level)
+    slot_of_row = []
+    slot_comp_per_block: list[list[int]] = [[] for _ in range(nb)]
+    for k in inner:
+        lev = np.asarray(comps[k].levels, int)
+        uniq = np.unique(lev)
+        blk_of_level = np.empty(int(lev.max()) + 1, int)
+        blk_of_level[lev] = block
+        rank = np.zeros(int(lev.max()) + 1, int)
+        for lv in uniq:  # level order within its block
+            b = blk_of_level[lv]
+            rank[lv] = len(slot_comp_per_block[b])
+            slot_comp_per_block[b].append(k)
+        slot_of_row.append((rank[lev], values[k]))
+    t = max(len(s) for s in slot_comp_per_block)
+    rows = np.arange(n)
+    za = sp.csr_matrix((np.concatenate([v for _, v in slot_of_row]),
+                        (np.concatenate([block * t + r for r, _ in slot_of_row]), np.tile(rows, len(inner)))),
+                       shape=(nb * t, n))
+    g_all = np.asarray((za @ za.T).todense()).reshape(nb, t, nb, t)[np.arange(nb), :, np.arange(nb), :]
+    slot_comp = np.full((nb, t), -1)
+    for b, s in enumerate(slot_comp_per_block):
+        slot_comp[b, :len(s)] = s
+    key = np.concatenate([g_all.reshape(nb, -1), slot_comp.astype(float)], axis=1)
+    _, cls = np.unique(key, axis=0, return_inverse=True)
+    cls = cls.ravel()
+    classes = [np.flatnonzero(cls == c) for c in range(int(cls.max()) + 1)]
+    outer = [k for k in range(len(comps)) if k not in inner]
+    n_copies = design.n_studies or 1
+    zc, sizes = [], []
+    for k in outer:
+        sizes.append(int(np.asarray(comps[k].levels).max()) + 1)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    q2 = int(offsets[-1])
+    for j in range(n_copies):
+        if outer:
+            r = np.concatenate([np.asarray(comps[k].levels[j] if comps[k].per_study else comps[k].levels, int)
+                                + offsets[i] for i, k in enumerate(outer)])
+            zc.append(sp.csr_matrix((np.concatenate([values[k] for k in outer]), (r, np.tile(rows, len(outer)))),
+                                    shape=(q2, n)))
+        else:
+            zc.append(sp.csr_matrix((0, n)))
+    g_ac_full = np.stack([np.asarray((za @ z.T).todense()).reshape(nb, t, q2) for z in zc])  # (B, nb, t, q2)
+    g_cc = np.stack([np.asarray((z @ z.T).todense()) for z in zc])
+    g_ac = [g_ac_full[:, c] for c in classes]
+    k_mats = [np.einsum("sbel,sbfm->seflm", g, g, optimize=True) for g in g_ac]
+    outer_comp = np.repeat(outer, sizes).astype(int) if outer else np.zeros(0, int)
+    per_level = np.array([float((v**2).sum()) / len(np.unique(np.asarray(c.levels)))
+                          for c, v in zip(comps, values)])
+    return _Structure(p, len(comps), nb, t, za, classes, slot_comp[[c[0] for c in classes]],
+                      g_all[[c[0] for c in classes]], outer_comp, q2, zc, k_mats, g_cc, g_ac, per_level)
+
+
+# -- per-study statistics and the criterion ---------------------------------------------------------
+
+
+@dataclass
+class _Batch:
+    """Sufficient statistics of a batch of studies (leading axis n) and the design tensors (leading axis B)."""
+
+    st: _Structure
+    nu: float
+    reml: bool
+    ww: np.ndarray          # (n, p+1, p+1)
+    u2: np.ndarray          # (n, q2, p+1)
+    q: list[np.ndarray]     # per class (n, t, t, p+1, p+1)
+    tt: list[np.ndarray]    # per class (n, t, t, q2, p+1)
+    k: list[np.ndarray]     # per class (B, t, t, q2, q2)
+    g_cc: np.ndarray        # (B, q2, q2)
+
+    def take(self, idx: np.ndarray) -> _Batch:
+        def sub(a: np.ndarray) -> np.ndarray:
+            return a if a.shape[0] == 1 else a[idx]
+        return _Batch(self.st, self.nu, self.reml, self.ww[idx], self.u2[idx], [a[idx] for a in self.q],
+                      [a[idx] for a in self.tt], [sub(a) for a in self.k], sub(self.g_cc))
+
+
+def _batch(st: _Structure, x: np.ndarray, y: np.ndarray, copies: slice | None, reml: bool) -> _Batch:
+    """Statistics of the studies in the columns of ``y`` (N x n); ``copies``: their per-study designs."""
+    n_obs, n = y.shape
+    p = st.p
+    w = np.concatenate([np.broadcast_to(x[None], (n, n_obs, p)), y.T[:, :, None]], axis=2)  # (n, N, p+1)
+    ww = np.einsum("sni,snj->sij", w, w, optimize=True)
+    zax = st.za @ x                       # (nb*t, p)
+    zay = st.za @ y                       # (nb*t, n)
+    za_w = np.concatenate([np.broadcast_to(zax.reshape(1, st.nb, st.t, p), (n, st.nb, st.t, p)),
+                           zay.T.reshape(n, st.nb, st.t, 1)], axis=3)  # (n, nb, t, p+1)
+    if copies is None:
+        u2 = np.asarray(st.zc[0] @ w.transpose(1, 0, 2).reshape(n_obs, -1)).reshape(st.q2, n, p + 1).transpose(1, 0, 2)
+        k, g_cc, g_ac = st.k, st.g_cc, st.g_ac
+    else:
+        zcs = st.zc[copies]
+        u2 = np.stack([np.asarray(z @ w[j]) for j, z in enumerate(zcs)])
+        k = [a[copies] for a in st.k]
+        g_cc = st.g_cc[copies]
+        g_ac = [a[copies] for a in st.g_ac]
+    q, tt = [], []
+    for c, blocks in enumerate(st.classes):
+        zb = za_w[:, blocks]                                    # (n, nb_c, t, p+1)
+        q.append(np.einsum("sbei,sbfj->sefij", zb, zb, optimize=True))
+        g = g_ac[c]                                             # (B, nb_c, t, q2)
+        if g.shape[0] == 1:
+            tt.append(np.einsum("bel,sbfj->seflj", g[0], zb, optimize=True))
+        else:
+            tt.append(np.einsum("sbel,sbfj->seflj", g, zb, optimize=True))
+    nu = n_obs - p if reml else n_obs
+    return _Batch(st, float(nu), reml, ww, u2, q, tt, k, g_cc)
+
+
+def _phi_k(phi: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """sum_ef phi[s,e,f] K[s|0,e,f,...] for a shared (B=1) or per-study K."""
+    n, t = phi.shape[0], phi.shape[1]
+    tail = k.shape[3:]
+    if k.shape[0] == 1:
+        return (phi.reshape(n, t * t) @ k[0].reshape(t * t, -1)).reshape((n,) + tail)
+    return np.einsum("sef,sef...->s...", phi, k)
+
+
+@dataclass
+class _Point:
+    dev: np.ndarray
+    logdet: np.ndarray
+    beta: np.ndarray
+    sxx: np.ndarray
+    r2: np.ndarray
+    trace: np.ndarray | None = None   # (n, K)
+    omega: np.ndarray | None = None   # (n, K, p+1, p+1): sum over levels of (Z_j'H^-1 w)(Z_j'H^-1 w)'
+    score: np.ndarray | None = None   # (n, K)
+
+
+def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
+    st, p = bt.st, bt.st.p
+    n = gamma.shape[0]
+    lam = np.sqrt(np.maximum(gamma, 0.0))
+    lam_pad = np.concatenate([lam, np.zeros((n, 1))], axis=1)   # index -1: padding slots
+    eye_t = np.eye(st.t)
+    logdet = np.zeros(n)
+    phis, ns = [], []
+    r_mat = bt.g_cc.astype(float, copy=True) if bt.g_cc.shape[0] == n else np.repeat(bt.g_cc, n, axis=0)
+    m = bt.u2.copy()
+    waw = bt.ww.copy()
+    for c, blocks in enumerate(st.classes):
+        la = lam_pad[:, st.slot_comp[c]]                          # (n, t)
+        a = eye_t + la[:, :, None] * st.g_blocks[c] * la[:, None, :]
+        chol = np.linalg.cholesky(a)
+        logdet += 2 * len(blocks) * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(1)
+        phi = la[:, :, None] * np.linalg.inv(a) * la[:, None, :]
+        phis.append(phi)
+        ns.append(eye_t - st.g_blocks[c] @ phi)
+        if st.q2:
+            r_mat -= _phi_k(phi, bt.k[c])
+            m -= np.einsum("sef,seflj->slj", phi, bt.tt[c])
+        waw -= np.einsum("sef,sefij->sij", phi, bt.q[c])
+    lc = lam[:, st.outer_comp]                                     # (n, q2)
+    if st.q2:
+        s_mat = lc[:, :, None] * r_mat * lc[:, None, :]
+        s_mat[:, np.arange(st.q2), np.arange(st.q2)] += 1.0
+        ls = np.linalg.cholesky(s_mat)
+        logdet += 2 * np.log(np.diagonal(ls, axis1=1, axis2=2)).sum(1)
+        d = lc[:, :, None] * m
+        if gradient:
+            s_inv = np.linalg.inv(s_mat)
+            sd = s_inv @ d
+        else:
+            sd = np.linalg.solve(s_mat, d)
+        whw = waw - np.swapaxes(d, 1, 2) @ sd
+    else:
+        whw = waw
+    sxx = whw[:, :p, :p]
+    beta = np.linalg.solve(sxx, whw[:, :p, p:])[..., 0]
+    r2 = whw[:, p, p] - np.einsum("si,si->s", whw[:, :p, p], beta)
+    if bt.reml:
+        logdet = logdet + np.linalg.slogdet(sxx)[1]
+    dev = logdet + bt.nu * (1 + np.log(2 * math.pi * r2 / bt.nu))
+    if not gradient:
+        return _Point(dev, logdet, beta, sxx, r2)
+    kk = st.n_comp
+    trace = np.zeros((n, kk))
+    omega = np.zeros((n, kk, p + 1, p + 1))
+    if st.q2:
+        y_mat = lc[:, :, None] * s_inv * lc[:, None, :]
+        v = lc[:, :, None] * sd                                      # Y m
+        zchw = m - r_mat @ v                                         # Z_C' H^-1 w
+        ry = r_mat @ y_mat
+        diag = np.diagonal(r_mat, axis1=1, axis2=2) - (ry * r_mat).sum(2)
+        onehot = (st.outer_comp[:, None] == np.arange(kk)[None, :]).astype(float)
+        trace += diag @ onehot
+        omega += np.einsum("sli,slj,lk->skij", zchw, zchw, onehot, optimize=True)
+    for c, blocks in enumerate(st.classes):
+        phi, nmat = phis[c], ns[c]
+        xi = bt.q[c].copy()
+        if st.q2:
+            vt = np.einsum("sli,seflj->sefij", v, bt.tt[c], optimize=True)
+            xi -= vt + np.swapaxes(np.swapaxes(vt, 1, 2), 3, 4)
+            kv = _phi_k_v(bt.k[c], v)                                    # (n, t, t, q2, p+1)
+            xi += np.einsum("sli,seflj->sefij", v, kv, optimize=True)
+            if bt.k[c].shape[0] == 1:
+                u = (y_mat.reshape(n, -1) @ bt.k[c][0].reshape(st.t * st.t, -1).T).reshape(n, st.t, st.t)
+            else:
+                u = np.einsum("slm,seflm->sef", y_mat, bt.k[c], optimize=True)
+            inner_cov = len(blocks) * (nmat @ st.g_blocks[c]) - nmat @ u @ np.swapaxes(nmat, 1, 2)
+        else:
+            inner_cov = len(blocks) * (nmat @ st.g_blocks[c])
+        om = np.einsum("sae,saf,sefij->saij", nmat, nmat, xi, optimize=True)   # (n, t, p+1, p+1)
+        diag = np.diagonal(inner_cov, axis1=1, axis2=2)
+        onehot = (st.slot_comp[c][:, None] == np.arange(kk)[None, :]).astype(float)  # padding: all zero
+        trace += diag @ onehot
+        omega += np.einsum("saij,ak->skij", om, onehot, optimize=True)
+    cx = np.linalg.inv(sxx)
+    if bt.reml:
+        trace -= np.einsum("sij,skji->sk", cx, omega[:, :, :p, :p])
+    cvec = np.concatenate([-beta, np.ones((n, 1))], axis=1)
+    score = np.einsum("si,skij,sj->sk", cvec, omega, cvec)
+    return _Point(dev, logdet, beta, sxx, r2, trace, omega, score)
+
+
+def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """K[e,f] @ v for every slot pair: (n, t, t, q2, p+1)."""
+    if k.shape[0] == 1:
+        return np.einsum("eflm,smj->seflj", k[0], v, optimize=True)
+    return np.einsum("seflm,smj->seflj", k, v, optimize=True)
+
+
+# -- the optimiser --------------------------------------------------------------------------------
+
+
+def _gradient(bt: _Batch, pt: _Point) -> np.ndarray:
+    """Gradient of the profiled deviance in the relative variances gamma."""
+    return pt.trace - bt.nu * pt.score / pt.r2[:, None]
+
+
+def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Projected Newton on ``gamma >= 0`` for every study.
+
+    Returns gamma, converged, iterations and the Hessian of the profiled
+    deviance in gamma at the returned point (for the Satterthwaite df).
+
+    The iteration runs in ``u_k = log(1 + n_k gamma_k)`` (``n_k`` observations
+    per level: the log of a stratum's expected mean square, in which the
+    deviance is nearly quadratic), with the same bound ``u >= 0``. Free
+    variables are those inside, or at zero with a negative gradient; the
+    Hessian (forward differences of the exact gradient) is made positive
+    definite by taking absolute eigenvalues; Armijo backtracking along the
+    projected arc. Converged when the Newton decrement is below ``tol``.
+    """
+    n, kk = gamma.shape
+    scale = bt.st.per_level[None, :]
+
+    def to_gamma(u: np.ndarray) -> np.ndarray:
+        return np.expm1(u) / scale
+
+    def grad_u(b: _Batch, pt: _Point, u: np.ndarray) -> np.ndarray:
+        return _gradient(b, pt) * np.exp(u) / scale
+
+    u = np.log1p(np.maximum(gamma, 0.0) * scale)
+    pt = _evaluate(bt, to_gamma(u), True)
+    dev, grad = pt.dev, grad_u(bt, pt, u)
+    done = np.zeros(n, bool)
+    converged = np.zeros(n, bool)
+    iterations = np.zeros(n, int)
+    hess_u = np.full((n, kk, kk), np.nan)
+
+    def hessian(sub: _Batch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        hess = np.empty((x.shape[0], kk, kk))
+        for k in range(kk):
+            h = 1e-6 * np.maximum(x[:, k], 1e-2)
+            xp = x.copy()
+            xp[:, k] += h
+            hess[:, :, k] = (grad_u(sub, _evaluate(sub, to_gamma(xp), True), xp) - g) / h[:, None]
+        return (hess + np.swapaxes(hess, 1, 2)) / 2
+
+    for _ in range(max_iter + 1):
+        idx = np.flatnonzero(~done)
+        if not idx.size:
+            break
+        sub = bt.take(idx) if idx.size < n else bt
+        x, g, d0 = u[idx], grad[idx], dev[idx]
+        hess = hessian(sub, x, g)
+        hess_u[idx] = hess
+        free = (x > 0) | (g < 0)
+        mask = free[:, :, None] & free[:, None, :]
+        hm = np.where(mask, hess, 0.0) + np.where(~free, 1.0, 0.0)[:, :, None] * np.eye(kk)
+        gf = np.where(free, g, 0.0)
+        w, v = np.linalg.eigh(hm)
+        w = np.maximum(np.abs(w), 1e-10 * np.maximum(np.abs(w).max(1, keepdims=True), 1.0))
+        step = -np.einsum("sij,sj->si", v, np.einsum("sji,sj->si", v, gf) / w)
+        step *= np.minimum(1.0, MAX_STEP / np.maximum(np.abs(step).max(1), 1e-300))[:, None]
+        decrement = -(gf * step).sum(1)
+        conv = decrement < tol
+        converged[idx[conv]] = True
+        done[idx[conv]] = True
+        todo = np.flatnonzero(~conv)
+        if not todo.size or _ == max_iter:
+            break
+        iterations[idx[todo]] += 1
+        sub2 = sub.take(todo)
+        x, g, d0, step = x[todo], g[todo], d0[todo], step[todo]
+        alpha = np.ones(todo.size)
+        accepted = np.zeros(todo.size, bool)
+        new_x = x.copy()
+        for _ in range(40):
+            open_ = np.flatnonzero(~accepted)
+            if not open_.size:
+                break
+            trial = np.maximum(x[open_] + alpha[open_, None] * step[open_], 0.0)
+            dv = _evaluate(sub2.take(open_) if open_.size < todo.size else sub2, to_gamma(trial), False).dev
+            ok = dv <= d0[open_] + 1e-4 * (g[open_] * (trial - x[open_])).sum(1) + 1e-11 * np.maximum(
+                np.abs(d0[open_]), 1.0)
+            ok &= np.isfinite(dv)
+            accepted[open_[ok]] = True
+            new_x[open_[ok]] = trial[ok]
+            alpha[open_[~ok]] /= 2
+        stalled = ~accepted
+        done[idx[todo[stalled]]] = True  # the Hessian stays the one at the (unchanged) point
+        moved = idx[todo[accepted]]
+        if moved.size:
+            u[moved] = new_x[accepted]
+            ptm = _evaluate(bt.take(moved), to_gamma(u[moved]), True)
+            dev[moved], grad[moved] = ptm.dev, grad_u(bt, ptm, u[moved])
+    stale = ~done  # ran out of iterations after a move: the Hessian is from the point before
+    if stale.any():
+        idx = np.flatnonzero(stale)
+        hess_u[idx] = hessian(bt.take(idx), u[idx], grad[idx])
+    gamma = to_gamma(u)
+    # a study that stalled is still converged if it satisfies the first-order conditions closely
+    c = np.exp(u) / scale                                  # d gamma / d u
+    g_gamma = grad / c
+    pg = np.where(gamma > 0, np.abs(g_gamma) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-g_gamma, 0.0)).max(1)
+    converged |= pg <= 1e-6
+    eye = np.eye(kk, dtype=bool)
+    hess_gamma = (hess_u - np.where(eye, (g_gamma * c)[:, :, None], 0.0)) / (c[:, :, None] * c[:, None, :])
+    return gamma, converged, iterations, hess_gamma
+
+
+# -- lmerTest's Satterthwaite df ------------------------------------------------------------------
+
+
+def _vcov_varpar(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray, hess_gamma: np.ndarray) -> np.ndarray:
+    """lmerTest's ``2 H^-1`` over H's eigenvalues above its tolerance.
+
+    H is the Hessian of the deviance in (theta, sigma) with sigma not profiled
+    out (lmerTest's ``devfun_vp``), obtained from the Hessian of the profiled
+    deviance in gamma: in theta by the chain rule, then the sigma terms
+    (analytic) added back through the Schur complement.
+    """
+    kk = theta.shape[1]
+    s3 = sigma[:, None] ** 3
+    g_gamma = pt.trace - pt.score / sigma[:, None] ** 2     # = the profiled gradient at sigma_hat
+    h_theta = 4 * theta[:, :, None] * theta[:, None, :] * hess_gamma
+    h_theta[:, np.arange(kk), np.arange(kk)] += 2 * g_gamma
+    d_ts = 4 * theta * pt.score / s3
+    d_ss = -2 * bt.nu / sigma**2 + 6 * pt.r2 / sigma**4
+    hess = np.empty((theta.shape[0], kk + 1, kk + 1))
+    hess[:, :kk, :kk] = h_theta + d_ts[:, :, None] * d_ts[:, None, :] / d_ss[:, None, None]
+    hess[:, :kk, kk] = hess[:, kk, :kk] = d_ts
+    hess[:, kk, kk] = d_ss
+    w, v = np.linalg.eigh(hess)
+    inv = np.where(w > EIGEN_TOL, 1.0 / np.where(w > EIGEN_TOL, w, 1.0), 0.0)
+    return 2 * np.einsum("sik,sk,sjk->sij", v, inv, v)
+
+
+def _contrast_stats(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray, contrasts: np.ndarray,
+                    hess_gamma: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Estimate, SE and Satterthwaite df of each contrast row, (n, m) each."""
+    p = bt.st.p
+    cx = np.linalg.inv(pt.sxx)
+    cl = np.einsum("sij,mj->smi", cx, contrasts)                 # C l
+    lcl = np.einsum("mi,smi->sm", contrasts, cl)
+    s2 = sigma[:, None] ** 2
+    var = s2 * lcl
+    est = pt.beta @ contrasts.T
+    if hess_gamma is None:
+        return est, np.sqrt(var), np.full(var.shape, np.inf)
+    d_gamma = s2[:, :, None] * np.einsum("smi,skij,smj->smk", cl, pt.omega[:, :, :p, :p], cl)
+    grads = np.concatenate([2 * theta[:, None, :] * d_gamma, (2 * sigma[:, None] * lcl)[:, :, None]], axis=2)
+    a = _vcov_varpar(bt, pt, theta, sigma, hess_gamma)
+    denom = np.einsum("smi,sij,smj->sm", grads, a, grads)
+    df = np.divide(2 * var**2, denom, out=np.full(var.shape, np.inf), where=denom > 0)
+    return est, np.sqrt(var), df
+
+
+# -- the public entry point -----------------------------------------------------------------------
+
+
+def _chunk_size(st: _Structure, n_obs: int, per_study_design: bool, budget: float = 1.5e8) -> int:
+    """Studies per chunk so that the per-study arrays stay within ``budget`` bytes."""
+    t, q2, p1 = st.t, st.q2, st.p + 1
+    per = 8 * (n_obs * p1 + st.nb * t * p1 + len(st.classes) * t * t * (3 * q2 * p1 + 2 * p1 * p1)
+               + 4 * q2 * q2 + (len(st.classes) * t * t * q2 * q2 if per_study_design else 0))
+    return max(1, int(budget // (4 * per)))
+
+
+def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml: bool = True,
+             satterthwaite: bool = True, max_iter: int = 100, tol: float = 1e-12,
+             chunk: int | None = None, start: np.ndarray | None = None, blas_threads: int | None = 1) -> BatchFit:
+    """(RE)ML fits of every column of ``y`` (N x n_studies) with lme4's criterion, all studies at once.
+
+    ``contrasts`` (m x p, or a length-p vector): rows L; for each, the estimate
+    ``L b``, its SE and lmerTest's Satterthwaite df (``satterthwaite=False``:
+    df infinite, for a z-test). A per-study design must cover exactly the
+    columns of ``y``. Studies whose fit breaks down numerically are flagged
+    ``failed`` (NaN results), never dropped. The algebra is on small matrices:
+    ``blas_threads`` (default 1; None leaves BLAS alone) is much faster on a busy machine.
+    ``start``: relative variances (K,) to start every study from; by default a
+    few pilot studies are fitted from lme4's start (theta = 1) and the others
+    start at the pilot's median (the optimum does not depend on the start;
+    the number of iterations does).
+    """
+    from threadpoolctl import threadpool_limits
+
+    if blas_threads is None:
+        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+    with threadpool_limits(blas_threads):
+        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+
+
+PILOT = 8
+
+
+def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml: bool, satterthwaite: bool,
+              max_iter: int, tol: float, chunk: int | None, start: np.ndarray | None) -> BatchFit:
+    y = np.asarray(y, float)
+    if y.ndim == 1:
+        y = y[:, None]
+    x = np.asarray(design.x, float)
+    contrasts = np.atleast_2d(np.asarray(contrasts, float))
+    n_obs, n = y.shape
+    if n_obs != design.n or contrasts.shape[1] != x.shape[1]:
+        raise ValueError(f"y has {n_obs} rows and contrasts {contrasts.shape[1]} columns; the design has "
+                         f"{design.n} rows and {x.shape[1]} fixed effects")
+    per_study = design.n_studies is not None
+    if per_study and design.n_studies != n:
+        raise ValueError(f"the per-study design covers {design.n_studies} studies, y has {n}")
+    kk, m = len(design.components), contrasts.shape[0]
+    out = {"est": np.full((n, m), np.nan), "se": np.full((n, m), np.nan), "df": np.full((n, m), np.nan),
+           "beta": np.full((n, x.shape[1]), np.nan), "theta": np.full((n, kk), np.nan),
+           "sigma": np.full(n, np.nan), "dev": np.full(n, np.nan), "conv": np.zeros(n, bool),
+           "failed": np.zeros(n, bool), "iter": np.zeros(n, int)}
+    st = _structure(design.subset(slice(0, 1)) if per_study else design)
+    size = chunk or _chunk_size(st, n_obs, per_study)
+    pending = [np.arange(i, min(i + size, n)) for i in range(0, n, size)]
+    while pending:
+        idx = pending.pop()
+        try:
+            if per_study:
+                st = _structure(design.subset(idx))
+                bt = _batch(st, x, y[:, idx], slice(None), reml)
+            else:
+                bt = _batch(st, x, y[:, idx], None, reml)
+            if start is None:
+                pilot = min(PILOT, idx.size)
+                g0 = _newton(bt.take(np.arange(pilot)), np.ones((pilot, kk)), max_iter, tol)[0]
+                start = np.median(g0, axis=0)
+            gamma, conv, iters, hess = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
+                                         max_iter, tol)
+            pt = _evaluate(bt, gamma, True)
+            theta, sigma = np.sqrt(gamma), np.sqrt(pt.r2 / bt.nu)
+            est, se, df = _contrast_stats(bt, pt, theta, sigma, contrasts,
+                                          hess if satterthwaite else None)
+        except np.linalg.LinAlgError:
+            if idx.size == 1:
+                out["failed"][idx] = True
+            else:
+                pending += [idx[: idx.size // 2], idx[idx.size // 2:]]
+            continue
+        for key, val in (("est", est), ("se", se), ("df", df), ("beta", pt.beta), ("theta", theta),
+                         ("sigma", sigma), ("dev", pt.dev), ("conv", conv), ("iter", iters)):
+            out[key][idx] = val
+    bad = ~(np.isfinite(out["est"]).all(1) & np.isfinite(out["se"]).all(1) & np.isfinite(out["dev"]))
+    out["failed"] |= bad
+    out["conv"] &= ~out["failed"]
+    return BatchFit(design.names, out["est"], out["se"], out["df"], out["beta"], out["theta"], out["sigma"],
+                    out["dev"], (out["theta"] < SINGULAR_TOL).any(1) & ~out["failed"], out["conv"],
+                    out["failed"], out["iter"], reml)
+
+
+# -- crowd designs ----------------------------------------------------------------------------------
+
+PRESENTATIONS = ("within", "between")
+ASSIGNMENTS = ("balanced", "random")
+
+
+def crowd_layout(systems: int, items: int, workers: int, ratings_per_item: int, presentation: str = "within",
+                 assignment: str = "balanced", n_studies: int | None = None,
+                 rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+    """Item, system and worker (0-based) of every rating of a crowd design.
+
+    Rows: item-major; ``within``: then the item's k workers, then systems (each
+    of the item's k workers rates all its outputs); ``between``: then systems,
+    then the output's own k workers. ``balanced``: unit u (an item, or an
+    (item, system) output under ``between``) gets workers ``(u k + j) mod W``;
+    ``random``: k of W drawn per unit, anew for each of ``n_studies`` studies
+    (``worker`` then has shape (n_studies, N)).
+    """
+    s, i, w, k = systems, items, workers, ratings_per_item
+    if presentation not in PRESENTATIONS or assignment not in ASSIGNMENTS:
+        raise ValueError(f"presentation must be one of {PRESENTATIONS}, assignment one of {ASSIGNMENTS}")
+    if not (s >= 2 and i >= 1 and 1 <= k <= w):
+        raise ValueError(f"need systems >= 2, items >= 1 and 1 <= ratings_per_item <= workers, got "
+                         f"{s}, {i}, {k} of {w}")
+    units = i if presentation == "within" else i * s
+    if assignment == "balanced":
+        slots = (np.arange(units)[:, None] * k + np.arange(k)[None, :]) % w         # (units, k)
+    else:
+        rng = rng or np.random.default_rng()
+        draws = 1 if n_studies is None else n_studies
+        slots = np.argsort(rng.random((draws, units, w)), axis=2)[:, :, :k]
+        slots = slots[0] if n_studies is None else slots
+    lead = slots.shape[:-2]
+    if presentation == "within":
+        item = np.repeat(np.arange(i), k * s)
+        system = np.tile(np.arange(s), i * k)
+        worker = np.repeat(slots.reshape(lead + (i * k,)), s, axis=-1)
+    else:
+        item = np.repeat(np.arange(i), s * k)
+        system = np.tile(np.repeat(np.arange(s), k), i)
+        worker = slots.reshape(lead + (i * s * k,))
+    return {"item": item, "system": system, "worker": worker}
+
+
+def crowd_design(systems: int, items: int, workers: int, ratings_per_item: int, presentation: str = "within",
+                 assignment: str = "balanced", model: str = "invariant", n_studies: int | None = None,
+                 rng: np.random.Generator | None = None, item_system: bool | None = None) -> ComponentDesign:
+    """The analysis model on a crowd design (see :func:`crowd_layout`).
+
+    ``invariant``: ``y ~ system + (1|worker) + (1|worker:system) + (1|item) + (1|item:system)``,
+    treatment coding (intercept = system 0, then systems 1..S-1); the
+    item:system component is left out when ``item_system`` is False (default:
+    when k = 1, where it is confounded with the residual and lme4 refuses it).
+    ``slopes`` (two systems): ``y ~ x + (1 + x || worker) + (1 + x || item)``,
+    x = -1/2, +1/2 (Card et al.'s model in the mean-difference coding).
+    """
+    lay = crowd_layout(systems, items, workers, ratings_per_item, presentation, assignment, n_studies, rng)
+    item, system, worker = lay["item"], lay["system"], lay["worker"]
+    n = item.size
+    if model == "invariant":
+        x = np.column_stack([np.ones(n)] + [(system == j).astype(float) for j in range(1, systems)])
+        names = ("(Intercept)",) + tuple(f"system{j}" for j in range(1, systems))
+        comps = [Component("worker", worker), Component("worker:system", worker * systems + system),
+                 Component("item", item)]
+        if item_system if item_system is not None else ratings_per_item > 1:
+            comps.append(Component("item:system", item * systems + system))
+        return ComponentDesign(x, tuple(comps), names, block="item")
+    if model == "slopes":
+        if systems != 2:
+            raise ValueError("the slope model needs exactly two systems")
+        xs = np.where(system == 1, 0.5, -0.5)
+        comps = (Component("worker", worker), Component("worker_x", worker, xs), Component("item", item),
+                 Component("item_x", item, xs))
+        return ComponentDesign(np.column_stack([np.ones(n), xs]), comps, ("(Intercept)", "x"), block="item")
+    raise ValueError(f"unknown model {model!r} (invariant or slopes)")
+
+
+def pairwise_contrast(systems: int, a: int, b: int) -> np.ndarray:
+    """Treatment-coded contrast row for mean(system b) - mean(system a) under the invariant model."""
+    row = np.zeros(systems)
+    if b:
+        row[b] += 1.0
+    if a:
+        row[a] -= 1.0
+    return row
+
+
+def simulate(design: ComponentDesign, beta: np.ndarray, sds: np.ndarray, n: int,
+             rng: np.random.Generator) -> np.ndarray:
+    """Responses (N x n) drawn from the model: ``sds`` per component, then the residual SD."""
+    y = np.repeat((np.asarray(design.x, float) @ np.asarray(beta, float))[:, None], n, axis=1)
+    for c, sd in zip(design.components, sds[:-1]):
+        lev = np.asarray(c.levels)
+        vals = np.ones(design.n) if c.values is None else np.asarray(c.values, float)
+        effects = rng.normal(0.0, sd, (n, int(lev.max()) + 1))
+        picked = np.take_along_axis(effects, lev, axis=1) if lev.ndim == 2 else effects[:, lev]
+        y += (picked * vals).T
+    return y + rng.normal(0.0, sds[-1], y.shape)
+
+
+# -- the same fits by lme4 + lmerTest (the reference) ---------------------------------------------
+
+
+def lme4_formula(design: ComponentDesign) -> str:
+    """The lmer formula of a design in the column names :func:`refit_lme4` gives R.
+
+    Fixed effects are the columns of ``x`` (``X1``, ``X2``, ... with no
+    intercept added); component k is ``(1 | g{k})`` or ``(0 + v{k} | g{k})``.
+    """
+    fixed = " + ".join(f"X{j + 1}" for j in range(design.x.shape[1]))
+    rand = " + ".join(f"(1 | g{k})" if c.values is None else f"(0 + v{k} | g{k})"
+                      for k, c in enumerate(design.components))
+    return f"y ~ 0 + {fixed} + {rand}"
+
+
+def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, reml: bool = True) -> dict[str, np.ndarray]:
+    """lmer + lmerTest's ``contest1D`` (Satterthwaite) on every column of ``y``, looping inside R.
+
+    Returns arrays estimate, se, df, singular, criterion (REML criterion or
+    deviance), sigma, failed, warned (one entry per study). Needs the lme4 backend.
+    """
+    from . import lme4
+
+    ro = lme4._r()
+    if not ro.r("exists('hepower_refit_contrast')")[0]:
+        ro.r["source"](str(lme4.r_bridge_dir() / "contrasts.R"))
+    y = np.asarray(y, float).reshape(design.n, -1)
+    cols: dict[str, np.ndarray] = {f"X{j + 1}": design.x[:, j] for j in range(design.x.shape[1])}
+    varying = {}
+    for k, c in enumerate(design.components):
+        lev = np.asarray(c.levels, int) + 1
+        cols[f"g{k}"] = lev[0] if c.per_study else lev
+        if c.per_study:
+            varying[f"g{k}"] = lme4._r_matrix(lev.T)
+        if c.values is not None:
+            cols[f"v{k}"] = np.asarray(c.values, float)
+    r_varying = ro.r["list"](**varying) if varying else ro.NULL
+    with lme4.r_interruptible():
+        res = ro.r["hepower_refit_contrast"](lme4._data_frame(cols), lme4._r_matrix(y), lme4_formula(design),
+                                             ro.FloatVector(np.asarray(contrast, float).ravel().tolist()), reml,
+                                             r_varying)
+    names = ["estimate", "se", "df", "singular", "criterion", "sigma", "failed", "warned"]
+    arr = np.asarray(list(res), float).reshape((-1, len(names)), order="F")
+    return {name: arr[:, j] for j, name in enumerate(names)}
