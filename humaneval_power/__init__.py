@@ -28,6 +28,11 @@ _EXPORTS = {
     "likert_power": "scenarios.likert",
     "likert_sample_size": "scenarios.likert",
     "likert_mde": "scenarios.likert",
+    "likert_budget": "scenarios.likert",
+    "CrowdDesign": "designs",
+    "PilotDesign": "designs",
+    "Costs": "designs",
+    "InvariantProcess": "processes",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -32,7 +32,7 @@ from .significance.coef_test import check_test, coefficient_test, uses_reml
 from .validation import check_alpha, check_choice
 
 MODELS = ("invariant", "slopes")
-TIERS = ("fast", "lme4")
+TIERS = ("fast", "analytic", "lme4", "statsmodels")  #: analytic, statsmodels: fully crossed designs only
 COMPARISONS = ("pair", "baseline", "pairs")
 ADJUSTMENTS = ("holm", "bonferroni", "none")
 

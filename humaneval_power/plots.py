@@ -35,6 +35,7 @@ from .io import PLOT_FORMATS, check_output_path, write_outputs
 from .validation import check_target_power
 
 __all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
+           "plot_cost_frontier",
            "figure_writer", "save_figure"]
 
 METRIC_LABELS = {"power": "power", "type_m": "Type-M (exaggeration)", "type_s": "Type-S (wrong sign)"}
@@ -155,9 +156,45 @@ def plot_likert_power(table: pd.DataFrame, *, scale: tuple[float, float] | None 
     by_workers = table["items"].nunique() == 1 < table["workers"].nunique()
     x, panel = ("workers", "items") if by_workers else ("items", "workers")
     unit = f"{scale[0]:g}–{scale[1]:g} scale" if scale else "the parameters' scale"
-    return plot_power(table, x, "effect", (panel,), x_label=x, line_label=f"effect\n(mean-rating difference,\n{unit})",
-                      panel_title=lambda k: f"{k[panel]} {panel}", metrics=_metrics(type_m), target=target,
-                      title=title)
+    panels: tuple[str, ...] = (panel,)
+    if "ratings_per_item" in table and table["ratings_per_item"].nunique() > 1:
+        panels = (panel, "ratings_per_item")
+
+    def name(k: dict[str, Any]) -> str:
+        per = f", {k['ratings_per_item']} per item" if "ratings_per_item" in k else ""
+        return f"{k[panel]} {panel}{per}"
+
+    return plot_power(table, x, "effect", panels, x_label=x, line_label=f"effect\n(mean-rating difference,\n{unit})",
+                      panel_title=name, metrics=_metrics(type_m), target=target, title=title)
+
+
+def plot_cost_frontier(table: pd.DataFrame, *, target: float = 0.8, title: str = "") -> Figure:
+    """Power against cost of the designs a budget search evaluated (``likert_budget``), with their
+    95% intervals, the target line and the cost-power frontier (the most power for the money so far)."""
+    _check_table(table, ["cost", "power", "ci_low", "ci_high"])
+    check_target_power(target)
+    t = table.sort_values(["cost", "power"])
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.errorbar(t["cost"], t["power"], yerr=[t["power"] - t["ci_low"], t["ci_high"] - t["power"]], fmt="o",
+                ms=4, alpha=0.6, label="designs evaluated (95% CI)")
+    best = t["power"].cummax()
+    ax.step(t["cost"], best, where="post", color="C1", label="frontier: most power for the cost")
+    ax.axhline(target, color="0.3", ls="--", lw=1, label=f"target power {target:g}")
+    reached = t[t["power"] >= target]
+    if len(reached):
+        r = reached.iloc[0]
+        ax.plot([r["cost"]], [r["power"]], "*", ms=14, color="C3",
+                label=f"cheapest reaching it: {r['cost']:g}\n({int(r['items'])} items, {int(r['workers'])} workers, "
+                      f"{int(r['ratings_per_item'])} per item)")
+    ax.set_xlabel("cost")
+    ax.set_ylabel("power")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="lower right", fontsize=8)
+    if title:
+        ax.set_title(title, loc="left")
+    return fig
 
 
 def plot_accuracy_power(table: pd.DataFrame, *, target: float = 0.8, type_m: bool = True, type_s: bool = True,

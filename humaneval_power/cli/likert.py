@@ -1,4 +1,10 @@
-"""``hepower likert``: power and sample size of Likert evaluations (crossed worker x item LMM)."""
+"""``hepower likert``: power, sample size, MDE and budgets of Likert evaluations (fully crossed or crowd designs).
+
+The commands mirror :mod:`humaneval_power.scenarios.likert` one to one:
+``power`` ↔ ``likert_power``, ``size`` ↔ ``likert_sample_size``, ``mde`` ↔
+``likert_mde``, ``budget`` ↔ ``likert_budget``; the design options are the
+keyword arguments of :func:`humaneval_power.scenarios.crowd.cell_factory`.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,15 +12,15 @@ from typing import Any
 
 from ..errors import InputError
 from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
-from ..planning import smallest_in_grid
-from ..scenarios.likert import METHODS, likert_power, likert_sample_size
-from ..significance.coef_test import COEFFICIENT_TESTS
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
                      add_target_power, emit_solve, finite_float, flatten, number_list, print_json, print_table,
-                     positive)
+                     positive, where_filters)
 
-EFFECT_HELP = ("difference in mean rating, system B - system A, on the parameters' scale "
+EFFECT_HELP = ("difference in mean rating, system B - system A (the pair of interest), on the parameters' scale "
                "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
+METHODS = ("fast", "analytic", "lme4", "statsmodels")
+INVARIANT_SDS = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system")
+COST_OPTIONS = ("cost_per_rating", "cost_per_hit", "platform_fee", "cost_per_worker")
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -22,32 +28,97 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     likert = sub.add_parser(name, help=text, description=text)
     lsub = likert.add_subparsers(dest="action", metavar="COMMAND", parser_class=type(likert))
 
-    power = lsub.add_parser("power", help="power over workers x items x effect",
-                            description="Power, Type-S and Type-M over the grid workers x items x effect. "
+    power = lsub.add_parser("power", help="power over workers x items (x ratings per item x items per HIT) x effect",
+                            description="Power, Type-S and Type-M over the design grid. "
                                         f"Grid options take {RANGE_HELP}.")
-    power.add_argument("--workers", type=number_list(positive, "--workers"), nargs="+", default=[[3]],
-                       help="workers, each rating every item under both systems")
-    power.add_argument("--items", type=number_list(positive, "--items"), nargs="+", default=[[100]],
-                       help="items rated by every worker")
+    _add_sizes(power, grid=True)
     power.add_argument("--effect", type=number_list(finite_float, "--effect"), nargs="+", required=True,
                        help=EFFECT_HELP)
-    _add_params_options(power)
-    _add_method_options(power)
-    add_run_options(power, sims=1000)
+    _add_common(power, sims=1000)
     add_target_power(power, " (for the summary of smallest designs)")
     power.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
     add_plot_options(power, "power curves like Card et al. Fig. 6 (a panel per workers)")
     add_checkpoint(power)
 
-    size = lsub.add_parser("size", help="smallest number of items (or workers) reaching a target power")
-    size.add_argument("--workers", type=positive, help="workers (held fixed when varying items)")
-    size.add_argument("--items", type=positive, help="items (held fixed when varying workers)")
+    size = lsub.add_parser("size", help="smallest number of items (or workers, or ratings per item) reaching a "
+                                        "target power")
+    _add_sizes(size, grid=False)
     size.add_argument("--effect", type=finite_float, required=True, help=EFFECT_HELP)
     add_target_power(size)
-    size.add_argument("--vary", choices=("items", "workers"), default="items", help="which design size to solve for")
-    _add_params_options(size)
-    _add_method_options(size)
-    add_run_options(size, sims=2000)
+    size.add_argument("--vary", choices=("items", "workers", "ratings_per_item"), default="items",
+                      help="which design size to solve for (the others are held fixed)")
+    _add_common(size, sims=2000)
+
+    mde = lsub.add_parser("mde", help="minimum detectable effect of a design (the sensitivity of a study)")
+    _add_sizes(mde, grid=False)
+    add_target_power(mde)
+    _add_common(mde, sims=2000)
+
+    budget = lsub.add_parser("budget", help="cheapest design reaching a target power (items x workers x k x h)",
+                             description="Searches items x workers x ratings per item x items per HIT, cheapest "
+                                         f"design first, for the first that reaches the target power. {RANGE_HELP}.")
+    budget.add_argument("--items", type=number_list(positive, "--items"), nargs="+", required=True,
+                        help="items to consider")
+    budget.add_argument("--workers", type=number_list(positive, "--workers"), nargs="+", required=True,
+                        help="sizes of the worker pool to consider")
+    budget.add_argument("--ratings-per-item", type=number_list(positive, "--ratings-per-item"), nargs="+",
+                        required=True, help="distinct workers per item (within) or per output (between) to consider")
+    budget.add_argument("--items-per-hit", type=number_list(positive, "--items-per-hit"), nargs="+", default=[[1]],
+                        help="items (within) or outputs (between) per HIT to consider")
+    budget.add_argument("--effect", type=finite_float, required=True, help=EFFECT_HELP)
+    budget.add_argument("--budget", type=finite_float, help="largest total cost to consider (currency units)")
+    add_target_power(budget)
+    _add_common(budget, sims=1000, sizes=False)
+    budget.add_argument("--out", metavar="FILE", help="also write the evaluated designs to FILE (.csv, .json, .parquet)")
+    add_plot_options(budget, "the cost-power frontier of the evaluated designs", type_m=False)
+
+
+def _add_sizes(p: argparse.ArgumentParser, grid: bool) -> None:
+    """--workers, --items, --ratings-per-item, --items-per-hit: lists for a grid, single values otherwise."""
+    def opt(name: str, helptext: str, default: Any = None) -> None:
+        if grid:
+            p.add_argument(name, type=number_list(positive, name), nargs="+",
+                           default=[[default]] if default is not None else None, help=helptext)
+        else:
+            p.add_argument(name, type=positive, default=default, help=helptext)
+
+    opt("--workers", "workers in the pool (crossed: each rates every item under every system)"
+        + (" (default: 3)" if grid else ""))
+    opt("--items", "items (each rated under every system)" + (" (default: 100, or the pilot's)" if grid else ""))
+    opt("--ratings-per-item", "distinct workers per item (within) or per output (between); default: all workers "
+        "(fully crossed)")
+    opt("--items-per-hit", "items (within) or outputs (between) in a HIT, done by the same workers", 1)
+
+
+def _add_common(p: argparse.ArgumentParser, sims: int, sizes: bool = True) -> None:
+    _add_design_options(p)
+    _add_params_options(p)
+    _add_method_options(p)
+    _add_cost_options(p)
+    add_run_options(p, sims=sims)
+
+
+def _add_design_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("crowd design (default: fully crossed, two systems)")
+    g.add_argument("--systems", type=positive, default=2, help="systems compared (the pair of interest is the "
+                   "first and the last unless --pair)")
+    g.add_argument("--assignment", choices=("crossed", "balanced", "random"),
+                   help="crossed (k = workers), balanced (cyclic, even workloads) or random (k of the pool drawn "
+                        "per item in every simulated study) (default: crossed when k = workers, else balanced)")
+    g.add_argument("--presentation", choices=("within", "between"), default="within",
+                   help="within: an item's workers rate every system's output of it; between: each (item, system) "
+                        "output gets its own workers")
+    g.add_argument("--missing", type=finite_float, default=0.0, help="share of ratings lost at random (0-1)")
+    g.add_argument("--workload-from", metavar="RATINGS",
+                   help="skewed workloads: draw workers with the pilot's ratings per worker as weights (the pool is "
+                        "the pilot's workers; implies --assignment random)")
+    g.add_argument("--design-from", metavar="RATINGS",
+                   help="the design a pilot or finished study used (columns worker, item, system), scaled to "
+                        "--items (default: the pilot's)")
+    g.add_argument("--where", action="append", metavar="COL=VALUE",
+                   help="with --design-from/--workload-from: keep only these rows (e.g. dimension=coherence)")
+    g.add_argument("--pilot-systems", nargs="+", metavar="SYSTEM",
+                   help="with --design-from: the systems to plan for, the first being A (default: all, sorted)")
 
 
 def _add_params_options(p: argparse.ArgumentParser) -> None:
@@ -61,18 +132,60 @@ def _add_params_options(p: argparse.ArgumentParser) -> None:
         extra = " (SD of the B - A difference: the mean-difference convention)" if "slope" in name else ""
         g.add_argument("--" + name.replace("_", "-"), dest=name, type=finite_float, metavar="SD",
                        help=f"SD of the {what} on the rating scale{extra}")
+    for name in INVARIANT_SDS:
+        what = name.removeprefix("sd_").replace("_", ":")
+        g.add_argument("--" + name.replace("_", "-"), dest=name, type=finite_float, metavar="SD",
+                       help=f"coding-invariant model: SD of the {what} effects (with --sd-residual; any number "
+                            "of systems)")
 
 
 def _add_method_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=METHODS, default="fast",
-                   help="analytic (instant), fast (exact simulation), lme4 or statsmodels (full refits)")
-    p.add_argument("--test", choices=COEFFICIENT_TESTS, default="satterthwaite",
-                   help="test of the system contrast: satterthwaite (REML t), card2020 (ML, t > 1.96), z")
-    add_alpha(p)
+    from ..significance.coef_test import COEFFICIENT_TESTS
+
+    g = p.add_argument_group("analysis")
+    g.add_argument("--method", choices=METHODS, default="fast",
+                   help="fast (exact simulation; batched fits for crowd designs), analytic (instant; crossed only), "
+                        "lme4 (refits in R) or statsmodels (crossed only)")
+    g.add_argument("--test", choices=COEFFICIENT_TESTS, default="satterthwaite",
+                   help="satterthwaite (REML t, lmerTest df), card2020 (ML, t > 1.96) or z")
+    g.add_argument("--model", choices=("slopes", "invariant"),
+                   help="analysis model (default: slopes for two systems with slope parameters, else invariant)")
+    g.add_argument("--compare", choices=("pair", "baseline", "pairs"), default="pair",
+                   help="contrasts tested: the pair of interest, every system vs the first, or all pairs")
+    g.add_argument("--adjust", choices=("holm", "bonferroni", "none"), default="holm",
+                   help="multiplicity adjustment over the compared contrasts")
+    g.add_argument("--pair", type=positive, nargs=2, metavar=("A", "B"),
+                   help="the pair of interest, systems numbered from 1 (default: 1 and the last)")
+    g.add_argument("--means", type=finite_float, nargs="+", metavar="MEAN",
+                   help="mean rating of every system (instead of --effect spread evenly between the pair)")
+    add_alpha(g)
 
 
-def params_from_args(args: argparse.Namespace) -> LikertParams:
-    """The parameters named by --preset / --params / typed SDs (typed SDs override)."""
+def _add_cost_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("costs (currency units; adds a cost column)")
+    g.add_argument("--cost-per-rating", type=finite_float, default=0.0, help="paid per rating")
+    g.add_argument("--cost-per-hit", type=finite_float, default=0.0, help="paid per HIT assignment (one worker, one HIT)")
+    g.add_argument("--platform-fee", type=finite_float, default=0.0, help="platform fee as a fraction of the payments")
+    g.add_argument("--cost-per-worker", type=finite_float, default=0.0,
+                   help="recruitment or qualification cost per worker used")
+
+
+def params_from_args(args: argparse.Namespace) -> Any:
+    """The parameters named by --preset / --params / typed SDs (typed SDs override), or the
+    coding-invariant SDs when those are typed."""
+    from ..processes import InvariantProcess
+
+    invariant = {k: getattr(args, k) for k in INVARIANT_SDS if getattr(args, k, None) is not None}
+    if invariant:
+        missing = [k for k in INVARIANT_SDS if k not in invariant] + ([] if args.sd_residual is not None
+                                                                       else ["sd_residual"])
+        if missing:
+            raise InputError(f"the coding-invariant model needs all five SDs (missing {', '.join(missing)})")
+        if args.preset or args.params or any(getattr(args, k) is not None for k in SD_NAMES[:-1]):
+            raise InputError("give the coding-invariant SDs or slope parameters (--preset/--params/slope SDs), not both")
+        intercept = 0.5 if args.intercept is None else args.intercept
+        return InvariantProcess(**invariant, sd_residual=args.sd_residual, intercept=intercept,
+                                name="command-line (invariant)")
     if args.preset and args.params:
         raise InputError("give --preset or --params, not both")
     overrides = {k: getattr(args, k) for k in SD_NAMES + ("intercept",) if getattr(args, k) is not None}
@@ -90,29 +203,79 @@ def params_from_args(args: argparse.Namespace) -> LikertParams:
     return base.with_sds(**overrides)
 
 
+def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The design and analysis keyword arguments of the API from the command line."""
+    from ..designs import Costs
+
+    costs = Costs(args.cost_per_rating, args.cost_per_hit, args.platform_fee, args.cost_per_worker)
+    kw: dict[str, Any] = {"systems": args.systems, "assignment": args.assignment, "presentation": args.presentation,
+                          "missing": args.missing, "model": args.model, "compare": args.compare,
+                          "adjust": args.adjust, "means": args.means, "costs": costs}
+    if args.pair:
+        kw["pair"] = (args.pair[0] - 1, args.pair[1] - 1)
+    if (args.where or args.pilot_systems) and not (args.design_from or args.workload_from):
+        raise InputError("--where and --pilot-systems go with --design-from or --workload-from")
+    if args.design_from:
+        from ..designs import PilotDesign
+
+        frame = _pilot_frame(args.design_from, args.where)
+        kw["design_from"] = PilotDesign.from_ratings(frame, systems=args.pilot_systems, source=args.design_from)
+    if args.workload_from:
+        counts = _pilot_frame(args.workload_from, args.where)["worker"].value_counts()
+        kw["workload"] = tuple(float(c) for c in counts)
+        kw["assignment"] = "random"
+    return kw
+
+
+def _pilot_frame(path: str, where: list[str] | None) -> Any:
+    from ..io import apply_filters, read_table
+
+    frame = read_table(path)[0]
+    return apply_filters(frame, where_filters(where))
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``likert power`` or ``likert size``."""
-    return _power(args) if args.action == "power" else _size(args)
+    """Run a ``likert`` command."""
+    return {"power": _power, "size": _size, "mde": _mde, "budget": _budget}[args.action](args)
+
+
+def _pool(design: dict[str, Any], value: Any) -> Any:
+    """--workers, or the pilot's pool with --workload-from (which fixes it), or 0 with --design-from."""
+    if design.get("design_from") is not None:
+        return [0] if isinstance(value, list) or value is None else 0
+    if "workload" not in design:
+        return value
+    pool = len(design["workload"])
+    if value not in (None, [pool], pool):
+        raise InputError(f"--workload-from fixes the pool at the pilot's {pool} workers; drop --workers")
+    return [pool] if isinstance(value, list) else pool
 
 
 def _power(args: argparse.Namespace) -> int:
     from ..io import table_writer
+    from ..planning import smallest_in_grid
+    from ..scenarios.likert import likert_power
 
     params = params_from_args(args)
+    design = design_from_args(args)
     if not 0 < args.target_power < 1:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
+    items = flatten(args.items) or [design["design_from"].items if design.get("design_from") else 100]
+    workers = _pool(design, flatten(args.workers)) or [3]
     with ProgressBar() as bar:
         table = likert_power(
-            params, flatten(args.workers), flatten(args.items), flatten(args.effect),
-            method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims,
-            seed=args.seed, jobs=args.jobs, progress=bar, checkpoint=args.checkpoint,
+            params, workers, items, flatten(args.effect),
+            method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
+            progress=bar, checkpoint=args.checkpoint, ratings_per_item=flatten(args.ratings_per_item),
+            items_per_hit=flatten(args.items_per_hit), **design,
         )
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_likert_power
 
-        plot_likert_power(table, scale=params.scale, target=args.target_power, type_m=args.type_m,
-                          title=f"{params.name}: {args.method}, {args.test} test").savefig(tmp, dpi=args.dpi)
+        plot_likert_power(table, scale=getattr(params, "scale", None), target=args.target_power,
+                          type_m=args.type_m, title=f"{params.name}: {args.method}, {args.test} test").savefig(
+            tmp, dpi=args.dpi)
 
     args.outputs.write(out=args.out and table_writer(table, args.out), plot=plot)
     if args.json:
@@ -120,21 +283,86 @@ def _power(args: argparse.Namespace) -> int:
         return 0
     runs = "exact (no simulation)" if args.method == "analytic" else f"{args.sims} simulations per cell, seed {args.seed}"
     print(f"Power for {params.name} ({args.method}, {args.test} test, alpha {args.alpha:g}, {runs}):")
-    print_table(table, ["workers", "items", "effect", "power", "ci_low", "ci_high", "type_s", "type_m",
-                        "df", "n_failed", "n_singular", "n_warnings"])
+    columns = ["workers", "items", "ratings_per_item", "effect", "cost", "power", "ci_low", "ci_high", "power_all",
+               "type_s", "type_m", "df", "n_failed", "n_singular", "n_warnings"]
+    print_table(table, [c for c in columns if c in table and not (c == "ratings_per_item" and
+                                                                   (table.ratings_per_item == table.workers).all())])
     print(f"\nSmallest designs in this sweep reaching {args.target_power:g} power:")
-    for r in smallest_in_grid(table, args.target_power, "items", ["workers", "effect"]).to_dict("records"):
+    for r in smallest_in_grid(table, args.target_power, "items", ["workers", "ratings_per_item", "effect"]).to_dict(
+            "records"):
         what = f"{int(r['items'])} items (power {r['power']:.3f})" if r["reached"] else f"none (best {r['power']:.3f})"
-        print(f"  {r['workers']} workers, effect {r['effect']:g}: {what}")
+        k = "" if r["ratings_per_item"] == r["workers"] else f", {r['ratings_per_item']} per item"
+        print(f"  {r['workers']} workers{k}, effect {r['effect']:g}: {what}")
     return 0
 
 
 def _size(args: argparse.Namespace) -> int:
+    from ..scenarios.likert import likert_sample_size
+
+    design = design_from_args(args)
     with ProgressBar() as bar:
         result = likert_sample_size(
-            params_from_args(args), args.effect, target_power=args.target_power, workers=args.workers,
-            items=args.items, vary=args.vary, method=args.method, test=args.test, alpha=args.alpha,
-            n_sims=args.sims, seed=args.seed, jobs=args.jobs, progress=bar,
+            params_from_args(args), args.effect, target_power=args.target_power,
+            workers=_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
+            test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs, progress=bar,
+            ratings_per_item=args.ratings_per_item, items_per_hit=args.items_per_hit, **design,
         )
     emit_solve(result, args)
+    return 0
+
+
+def _mde(args: argparse.Namespace) -> int:
+    from ..scenarios.likert import likert_mde
+
+    design = design_from_args(args)
+    items = args.items or (design["design_from"].items if design.get("design_from") is not None else None)
+    workers = _pool(design, args.workers)
+    if items is None or workers is None:
+        raise InputError("give --workers and --items (or --design-from)")
+    with ProgressBar() as bar:
+        result = likert_mde(params_from_args(args), workers, items, target_power=args.target_power,
+                            method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed,
+                            jobs=args.jobs, progress=bar, ratings_per_item=args.ratings_per_item,
+                            items_per_hit=args.items_per_hit, **design)
+    emit_solve(result, args)
+    return 0
+
+
+def _budget(args: argparse.Namespace) -> int:
+    from ..io import table_writer
+    from ..scenarios.likert import likert_budget
+
+    design = design_from_args(args)
+    costs = design.pop("costs")
+    if not costs.any:
+        raise InputError("give the costs to minimise: --cost-per-rating, --cost-per-hit and/or --cost-per-worker")
+    if design.get("design_from") is not None:
+        raise InputError("budget searches crowd designs; use `likert mde --design-from` for a pilot's own design")
+    with ProgressBar() as bar:
+        table, result = likert_budget(
+            params_from_args(args), args.effect, flatten(args.items), _pool(design, flatten(args.workers)),
+            flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,
+            target_power=args.target_power, method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims,
+            seed=args.seed, jobs=args.jobs, progress=bar, **design)
+
+    def plot(tmp: Any) -> None:
+        from ..plots import plot_cost_frontier
+
+        plot_cost_frontier(table, target=args.target_power).savefig(tmp, dpi=args.dpi)
+
+    args.outputs.write(out=args.out and table_writer(table, args.out), plot=plot)
+    if args.json:
+        emit_solve(result, args)
+        return 0
+    print_table(table, ["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m",
+                        "n_singular"])
+    if result.attainable:
+        d = result.at.cell
+        print(f"\ncheapest design reaching power {args.target_power:g}: {d['items']} items, {d['workers']} workers, "
+              f"{d['ratings_per_item']} ratings per item, cost {result.value:g}; power {result.at.power:.3f} "
+              f"[{result.at.ci_low:.3f}, {result.at.ci_high:.3f}], Type-M {result.at.type_m:.3g}")
+        sure = "none in the search" if result.high is None else f"{result.high:g}"
+        print(f"cheapest whose lower 95% bound reaches it (Monte-Carlo margin): cost {sure}")
+    else:
+        print(f"\n{result}")
     return 0

@@ -1,37 +1,39 @@
-"""Crowd Likert studies: a design x a data-generating process x an analysis, and what they cost.
+"""The Likert cell of any design: a design x a data-generating process x an analysis, and its cost.
 
 :class:`CrowdScenario` composes the three parts the planner keeps apart —
 :mod:`~humaneval_power.designs` (who rates what), :mod:`~humaneval_power.processes`
 (what a rating is) and :mod:`~humaneval_power.analyses` (model, tier, test,
-contrasts) — into one engine cell. The planning functions below are thin
-layers over :func:`~humaneval_power.planning.power_grid` and
-:func:`~humaneval_power.planning.solve`; :func:`crowd_budget` searches items x
-workers x ratings per item (x items per HIT) for the cheapest design reaching
-the target power.
+contrasts) — into one engine cell. A fully crossed two-system design analysed
+with Card et al.'s slope model is computed by the closed-form cell of
+:mod:`.crossed` (sufficient statistics; ``analytic`` and ``statsmodels`` too);
+every other design is simulated in full and fitted by the batched fast tier or
+by lme4. :func:`cell_factory` binds everything but the design sizes and the
+effect, for :mod:`humaneval_power.planning`.
 """
 from __future__ import annotations
 
-import itertools
 import json
-import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from ..analyses import MixedModelAnalysis
-from ..designs import Costs, CrowdDesign, Design, PilotDesign, check_budget
-from ..engine import PowerResult, StudyOutcomes, run_cells
+from ..designs import Costs, CrowdDesign, Design, PilotDesign
+from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..params import LikertParams
-from ..planning import SolveResult, as_list, power_grid, solve
 from ..processes import InvariantProcess, SlopeProcess, system_means
-from ..progress import ProgressFn, as_progress
 from ..validation import check_number
+from .crossed import LikertScenario
 
 Process = SlopeProcess | InvariantProcess
+
+
+def default_model(params: Any, systems: int) -> str:
+    """Card et al.'s slopes for two systems with slope parameters; the coding-invariant model otherwise."""
+    return "slopes" if systems == 2 and isinstance(params, LikertParams) else "invariant"
 
 
 def make_process(params: LikertParams | InvariantProcess, systems: int, model: str) -> Process:
@@ -54,6 +56,8 @@ class CrowdScenario:
     effect: float
     means: tuple[float, ...] | None = None
     costs: Costs = field(default_factory=Costs)
+    #: use sufficient statistics (closed form) where the design allows; False fits every study in full
+    sufficient: bool = True
 
     def __post_init__(self) -> None:
         check_number("effect", self.effect)
@@ -62,14 +66,32 @@ class CrowdScenario:
         self.analysis.check(self.design.systems)
         if self.analysis.test == "card2020" and self.effect < 0:
             raise InputError("the card2020 test counts only positive detections (B > A): give a positive effect")
+        self.closed_form  # noqa: B018  (checks the tier against the design)
+
+    @cached_property
+    def closed_form(self) -> LikertScenario | None:
+        """The closed-form cell of a fully crossed two-system slope-model design (None otherwise)."""
+        d, a = self.design, self.analysis
+        if (self.sufficient and isinstance(self.process, SlopeProcess) and isinstance(d, CrowdDesign)
+                and d.assignment == "crossed" and d.presentation == "within" and d.items_per_hit == 1
+                and d.missing == 0 and a.model == "slopes" and self.means is None):
+            return LikertScenario(self.process.params, d.workers, d.items, self.effect, a.tier, a.test, a.alpha)
+        if a.tier in ("analytic", "statsmodels"):
+            raise InputError(f"the {a.tier} method covers fully crossed two-system designs with the slopes model; "
+                             "use --method fast or lme4")
+        return None
 
     @property
     def chunk_size(self) -> int:
+        if self.closed_form is not None:
+            return self.closed_form.chunk_size
         return 10 if self.analysis.tier == "lme4" else 200
 
     def study_bytes(self) -> int:
-        c = self.design.counts()
-        return int(c["ratings"] * 8 * 40)
+        """Memory one simulated study needs: its ratings in several copies (none for closed forms)."""
+        if self.closed_form is not None:
+            return self.closed_form.study_bytes()
+        return int(self.design.counts()["ratings"] * 8 * 40)
 
     @cached_property
     def _means(self) -> np.ndarray:
@@ -82,10 +104,16 @@ class CrowdScenario:
         return rec
 
     def stream_key(self) -> str:
+        if self.closed_form is not None:
+            return self.closed_form.stream_key()
         return json.dumps(["crowd", self.design.key(), self.process.key()])
 
     def exact(self) -> PowerResult | None:
-        return None
+        closed = self.closed_form
+        if closed is None or closed.exact() is None:
+            return None
+        r = closed.exact()
+        return replace(r, cell=self.cell())
 
     @cached_property
     def _fixed(self) -> tuple[Any, Any] | None:
@@ -96,6 +124,8 @@ class CrowdScenario:
         return layout, (self.analysis.design(layout) if self.analysis.tier == "fast" else None)
 
     def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
+        if self.closed_form is not None:
+            return self.closed_form.simulate(n, rng)
         means = self._means
         if self._fixed is not None:
             layout, design = self._fixed
@@ -132,31 +162,6 @@ def crowd_design(items: int, workers: int, ratings_per_item: int | None = None, 
                        None if workload is None else tuple(float(w) for w in workload))
 
 
-def crowd_power(params: LikertParams | InvariantProcess | str, items: Sequence[int] | int,
-                workers: Sequence[int] | int, effect: Sequence[float] | float,
-                ratings_per_item: Sequence[int | None] | int | None = None, systems: int = 2,
-                assignment: str | None = None, presentation: str = "within",
-                items_per_hit: Sequence[int] | int = 1, missing: float = 0.0,
-                workload: Sequence[float] | None = None, design_from: PilotDesign | None = None,
-                model: str | None = None, method: str = "fast", test: str = "satterthwaite", alpha: float = 0.05,
-                compare: str = "pair", adjust: str = "holm", pair: tuple[int, int] | None = None,
-                means: Sequence[float] | None = None, costs: Costs | None = None, n_sims: int = 1000,
-                seed: int = 0, jobs: int | None = None, progress: ProgressFn | None = None,
-                checkpoint: str | None = None) -> pd.DataFrame:
-    """Power, Type-S and Type-M of crowd designs over items x workers x ratings per item x items per
-    HIT x effect (one row per cell; ``cost`` when ``costs`` are given; ``power_all`` for families).
-
-    >>> t = crowd_power("card2020-high", 100, 15, 0.3, ratings_per_item=3, n_sims=200, seed=1)
-    >>> t[["items", "workers", "ratings_per_item", "assignment", "power"]].to_dict("records")
-    [{'items': 100, 'workers': 15, 'ratings_per_item': 3, 'assignment': 'balanced', 'power': 0.575}]
-    """
-    make = cell_factory(params, systems, assignment, presentation, missing, workload, design_from, model, method,
-                        test, alpha, compare, adjust, pair, means, costs)
-    axes = {"items": as_list(items), "workers": as_list(workers), "ratings_per_item": as_list(ratings_per_item),
-            "items_per_hit": as_list(items_per_hit), "effect": as_list(effect)}
-    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
-
-
 def cell_factory(params: LikertParams | InvariantProcess | str, systems: int = 2, assignment: str | None = None,
                  presentation: str = "within", missing: float = 0.0, workload: Sequence[float] | None = None,
                  design_from: PilotDesign | None = None, model: str | None = None, method: str = "fast",
@@ -171,7 +176,7 @@ def cell_factory(params: LikertParams | InvariantProcess | str, systems: int = 2
         params = as_params(params)
     if design_from is not None:
         systems = design_from.systems
-    model = model or ("slopes" if systems == 2 and isinstance(params, LikertParams) else "invariant")
+    model = model or default_model(params, systems)
     process = make_process(params, systems, model)
     analysis = MixedModelAnalysis(model, method, test, alpha, compare, adjust, pair or (0, systems - 1))
     fixed_means = tuple(means) if means is not None else None
@@ -189,102 +194,3 @@ def cell_factory(params: LikertParams | InvariantProcess | str, systems: int = 2
     return make
 
 
-def crowd_size(params: LikertParams | InvariantProcess | str, effect: float, workers: int,
-               ratings_per_item: int | None = None, target_power: float = 0.8, max_items: int = 20_000,
-               n_sims: int = 1000, seed: int = 0, jobs: int | None = 1, progress: ProgressFn | None = None,
-               **options: Any) -> SolveResult:
-    """Smallest number of items reaching the target power (other design fields fixed; ``options`` as
-    :func:`cell_factory`)."""
-    if check_number("effect", effect) == 0:
-        raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
-    hpi = options.pop("items_per_hit", 1)
-    make = cell_factory(params, **options)
-    return solve(lambda items: make(items, workers, ratings_per_item, hpi, effect),
-                 "items", 2, max_items, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
-                 why=_cap_reason(params, workers, ratings_per_item))
-
-
-def crowd_mde(params: LikertParams | InvariantProcess | str, items: int, workers: int,
-              ratings_per_item: int | None = None, target_power: float = 0.8, n_sims: int = 1000, seed: int = 0,
-              jobs: int | None = 1, progress: ProgressFn | None = None, **options: Any) -> SolveResult:
-    """Minimum detectable effect of a crowd design (the *sensitivity* of a finished study given its
-    ``design_from`` and fitted parameters); the same simulated studies for every effect."""
-    hpi = options.pop("items_per_hit", 1)
-    make = cell_factory(params, **options)
-    scale = make(items, workers, ratings_per_item, hpi, 1.0).process
-    sd = math.sqrt(sum(v * v for v in (scale.sds.values() if isinstance(scale, InvariantProcess)
-                                       else scale.params.sds.values())))
-    return solve(lambda e: make(items, workers, ratings_per_item, hpi, e), "effect", 1e-4 * sd, sd / 4,
-                 target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
-
-
-def _cap_reason(params: Any, workers: int, k: int | None) -> str:
-    sd = getattr(params, "sd_worker_slope", None) if isinstance(params, LikertParams) else None
-    if sd:
-        return (f"with {workers} workers in the pool the worker-slope SD ({sd:.3g}) keeps the variance of the "
-                f"effect estimate above sd_worker_slope^2 / {workers}: add workers")
-    return "add workers or ratings per item"
-
-
-def crowd_budget(params: LikertParams | InvariantProcess | str, effect: float,
-                 items: Sequence[int], workers: Sequence[int], ratings_per_item: Sequence[int],
-                 items_per_hit: Sequence[int] = (1,), costs: Costs | None = None, budget: float | None = None,
-                 target_power: float = 0.8, n_sims: int = 1000, seed: int = 0, jobs: int | None = None,
-                 progress: ProgressFn | None = None, **options: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The cheapest design reaching the target power among items x workers x k x h (within ``budget``).
-
-    Designs are evaluated in order of cost, cheapest first, in rounds of a few
-    cells; the search stops at the first round holding a design whose power
-    reaches the target (every cheaper design has been evaluated by then).
-    Returns the table of evaluated designs (the cost-power frontier) and a
-    summary: the cheapest design, its power with its interval, the cheapest
-    design whose lower 95% bound reaches the target (the Monte-Carlo margin),
-    or why nothing qualifies.
-    """
-    costs = costs or Costs(per_rating=1.0)
-    cap = check_budget(budget, costs)
-    make = cell_factory(params, costs=costs, **options)
-    if check_number("effect", effect) == 0:
-        raise InputError("the effect must be non-zero to plan for it")
-    cells = []
-    for i, w, k, h in itertools.product(as_list(items), as_list(workers), as_list(ratings_per_item),
-                                        as_list(items_per_hit)):
-        if k > w:
-            continue
-        cell = make(i, w, k, h, effect)
-        cost = costs.of(cell.design)
-        if cost <= cap:
-            cells.append((cost, cell))
-    if not cells:
-        raise InputError("no design in the search range fits the budget (or every k exceeds the workers)")
-    cells.sort(key=lambda c: (c[0], c[1].design.record()["items"]))
-    report = as_progress(progress)
-    results: list[PowerResult] = []
-    round_size = 4
-    for start in range(0, len(cells), round_size):
-        batch = cells[start:start + round_size]
-        done = len(results)
-        results += run_cells([c for _, c in batch], n_sims, seed=seed, jobs=jobs,
-                             progress=lambda d, t, label="": report(done * n_sims + d, len(cells) * n_sims,
-                                                                    f"budget search, designs by cost: {label}"))
-        if any(r.power >= target_power for r in results):
-            break
-    table = pd.DataFrame([r.record() for r in results])
-    reached = table[table.power >= target_power]
-    summary: dict[str, Any] = {"target_power": target_power, "evaluated": len(results), "candidates": len(cells),
-                               "budget": budget}
-    if len(reached):
-        best = reached.iloc[0].to_dict()
-        sure = table[table.ci_low >= target_power]
-        summary.update(attainable=True, cheapest=best,
-                       cheapest_sure=sure.iloc[0].to_dict() if len(sure) else None,
-                       reason="")
-    else:
-        top = table.loc[table.power.idxmax()].to_dict()
-        summary.update(attainable=False, cheapest=None, cheapest_sure=None, best=top,
-                       reason=(f"no design within {'the budget' if budget else 'the search range'} reaches power "
-                               f"{target_power:g} (highest {top['power']:.3f} at {top['items']} items, "
-                               f"{top['workers']} workers, k = {top['ratings_per_item']}); "
-                               + _cap_reason(params if not isinstance(params, str) else None,
-                                             int(top['workers']), None)))
-    return table, summary

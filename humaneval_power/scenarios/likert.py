@@ -1,180 +1,48 @@
-"""Likert ratings of two systems in a fully crossed worker x item design.
+"""Planning Likert human evaluations: power, sample size, MDE and the cheapest crowd design.
 
-Every worker rates every item under both systems (W * I * 2 ratings). The
-model is Card et al. eq. 5 with x = -1/2, +1/2 (see :mod:`humaneval_power.params`).
-Four ways to compute power, which agree where they overlap:
-
-``analytic``     noncentral t with the exact Satterthwaite df (Westfall, Kenny
-                 & Judd 2014, with their mean squares corrected); instant.
-``fast``         exact simulation: sufficient statistics drawn directly and fitted
-                 in closed form; the same estimate, SE, df and p as lme4+lmerTest.
-``lme4``         full data sets refitted by lme4 (+ lmerTest) inside R.
-``statsmodels``  full data sets refitted without R: statsmodels' MixedLM likelihood, exact-gradient
-                 REML and lmerTest's Satterthwaite df (see :mod:`humaneval_power.fitting.vc_reml`).
+Every function takes the parameters (a :class:`~humaneval_power.params.LikertParams`,
+a preset name, or an :class:`~humaneval_power.processes.InvariantProcess` for
+S >= 2 systems), a design and an analysis, and goes through the planning core
+(:func:`~humaneval_power.planning.power_grid`, :func:`~humaneval_power.planning.solve`).
+Without design options the design is fully crossed (every worker rates every
+item under both systems) and the closed-form tiers of :mod:`.crossed` apply;
+``ratings_per_item``, ``assignment``, ``presentation``, ``systems``,
+``items_per_hit``, ``missing``, ``workload`` or ``design_from`` describe crowd
+designs (:mod:`humaneval_power.designs`), fitted per study by the batched fast
+tier or lme4. Design options (``**design``) are those of
+:func:`.crowd.cell_factory`.
 """
 from __future__ import annotations
 
-import json
+import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 
-from ..engine import Progress, PowerResult, StudyOutcomes, run_cells, t_power
-from ..planning import SolveResult, as_list, power_grid, solve
+from ..designs import Costs, check_budget
+from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
 from ..params import LikertParams, as_params
-from ..validation import check_alpha, check_choice, check_count, check_number
-from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
-from ..fitting.balanced import (
-    draw_stats,
-    expected_lambdas,
-    fit_ml,
-    fit_reml,
-    satterthwaite_df,
-    strata_df,
-)
+from ..planning import SolveResult, as_list, power_grid, solve
+from ..processes import InvariantProcess
+from ..validation import check_choice, check_number
+from .crossed import FORMULA, METHODS, LikertScenario, long_design, simulate_long, simulate_ratings
+from .crowd import CrowdScenario, cell_factory
 
-METHODS = ("fast", "analytic", "lme4", "statsmodels")
-FORMULA = "y ~ x + (1 + x || worker) + (1 + x || item)"
-_CHUNK = {"fast": 20_000, "analytic": 1, "lme4": 10, "statsmodels": 10}  # R/refit tiers: a chunk every few seconds
+Params = LikertParams | InvariantProcess | str
+
+__all__ = ["FORMULA", "METHODS", "LikertScenario", "CrowdScenario", "likert_power", "likert_sample_size",
+           "likert_mde", "likert_budget", "long_design", "simulate_long", "simulate_ratings"]
 
 
-def simulate_ratings(
-    params: LikertParams, workers: int, items: int, effect: float, n: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Full data sets from the model: shape (n, W, I, 2), last axis system A then B."""
-    x = np.array([-0.5, 0.5])
-    u = rng.normal(0.0, params.sd_worker_intercept, (n, workers, 1, 1))
-    a = rng.normal(0.0, params.sd_worker_slope, (n, workers, 1, 1))
-    v = rng.normal(0.0, params.sd_item_intercept, (n, 1, items, 1))
-    b = rng.normal(0.0, params.sd_item_slope, (n, 1, items, 1))
-    e = rng.normal(0.0, params.sd_residual, (n, workers, items, 2))
-    return params.intercept + u + v + (effect + a + b) * x + e
-
-
-def long_design(workers: int, items: int) -> dict[str, np.ndarray]:
-    """Design columns of the long format matching ``ratings.reshape(n, -1)``."""
-    w, i, s = np.meshgrid(np.arange(workers), np.arange(items), np.arange(2), indexing="ij")
-    return {"worker": w.ravel() + 1, "item": i.ravel() + 1, "x": np.where(s.ravel() == 1, 0.5, -0.5)}
-
-
-@dataclass(frozen=True)
-class LikertScenario:
-    """One design cell: parameters, W workers x I items, the true effect, method and test.
-
-    >>> from humaneval_power.params import get_preset
-    >>> cell = LikertScenario(get_preset("card2020-high"), 3, 100, 0.4, method="analytic")
-    >>> round(cell.exact().power, 3)
-    0.428
-    """
-
-    params: LikertParams
-    workers: int
-    items: int
-    effect: float
-    method: str = "fast"
-    test: str = "satterthwaite"
-    alpha: float = 0.05
-
-    def __post_init__(self) -> None:
-        check_count("workers", self.workers, 2)
-        check_count("items", self.items, 2)
-        check_number("effect", self.effect)
-        check_alpha(self.alpha)
-        check_test(self.test)
-        check_choice("method", self.method, METHODS)
-        if self.test == "card2020" and self.effect < 0:
-            raise InputError("the card2020 test counts only positive detections (B > A): give a positive effect")
-        if self.method == "analytic" and self.test == "card2020":
-            raise InputError("the analytic method has no closed form for the card2020 (ML) test; use --method fast")
-
-    @property
-    def chunk_size(self) -> int:
-        return _CHUNK[self.method]
-
-    def study_bytes(self) -> int:
-        """Memory one simulated study needs: none to speak of for the fast tiers; the
-        refitting tiers hold each data set (W x I x 2 ratings) in several copies."""
-        return 0 if self.method in ("fast", "analytic") else 2 * self.workers * self.items * 8 * 20
-
-    def cell(self) -> dict[str, Any]:
-        return {
-            "workers": self.workers,
-            "items": self.items,
-            "effect": self.effect,
-            "method": self.method,
-            "test": self.test,
-            "alpha": self.alpha,
-        }
-
-    def stream_key(self) -> str:
-        source = "statistics" if self.method == "fast" else "ratings"
-        p = self.params
-        return json.dumps(
-            ["likert-crossed", source, self.workers, self.items, p.intercept, sorted(p.sds.items())]
-        )
-
-    def _lambdas(self) -> np.ndarray:
-        return expected_lambdas(self.workers, self.items, **self.params.sds)
-
-    def exact(self) -> PowerResult | None:
-        if self.method != "analytic":
-            return None
-        lam = self._lambdas()
-        v = (lam[1] + lam[2] - lam[0]) / (self.workers * self.items)
-        ncp = self.effect / math.sqrt(v)
-        if self.test == "satterthwaite":
-            df = float(satterthwaite_df(lam[None], np.zeros((1, 4), bool), strata_df(self.workers, self.items))[0])
-        else:
-            df = math.inf
-        crit = float(critical_value(self.test, self.alpha, df))
-        if self.effect == 0:
-            power, type_s, type_m = 2 * float(_tail(crit, df)), math.nan, math.nan
-        else:
-            power, type_s, type_m = t_power(ncp, df, crit)
-        return PowerResult.closed_form(self.cell(), power, type_s, type_m, df=df,
-                                       extra={"ncp": ncp, "se": math.sqrt(v)})
-
-    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
-        if self.method == "fast":
-            stats = draw_stats(self._lambdas(), self.workers, self.items, self.effect, n, rng)
-            fit = fit_reml(stats) if uses_reml(self.test) else fit_ml(stats)
-            _, sig = coefficient_test(fit.estimate, fit.se, fit.df, self.test, self.alpha)
-            return StudyOutcomes(fit.estimate, sig, ~fit.converged, fit.singular, df=fit.df)
-        ratings = simulate_ratings(self.params, self.workers, self.items, self.effect, n, rng)
-        if self.method == "lme4":
-            from ..fitting.lme4 import refit_many
-
-            res = refit_many(
-                long_design(self.workers, self.items),
-                ratings.reshape(n, -1).T,
-                FORMULA,
-                "x",
-                reml=uses_reml(self.test),
-                satterthwaite=self.test == "satterthwaite",
-            )
-        else:
-            from ..fitting.statsmodels_lmm import fit_crossed_many
-
-            res = fit_crossed_many(long_design(self.workers, self.items), ratings.reshape(n, -1).T, reml=uses_reml(self.test))
-        failed = res["failed"].to_numpy() > 0
-        est, se = res["estimate"].to_numpy(), res["se"].to_numpy()
-        df = res["df"].to_numpy() if self.test == "satterthwaite" else None
-        _, sig = coefficient_test(est, se, df, self.test, self.alpha)
-        return StudyOutcomes(est, sig, failed, res["singular"].to_numpy() > 0, res["warned"].to_numpy() > 0, df)
-
-
-def _tail(crit: float, df: float) -> float:
-    from scipy import stats
-
-    return stats.norm.sf(crit) if math.isinf(df) else stats.t.sf(crit, df)
+def _params(params: Params) -> LikertParams | InvariantProcess:
+    return params if isinstance(params, InvariantProcess) else as_params(params)
 
 
 def likert_power(
-    params: LikertParams,
+    params: Params,
     workers: Sequence[int] | int,
     items: Sequence[int] | int,
     effect: Sequence[float] | float,
@@ -186,30 +54,33 @@ def likert_power(
     jobs: int | None = None,
     progress: Progress | None = None,
     checkpoint: str | None = None,
+    ratings_per_item: Sequence[int | None] | int | None = None,
+    items_per_hit: Sequence[int] | int = 1,
+    **design: Any,
 ) -> pd.DataFrame:
-    """Power over the grid workers x items x effect: one row per design cell.
+    """Power over workers x items x ratings per item x items per HIT x effect: one row per cell.
 
-    ``params`` is a :class:`LikertParams` or a preset name; single values are
-    accepted for the grid axes. Columns: workers, items, effect, method, test,
-    alpha, power, ci_low, ci_high, power_excluding_failures, type_s, type_m,
-    mean_estimate, n_sims, n_failed, n_singular, n_warnings, df (and ncp, se for
-    ``analytic``).
+    Columns: the design (items, workers, ratings_per_item, systems, assignment,
+    presentation), effect, model, method, test, alpha, power, ci_low, ci_high,
+    power_excluding_failures, type_s, type_m, mean_estimate, n_sims, n_failed,
+    n_singular, n_warnings, df; ``cost`` with ``costs``; ``power_all`` (every
+    true difference detected) when several contrasts are compared.
 
     >>> t = likert_power("card2020-high", 3, 100, 0.4, test="card2020", n_sims=2000, seed=1)
     >>> t[["workers", "items", "effect", "power", "ci_low", "ci_high"]].round(3).to_dict("records")
     [{'workers': 3, 'items': 100, 'effect': 0.4, 'power': 0.896, 'ci_low': 0.882, 'ci_high': 0.91}]
+    >>> t = likert_power("card2020-high", 15, 100, 0.3, ratings_per_item=3, n_sims=200, seed=1)
+    >>> t[["ratings_per_item", "assignment", "power"]].to_dict("records")
+    [{'ratings_per_item': 3, 'assignment': 'balanced', 'power': 0.985}]
     """
-    params = as_params(params)
-
-    def make(workers: int, items: int, effect: float) -> LikertScenario:
-        return LikertScenario(params, workers, items, effect, method, test, alpha)
-
-    axes = {"workers": as_list(workers), "items": as_list(items), "effect": as_list(effect)}
+    make = cell_factory(_params(params), method=method, test=test, alpha=alpha, **design)
+    axes = {"items": as_list(items), "workers": as_list(workers), "ratings_per_item": as_list(ratings_per_item),
+            "items_per_hit": as_list(items_per_hit), "effect": as_list(effect)}
     return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
 
 
 def likert_sample_size(
-    params: LikertParams,
+    params: Params,
     effect: float,
     target_power: float = 0.8,
     workers: int | None = None,
@@ -222,8 +93,12 @@ def likert_sample_size(
     seed: int = 0,
     jobs: int | None = 1,
     progress: Progress | None = None,
+    ratings_per_item: int | None = None,
+    items_per_hit: int = 1,
+    **design: Any,
 ) -> SolveResult:
-    """Smallest number of items (or workers) reaching ``target_power``, the other fixed.
+    """Smallest number of items (or workers, or ratings per item) reaching ``target_power``, the
+    rest of the design fixed.
 
     When the slope variance of the fixed factor caps the power below the
     target (few workers with a worker-slope SD > 0), the result says so.
@@ -232,36 +107,51 @@ def likert_sample_size(
     >>> r.value, round(r.at.power, 3)
     (135, 0.801)
     """
-    params = as_params(params)
-    check_choice("vary", vary, ("items", "workers"))
-    fixed_name = "workers" if vary == "items" else "items"
-    fixed = workers if vary == "items" else items
-    if fixed is None:
-        raise InputError(f"give the number of {fixed_name} to hold fixed while varying {vary}")
+    params = _params(params)
+    check_choice("vary", vary, ("items", "workers", "ratings_per_item"))
     if check_number("effect", effect) == 0:
         raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
-    big = 10**6 if method in ("fast", "analytic") else 1000
+    sizes = {"items": items, "workers": workers, "ratings_per_item": ratings_per_item}
+    needed = [k for k in ("items", "workers") if k != vary and sizes[k] is None]
+    if needed:
+        raise InputError(f"give the number of {needed[0]} to hold fixed while varying {vary}")
+    make = cell_factory(params, method=method, test=test, alpha=alpha, **design)
 
-    def make(n: int) -> LikertScenario:
-        w, i = (fixed, n) if vary == "items" else (n, fixed)
-        return LikertScenario(params, w, i, effect, method, test, alpha)
+    def cell(n: int) -> CrowdScenario:
+        s = {**sizes, vary: n}
+        if vary == "workers" and ratings_per_item is None:
+            s["ratings_per_item"] = None
+        return make(s["items"], s["workers"], s["ratings_per_item"], items_per_hit, effect)
 
-    base = make(2)
-    limit_method = "analytic" if method == "analytic" else "fast"
-    limit = replace(base, method=limit_method, **{vary: 10**8 if limit_method == "analytic" else 10**6})
+    base = cell(2 if vary != "ratings_per_item" else 1)
+    lo, hi = (1, workers) if vary == "ratings_per_item" else (2, 10**6 if base.closed_form is not None else 5000)
+    limit: tuple[float, str] | None = None
+    why = ""
+    if base.closed_form is not None and vary != "ratings_per_item":
+        limit = _crossed_limit(base.closed_form, vary, n_sims, seed)
+    elif vary != "workers":
+        why = "the worker variance components cap the power with this pool: add workers or ratings per item"
+    if vary == "ratings_per_item" and workers is None:
+        raise InputError("give the pool of workers when varying the ratings per item")
+    return solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
+                 limit=limit, why=why)
+
+
+def _crossed_limit(cell: LikertScenario, vary: str, n_sims: int, seed: int) -> tuple[float, str]:
+    """The power of a crossed design as ``vary`` grows without bound, and why it stays there."""
+    method = "analytic" if cell.method == "analytic" else "fast"
+    limit = replace(cell, method=method, **{vary: 10**8 if method == "analytic" else 10**6})
     max_power = run_cells([limit], n_sims, seed=seed)[0].power
+    fixed_name = "workers" if vary == "items" else "items"
     sd_name = "sd_worker_slope" if vary == "items" else "sd_item_slope"
-    reason = (
-        f"as {vary} grow, power tends to {max_power:.3f}: with {fixed} {fixed_name} the {sd_name} "
-        f"({getattr(params, sd_name):.3g}) keeps the variance of the effect estimate above "
-        f"{sd_name}^2/{fixed_name}; add {fixed_name} instead"
-    )
-    return solve(make, vary, 2, big, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
-                 limit=(max_power, reason))
+    return max_power, (
+        f"as {vary} grow, power tends to {max_power:.3f}: with {getattr(cell, fixed_name)} {fixed_name} the "
+        f"{sd_name} ({getattr(cell.params, sd_name):.3g}) keeps the variance of the effect estimate above "
+        f"{sd_name}^2/{fixed_name}; add {fixed_name} instead")
 
 
 def likert_mde(
-    params: LikertParams,
+    params: Params,
     workers: int,
     items: int,
     target_power: float = 0.8,
@@ -272,40 +162,108 @@ def likert_mde(
     seed: int = 0,
     jobs: int | None = 1,
     progress: Progress | None = None,
+    ratings_per_item: int | None = None,
+    items_per_hit: int = 1,
+    **design: Any,
 ) -> SolveResult:
-    """Minimum detectable effect (difference in mean rating, B - A) of a W x I design.
-
-    Every effect tried reuses the same simulated studies (common random numbers).
+    """Minimum detectable effect (difference in mean rating, B - A) of a design: the *sensitivity*
+    of a planned study, or of a finished one given ``design_from`` and its fitted parameters. Every
+    effect tried reuses the same simulated studies (common random numbers).
 
     >>> round(likert_mde("card2020-low", 10, 135, method="analytic").value, 5)
     0.09991
     """
-    params = as_params(params)
-    sd = math.sqrt(LikertScenario(params, workers, items, 1.0, "analytic").exact().extra["se"] ** 2)
-
-    def make(effect: float) -> LikertScenario:
-        return LikertScenario(params, workers, items, effect, method, test, alpha)
-
-    return solve(make, "effect", 1e-6 * sd, 4 * sd, target_power, integer=False, n_sims=n_sims, seed=seed,
-                 jobs=jobs, progress=progress, grow=True)
+    params = _params(params)
+    make = cell_factory(params, method=method, test=test, alpha=alpha, **design)
+    sds = params.sds.values()
+    sd = math.sqrt(sum(v * v for v in sds))
+    return solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd, sd / 4,
+                 target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
 
 
-def simulate_long(
-    params: LikertParams, pairs: pd.DataFrame, effect: float, rng: np.random.Generator, baseline: str = "A",
-    other: str = "B",
-) -> pd.DataFrame:
-    """One simulated study in long format for any design: each (worker, item) row of ``pairs``
-    rates the item under both systems. Columns worker, item, system, score."""
-    workers = pd.factorize(pairs["worker"])[0]
-    items = pd.factorize(pairs["item"])[0]
-    n_w, n_i = workers.max() + 1, items.max() + 1
-    u, a = rng.normal(0, params.sd_worker_intercept, n_w), rng.normal(0, params.sd_worker_slope, n_w)
-    v, b = rng.normal(0, params.sd_item_intercept, n_i), rng.normal(0, params.sd_item_slope, n_i)
-    rows = []
-    for x, system in ((-0.5, baseline), (0.5, other)):
-        mean = params.intercept + u[workers] + v[items] + (effect + a[workers] + b[items]) * x
-        rows.append(pd.DataFrame({
-            "worker": pairs["worker"].astype(str).to_numpy(), "item": pairs["item"].astype(str).to_numpy(),
-            "system": system, "score": mean + rng.normal(0, params.sd_residual, len(pairs)),
-        }))
-    return pd.concat(rows, ignore_index=True)
+def likert_budget(
+    params: Params,
+    effect: float,
+    items: Sequence[int],
+    workers: Sequence[int],
+    ratings_per_item: Sequence[int],
+    items_per_hit: Sequence[int] = (1,),
+    costs: Costs | None = None,
+    budget: float | None = None,
+    target_power: float = 0.8,
+    method: str = "fast",
+    test: str = "satterthwaite",
+    alpha: float = 0.05,
+    n_sims: int = 1000,
+    seed: int = 0,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    **design: Any,
+) -> tuple[pd.DataFrame, SolveResult]:
+    """The cheapest design reaching the target power among items x workers x k x h within ``budget``.
+
+    Designs are evaluated in order of cost, cheapest first, a few at a time; the
+    search stops after the first round holding a design that reaches the target
+    (every cheaper design has been evaluated by then). Returns the evaluated
+    designs (the cost-power frontier, one row each, with ``cost``) and the answer
+    as a :class:`SolveResult` over ``cost``: ``value`` the cheapest cost reaching
+    the target, ``high`` the cheapest whose lower 95% bound reaches it (the
+    Monte-Carlo margin; None if none in the search), ``low`` the cheapest whose
+    upper bound does.
+    """
+    params = _params(params)
+    costs = costs or Costs(per_rating=1.0)
+    cap = check_budget(budget, costs)
+    if check_number("effect", effect) == 0:
+        raise InputError("the effect must be non-zero to plan for it")
+    make = cell_factory(params, method=method, test=test, alpha=alpha, costs=costs, **design)
+    cells = []
+    for i, w, k, h in itertools.product(as_list(items), as_list(workers), as_list(ratings_per_item),
+                                        as_list(items_per_hit)):
+        if k is not None and k > w:
+            continue
+        cell = make(i, w, k, h, effect)
+        cost = costs.of(cell.design)
+        if cost <= cap:
+            cells.append((cost, cell))
+    if not cells:
+        what = f"the budget of {budget:g}" if budget is not None else "the search range"
+        raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers)")
+    cells.sort(key=lambda c: (c[0], c[1].design.items))
+    results: list[PowerResult] = []
+    total = len(cells) * n_sims
+    for start in range(0, len(cells), 4):
+        done = len(results) * n_sims
+
+        def report(d: int, t: int, label: str = "", done: int = done) -> None:
+            if progress is not None:
+                progress(done + d, total, f"budget search ({len(cells)} designs, cheapest first): {label}")
+
+        results += run_cells([c for _, c in cells[start:start + 4]], n_sims, seed=seed, jobs=jobs, progress=report)
+        if any(r.power >= target_power for r in results):
+            break
+    table = pd.DataFrame([r.record() for r in results])
+    return table, _cheapest(results, target_power, budget, params)
+
+
+def _cheapest(results: list[PowerResult], target: float, budget: float | None, params: Any) -> SolveResult:
+    """The budget search's answer as a solve result over cost."""
+    def first(ok: Any) -> PowerResult | None:
+        return next((r for r in results if ok(r)), None)
+
+    best, sure, maybe = first(lambda r: r.power >= target), first(lambda r: r.ci_low >= target), \
+        first(lambda r: r.ci_high >= target)
+    top = max(results, key=lambda r: r.power)
+    detail = {"designs_evaluated": len(results), "budget": budget}
+    if best is None:
+        d = top.cell
+        where = f"the budget of {budget:g}" if budget is not None else "the search range"
+        reason = (f"no design within {where} reaches power {target:g} (highest {top.power:.3f} at {d['items']} "
+                  f"items, {d['workers']} workers, {d['ratings_per_item']} ratings per item)")
+        slope = getattr(params, "sd_worker_slope", 0.0) if isinstance(params, LikertParams) else 0.0
+        if slope:
+            reason += (f"; the worker-slope SD ({slope:.3g}) caps power by the number of workers: the variance of "
+                       f"the effect estimate stays above sd_worker_slope^2 / workers")
+        return SolveResult("cost", target, None, None, None, False, reason, top, top.power, detail=detail)
+    return SolveResult("cost", target, best.cell["cost"], maybe.cell["cost"] if maybe else None,
+                       sure.cell["cost"] if sure else None, True, "", best, top.power, detail=detail)
