@@ -105,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HepowerError as exc:
         print(f"hepower: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError as exc:  # an allocation no machine could make: bad input, not a crash
+        print(f"hepower: error: not enough memory ({str(exc) or 'MemoryError'}); ask for fewer simulations, "
+              "resamples or a smaller design", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # e.g. `hepower ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0

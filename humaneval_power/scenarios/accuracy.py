@@ -167,6 +167,8 @@ def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item
 
     from ..io import read_table, resolve_column
 
+    if model_a == model_b:
+        raise InputError(f"model A and model B are both {model_a!r}; name two different models")
     frame, name, _ = read_table(source)
     cols = {role: resolve_column(frame, role, given) for role, given in
             (("item", item), ("model", model), ("correct", correct))}
@@ -355,8 +357,12 @@ def lachenbruch_mde(n: int, baseline: float, target_power: float = 0.8, alpha: f
     high = solve(pd_high)
     mid = solve(lambda d: (d + pd_high(d)) / 2)
     ok = [v for v in (low, mid, high) if v == v and v <= top]
-    return {"mde": mid if mid == mid else None, "mde_low": low if low <= top else None,
-            "mde_high": high if high == high else None, "power_at_mde": target_power if ok else None}
+    rec = {"mde": mid if mid == mid else None, "mde_low": low if low <= top else None,
+           "mde_high": high if high == high else None, "power_at_mde": target_power if ok else None}
+    if rec["mde"] is None:
+        rec["reason"] = (f"no gain up to {top:g} (accuracy 1) reaches power {target_power:g} with n = {n} at the middle "
+                         "agreement: increase n")
+    return rec
 
 
 def solve_prop_test(n: float | None = None, p1: float | None = None, p2: float | None = None,
