@@ -350,3 +350,13 @@ def test_worker_temp_folders_of_killed_runs_are_removed(tmp_path: Path) -> None:
     live.mkdir()
     assert remove_stale_run_dirs(str(tmp_path)) == [stale]
     assert not stale.exists() and live.exists()
+
+
+def test_accuracy_simulation_shows_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    from humaneval_power.cli import common, main
+
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setattr(common.ProgressBar, "__call__", lambda self, done, total, label="": seen.append((done, total)))
+    assert main(["accuracy", "power", "--n", "100", "--delta", "0.02", "--agreement", "0.9", "--method", "simulate",
+                 "--sims", "200000", "--json"]) == 0
+    assert seen[-1] == (200_000, 200_000) and len(seen) == 3
