@@ -96,12 +96,13 @@ def mean_from_sums(sums: np.ndarray) -> np.ndarray:
 
 
 def read_lines(path: str | Path, what: str) -> list[str]:
-    """One segment per line (UTF-8); clear errors for missing, unreadable or empty files."""
+    """One segment per line (UTF-8, a leading byte-order mark dropped); clear errors for missing,
+    unreadable or empty files."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{what} file not found: {p}")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{what} file {p} is not UTF-8 text") from None
     lines = text.split("\n")

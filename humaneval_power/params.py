@@ -283,6 +283,8 @@ class H2HParams:
                 raise InputError(f"{source}: the fit behind these parameters is {separation}; plan with "
                                  "parameters from another pilot or your own SDs, or force it (--force, "
                                  "allow_separation=True)")
+        if doc.get("version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            raise InputError(f"{source}: unsupported version {doc.get('version')!r}")
         try:
             return cls(sd_worker=doc["sd_worker"], sd_item=doc["sd_item"], intercept=doc.get("intercept"),
                        name=str(doc.get("name", "custom")), provenance=dict(doc.get("provenance") or {}),

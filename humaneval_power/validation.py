@@ -47,3 +47,13 @@ def check_choice(what: str, value: Any, choices: Any) -> Any:
     if value not in choices:
         raise InputError(f"unknown {what} {value!r}; choose one of {', '.join(map(str, choices))}")
     return value
+
+
+def check_memory(what: str, need: float) -> None:
+    """Refuse, before any work, a computation that needs ``need`` bytes at once when less is available."""
+    from .engine import available_memory
+
+    available = available_memory()
+    if need > available:
+        raise InputError(f"{what} needs about {need / 2**30:.3g} GiB of memory, more than the "
+                         f"{available / 2**30:.3g} GiB available; choose a smaller design")

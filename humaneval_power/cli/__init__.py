@@ -66,8 +66,14 @@ _terminated: list[bool] = []
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     """SIGTERM ends the run like Ctrl-C (workers stopped, finished chunks kept, temp files
-    removed), with exit code 143."""
+    removed), with exit code 143. It goes through the current Ctrl-C handler: while R computes
+    in this process that handler only flags the interrupt for R (an exception raised here would
+    be lost inside R's callback and the run would go on)."""
     _terminated.append(True)
+    on_int = signal.getsignal(signal.SIGINT)
+    if callable(on_int) and on_int is not signal.default_int_handler:
+        on_int(signal.SIGINT, frame)
+        return
     raise Interrupted()
 
 
@@ -98,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return importlib.import_module(f"{__name__}.{args.command}").run(args)
     except HepowerError as exc:
         print(f"hepower: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:  # an allocation no machine could make: bad input, not a crash
+        print(f"hepower: error: not enough memory ({str(exc) or 'MemoryError'}); ask for fewer simulations, "
+              "resamples or a smaller design", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `hepower ... | head`: the reader left; not an error of ours
         sys.stderr.close()

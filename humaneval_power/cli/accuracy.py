@@ -6,7 +6,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
-from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit, emit_solve,
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit, emit_solve,
                      finite_float, flatten, non_negative, number_list, positive)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
@@ -109,7 +109,9 @@ def _power(args: argparse.Namespace) -> int:
             args.table is not None and (args.delta or args.agreement)):
         raise InputError("give --delta and --agreement, or --table (four probabilities)")
     delta, agreement = (a.from_table(*args.table) if args.table else (flatten(args.delta), flatten(args.agreement)))
-    table = a.mcnemar_power(flatten(args.n), delta, agreement, args.method, args.alpha, args.sims, args.seed)
+    with ProgressBar() as bar:
+        table = a.mcnemar_power(flatten(args.n), delta, agreement, args.method, args.alpha, args.sims, args.seed,
+                                progress=bar)
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_accuracy_power

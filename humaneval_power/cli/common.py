@@ -125,9 +125,19 @@ def add_alpha(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=finite_float, default=0.05, help="significance level of the test")
 
 
+def target_power(text: str) -> float:
+    """A power to reach, in (0, 1) (checked by :func:`humaneval_power.validation.check_target_power`)."""
+    from ..validation import check_target_power
+
+    try:
+        return check_target_power(finite_float(text))
+    except (ValueError, InputError):
+        raise argparse.ArgumentTypeError(f"expected a power in (0, 1), got {text!r}") from None
+
+
 def add_target_power(p: argparse.ArgumentParser, what: str = "") -> None:
-    """--target-power."""
-    p.add_argument("--target-power", type=finite_float, default=0.8, help=f"power to reach{what}")
+    """--target-power, a power in (0, 1)."""
+    p.add_argument("--target-power", type=target_power, default=0.8, help=f"power to reach{what}")
 
 
 def add_out(p: argparse.ArgumentParser) -> None:

@@ -185,6 +185,8 @@ def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item
 
     from ..io import read_table, resolve_column
 
+    if model_a == model_b:
+        raise InputError(f"model A and model B are both {model_a!r}; name two different models")
     frame, name, _ = read_table(source)
     cols = {role: resolve_column(frame, role, given) for role, given in
             (("item", item), ("model", model), ("correct", correct))}
@@ -291,10 +293,8 @@ def _lachenbruch_result(n: int, baseline: float, target_power: float, alpha: flo
     detail = {**detail, "delta_low": lach["mde_low"], "delta_high": lach["mde_high"]}
     d = lach["mde"]
     if d is None:
-        top = 1 - baseline
-        return SolveResult("delta", target_power, None, None, None, False,
-                           f"no gain up to {top:.4g} (accuracy 1) reaches power {target_power:g} with n = {n} "
-                           "even at the middle agreement; increase n", None, math.nan, detail=detail)
+        return SolveResult("delta", target_power, None, None, None, False, lach["reason"], None, math.nan,
+                           detail=detail)
     pa = 1 - (d + _max_discordance(baseline, baseline + d)) / 2
     at = McNemarScenario(n, d, pa, "normal", alpha).exact()
     return SolveResult("delta", target_power, d, d, d, True, "", at, at.power, detail=detail)
@@ -362,8 +362,12 @@ def lachenbruch_mde(n: int, baseline: float, target_power: float = 0.8, alpha: f
     high = solve(pd_high)
     mid = solve(lambda d: (d + pd_high(d)) / 2)
     ok = [v for v in (low, mid, high) if v == v and v <= top]
-    return {"mde": mid if mid == mid else None, "mde_low": low if low <= top else None,
-            "mde_high": high if high == high else None, "power_at_mde": target_power if ok else None}
+    rec = {"mde": mid if mid == mid else None, "mde_low": low if low <= top else None,
+           "mde_high": high if high == high else None, "power_at_mde": target_power if ok else None}
+    if rec["mde"] is None:
+        rec["reason"] = (f"no gain up to {top:g} (accuracy 1) reaches power {target_power:g} with n = {n} at the middle "
+                         "agreement: increase n")
+    return rec
 
 
 def solve_prop_test(n: float | None = None, p1: float | None = None, p2: float | None = None,

@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from scipy import optimize, stats
 
 from ..errors import InputError
-from ..validation import TIE_POLICIES, check_choice, check_number
+from ..validation import TIE_POLICIES, check_choice, check_memory, check_number
 
 #: tests of the discordant (non-tied) counts: exact conditional, its mid-p version,
 #: and the exact unconditional test of Suissa & Shuster (1991)
@@ -338,6 +338,7 @@ def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", a
 def _difference_distribution(n: int, p_win: float, p_tie: float, p_lose: float):
     """P(W - L = d), d = -n..n, by FFT of the per-judgment distribution on {-1, 0, +1}."""
     size = 1 << int(math.ceil(math.log2(2 * n + 1)))
+    check_memory(f"the exact split-ties distribution for n = {n:,}", 56 * size)  # ~7 float arrays of that length
     base = np.zeros(size)
     base[1], base[0], base[-1] = p_win, p_tie, p_lose
     dist = np.fft.irfft(np.fft.rfft(base) ** n, size)
