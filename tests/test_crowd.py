@@ -143,6 +143,7 @@ def test_several_systems_report_the_power_to_detect_every_difference() -> None:
     assert t.power_all[0] <= t.power[0] + 1e-12  # every difference found implies the pair found
 
 
+@pytest.mark.slow
 def test_sample_size_and_budget_of_a_crowd_design() -> None:
     r = likert_sample_size(INVARIANT, 0.3, workers=20, ratings_per_item=3, n_sims=200, seed=1)
     assert r.attainable and r.low <= r.value <= (r.high or r.value) and r.at.power >= 0.8
