@@ -791,9 +791,12 @@ def lme4_formula(design: ComponentDesign) -> str:
     return f"y ~ 0 + {fixed} + {rand}"
 
 
-def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, reml: bool = True) -> dict[str, np.ndarray]:
+def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, reml: bool = True,
+               start: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """lmer + lmerTest's ``contest1D`` (Satterthwaite) on every column of ``y``, looping inside R.
 
+    ``start``: relative SDs (n_studies x K, our component order) to start lme4's
+    optimiser from instead of its default theta = 1 (e.g. another solver's optimum).
     Returns arrays estimate, se, df, singular, criterion (REML criterion or
     deviance), sigma, failed, warned (one entry per study). Needs the lme4 backend.
     """
@@ -816,7 +819,8 @@ def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, rem
     with lme4.r_interruptible():
         res = ro.r["hepower_refit_contrast"](lme4._data_frame(cols), lme4._r_matrix(y), lme4_formula(design),
                                              ro.FloatVector(np.asarray(contrast, float).ravel().tolist()), reml,
-                                             r_varying)
+                                             r_varying, ro.NULL if start is None else
+                                             lme4._r_matrix(np.asarray(start, float).reshape(y.shape[1], -1).T))
     names = ["estimate", "se", "df", "singular", "criterion", "sigma", "failed", "warned"]
     arr = np.asarray(list(res), float).reshape((-1, len(names)), order="F")
     return {name: arr[:, j] for j, name in enumerate(names)}
