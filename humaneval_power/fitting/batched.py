@@ -430,23 +430,26 @@ def _gradient(bt: _Batch, pt: _Point) -> np.ndarray:
     return pt.trace - bt.nu * pt.score / pt.r2[:, None]
 
 
-def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Projected Newton on ``gamma >= 0`` for every study.
-
-    Returns gamma, converged, iterations and the Hessian of the profiled
-    deviance in gamma at the returned point (for the Satterthwaite df).
+def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Projected (quasi-)Newton on ``gamma >= 0`` for every study.
 
     The iteration runs in ``u_k = log(1 + n_k gamma_k)`` (``n_k`` observations
     per level: the log of a stratum's expected mean square, in which the
     deviance is nearly quadratic), with the same bound ``u >= 0``. Free
     variables are those inside, or at zero with a negative gradient; the
-    Hessian (forward differences of the exact gradient) is made positive
-    definite by taking absolute eigenvalues; Armijo backtracking along the
-    projected arc. Converged when the Newton decrement is below ``tol``.
+    Hessian is made positive definite by taking absolute eigenvalues; Armijo
+    backtracking along the projected arc. With ``hess0`` (a Hessian in u, e.g.
+    from pilot studies) the steps use BFGS updates of it until they become
+    small, then the exact Hessian (forward differences of the exact gradient)
+    takes over; converged when the Newton decrement with the exact Hessian is
+    below ``tol``. Returns gamma, converged, iterations, the Hessian of the
+    profiled deviance in gamma at the returned point (for the Satterthwaite
+    df) and the Hessian in u (to start other studies with).
     """
     n, kk = gamma.shape
     scale = bt.st.per_level[None, :]
+    eye = np.eye(kk)
 
     def to_gamma(u: np.ndarray) -> np.ndarray:
         return np.expm1(u) / scale
@@ -454,15 +457,7 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
     def grad_u(b: _Batch, pt: _Point, u: np.ndarray) -> np.ndarray:
         return _gradient(b, pt) * np.exp(u) / scale
 
-    u = np.log1p(np.maximum(gamma, 0.0) * scale)
-    pt = _evaluate(bt, to_gamma(u), True)
-    dev, grad = pt.dev, grad_u(bt, pt, u)
-    done = np.zeros(n, bool)
-    converged = np.zeros(n, bool)
-    iterations = np.zeros(n, int)
-    hess_u = np.full((n, kk, kk), np.nan)
-
-    def hessian(sub: _Batch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    def fd_hessian(sub: _Batch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         hess = np.empty((x.shape[0], kk, kk))
         for k in range(kk):
             h = 1e-6 * np.maximum(x[:, k], 1e-2)
@@ -471,67 +466,115 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
             hess[:, :, k] = (grad_u(sub, _evaluate(sub, to_gamma(xp), True), xp) - g) / h[:, None]
         return (hess + np.swapaxes(hess, 1, 2)) / 2
 
-    for _ in range(max_iter + 1):
+    u = np.log1p(np.maximum(gamma, 0.0) * scale)
+    pt = _evaluate(bt, to_gamma(u), True)
+    dev, grad = pt.dev, grad_u(bt, pt, u)
+    done = np.zeros(n, bool)
+    converged = np.zeros(n, bool)
+    iterations = np.zeros(n, int)
+    exact = np.full(n, hess0 is None)
+    hess_u = np.full((n, kk, kk), np.nan) if hess0 is None else np.repeat(np.asarray(hess0)[None], n, axis=0)
+    for it in range(2 * max_iter + 2):
         idx = np.flatnonzero(~done)
         if not idx.size:
             break
         sub = bt.take(idx) if idx.size < n else bt
         x, g, d0 = u[idx], grad[idx], dev[idx]
-        hess = hessian(sub, x, g)
-        hess_u[idx] = hess
+        fresh = exact[idx]
+        if fresh.any():
+            f = np.flatnonzero(fresh)
+            hess_u[idx[f]] = fd_hessian(sub.take(f) if f.size < idx.size else sub, x[f], g[f])
+        hess = hess_u[idx]
         free = (x > 0) | (g < 0)
         mask = free[:, :, None] & free[:, None, :]
-        hm = np.where(mask, hess, 0.0) + np.where(~free, 1.0, 0.0)[:, :, None] * np.eye(kk)
+        hm = np.where(mask, hess, 0.0) + np.where(~free, 1.0, 0.0)[:, :, None] * eye
         gf = np.where(free, g, 0.0)
         w, v = np.linalg.eigh(hm)
         w = np.maximum(np.abs(w), 1e-10 * np.maximum(np.abs(w).max(1, keepdims=True), 1.0))
         step = -np.einsum("sij,sj->si", v, np.einsum("sji,sj->si", v, gf) / w)
         step *= np.minimum(1.0, MAX_STEP / np.maximum(np.abs(step).max(1), 1e-300))[:, None]
-        decrement = -(gf * step).sum(1)
-        conv = decrement < tol
+        small = -(gf * step).sum(1) < tol
+        conv = small & fresh
         converged[idx[conv]] = True
         done[idx[conv]] = True
-        todo = np.flatnonzero(~conv)
-        if not todo.size or _ == max_iter:
-            break
+        exact[idx[small & ~fresh]] = True  # check with the exact Hessian before calling it converged
+        todo = np.flatnonzero(~small)
+        if not todo.size:
+            continue
+        if iterations[idx[todo]].max() >= max_iter:
+            over = iterations[idx[todo]] >= max_iter
+            done[idx[todo[over]]] = True
+            todo = todo[~over]
+            if not todo.size:
+                continue
         iterations[idx[todo]] += 1
-        sub2 = sub.take(todo)
+        sub2 = sub.take(todo) if todo.size < idx.size else sub
         x, g, d0, step = x[todo], g[todo], d0[todo], step[todo]
-        alpha = np.ones(todo.size)
-        accepted = np.zeros(todo.size, bool)
-        new_x = x.copy()
-        for _ in range(40):
-            open_ = np.flatnonzero(~accepted)
-            if not open_.size:
-                break
-            trial = np.maximum(x[open_] + alpha[open_, None] * step[open_], 0.0)
-            dv = _evaluate(sub2.take(open_) if open_.size < todo.size else sub2, to_gamma(trial), False).dev
-            ok = dv <= d0[open_] + 1e-4 * (g[open_] * (trial - x[open_])).sum(1) + 1e-11 * np.maximum(
-                np.abs(d0[open_]), 1.0)
-            ok &= np.isfinite(dv)
-            accepted[open_[ok]] = True
-            new_x[open_[ok]] = trial[ok]
-            alpha[open_[~ok]] /= 2
-        stalled = ~accepted
-        done[idx[todo[stalled]]] = True  # the Hessian stays the one at the (unchanged) point
+        new_x, new_dev, new_grad, accepted = _line_search(sub2, x, g, d0, step, to_gamma, grad_u)
+        done[idx[todo[~accepted]]] = True  # no progress possible: judged below by the first-order conditions
         moved = idx[todo[accepted]]
         if moved.size:
-            u[moved] = new_x[accepted]
-            ptm = _evaluate(bt.take(moved), to_gamma(u[moved]), True)
-            dev[moved], grad[moved] = ptm.dev, grad_u(bt, ptm, u[moved])
-    stale = ~done  # ran out of iterations after a move: the Hessian is from the point before
+            s_vec, y_vec = new_x[accepted] - x[accepted], new_grad[accepted] - g[accepted]
+            u[moved], dev[moved], grad[moved] = new_x[accepted], new_dev[accepted], new_grad[accepted]
+            quasi = ~exact[moved]
+            if quasi.any():  # BFGS update where the curvature condition holds
+                hb, sv, yv = hess_u[moved[quasi]], s_vec[quasi], y_vec[quasi]
+                sy = (sv * yv).sum(1)
+                bs = np.einsum("sij,sj->si", hb, sv)
+                sbs = (sv * bs).sum(1)
+                ok = (sy > 1e-12 * np.linalg.norm(sv, axis=1) * np.linalg.norm(yv, axis=1)) & (sbs > 0)
+                upd = (yv[:, :, None] * yv[:, None, :] / np.where(ok, sy, 1.0)[:, None, None]
+                       - bs[:, :, None] * bs[:, None, :] / np.where(ok, sbs, 1.0)[:, None, None])
+                hess_u[moved[quasi]] = hb + np.where(ok[:, None, None], upd, 0.0)
+    stale = ~converged  # the exact Hessian at the final point (for the df), where not already at hand
     if stale.any():
         idx = np.flatnonzero(stale)
-        hess_u[idx] = hessian(bt.take(idx), u[idx], grad[idx])
+        hess_u[idx] = fd_hessian(bt.take(idx), u[idx], grad[idx])
     gamma = to_gamma(u)
     # a study that stalled is still converged if it satisfies the first-order conditions closely
     c = np.exp(u) / scale                                  # d gamma / d u
     g_gamma = grad / c
     pg = np.where(gamma > 0, np.abs(g_gamma) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-g_gamma, 0.0)).max(1)
     converged |= pg <= 1e-6
-    eye = np.eye(kk, dtype=bool)
-    hess_gamma = (hess_u - np.where(eye, (g_gamma * c)[:, :, None], 0.0)) / (c[:, :, None] * c[:, None, :])
-    return gamma, converged, iterations, hess_gamma
+    diag = np.where(eye.astype(bool), (g_gamma * c)[:, :, None], 0.0)
+    hess_gamma = (hess_u - diag) / (c[:, :, None] * c[:, None, :])
+    return gamma, converged, iterations, hess_gamma, hess_u
+
+
+def _line_search(bt: _Batch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step: np.ndarray, to_gamma, grad_u
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Armijo backtracking along the projected arc; the full step is tried with the gradient at once.
+
+    Returns the new points, their deviance and gradient, and whether a step was accepted.
+    """
+    m = x.shape[0]
+    new_x, new_dev, new_grad = x.copy(), d0.copy(), g.copy()
+
+    def armijo(dv: np.ndarray, rows: np.ndarray, trial: np.ndarray) -> np.ndarray:
+        return np.isfinite(dv) & (dv <= d0[rows] + 1e-4 * (g[rows] * (trial - x[rows])).sum(1)
+                                  + 1e-11 * np.maximum(np.abs(d0[rows]), 1.0))
+
+    trial = np.maximum(x + step, 0.0)
+    pt = _evaluate(bt, to_gamma(trial), True)
+    accepted = armijo(pt.dev, np.arange(m), trial)
+    new_x[accepted], new_dev[accepted] = trial[accepted], pt.dev[accepted]
+    new_grad[accepted] = grad_u(bt, pt, trial)[accepted]
+    alpha = np.full(m, 0.5)
+    late = np.zeros(m, bool)
+    for _ in range(40):
+        rows = np.flatnonzero(~accepted)
+        if not rows.size:
+            break
+        trial = np.maximum(x[rows] + alpha[rows, None] * step[rows], 0.0)
+        dv = _evaluate(bt.take(rows), to_gamma(trial), False).dev
+        ok = armijo(dv, rows, trial)
+        accepted[rows[ok]] = late[rows[ok]] = True
+        new_x[rows[ok]], new_dev[rows[ok]] = trial[ok], dv[ok]
+        alpha[rows[~ok]] /= 2
+    rows = np.flatnonzero(late)
+    if rows.size:
+        new_grad[rows] = grad_u(bt, _evaluate(bt.take(rows), to_gamma(new_x[rows]), True), new_x[rows])
+    return new_x, new_dev, new_grad, accepted
 
 
 # -- lmerTest's Satterthwaite df ------------------------------------------------------------------
@@ -639,6 +682,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
            "sigma": np.full(n, np.nan), "dev": np.full(n, np.nan), "conv": np.zeros(n, bool),
            "failed": np.zeros(n, bool), "iter": np.zeros(n, int)}
     st = _structure(design.subset(slice(0, 1)) if per_study else design)
+    hess0 = None
     size = chunk or _chunk_size(st, n_obs, per_study)
     pending = [np.arange(i, min(i + size, n)) for i in range(0, n, size)]
     while pending:
@@ -649,12 +693,15 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                 bt = _batch(st, x, y[:, idx], slice(None), reml)
             else:
                 bt = _batch(st, x, y[:, idx], None, reml)
-            if start is None:
+            if start is None or hess0 is None:
                 pilot = min(PILOT, idx.size)
-                g0 = _newton(bt.take(np.arange(pilot)), np.ones((pilot, kk)), max_iter, tol)[0]
-                start = np.median(g0, axis=0)
-            gamma, conv, iters, hess = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
-                                         max_iter, tol)
+                g0, c0, _, _, h0 = _newton(bt.take(np.arange(pilot)),
+                                           np.ones((pilot, kk)) if start is None else
+                                           np.broadcast_to(np.asarray(start, float), (pilot, kk)), max_iter, tol)
+                start = np.median(g0[c0], axis=0) if c0.any() else np.ones(kk)
+                hess0 = np.median(h0[c0], axis=0) if c0.any() else None
+            gamma, conv, iters, hess, _ = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
+                                                  max_iter, tol, hess0)
             pt = _evaluate(bt, gamma, True)
             theta, sigma = np.sqrt(gamma), np.sqrt(pt.r2 / bt.nu)
             est, se, df = _contrast_stats(bt, pt, theta, sigma, contrasts,
