@@ -192,6 +192,13 @@ def _choose_block(design: ComponentDesign) -> tuple[int, list[int]]:
     return best, best_inner
 
 
+def _gram(g: np.ndarray) -> np.ndarray:
+    """K[s, e, f] = sum_b g[s, b, e] g[s, b, f]' for g of shape (B, nb, t, q2): (B, t, t, q2, q2), one GEMM per copy."""
+    b, nb, t, q2 = g.shape
+    flat = g.reshape(b, nb, t * q2)
+    return np.matmul(flat.transpose(0, 2, 1), flat).reshape(b, t, q2, t, q2).transpose(0, 1, 3, 2, 4).copy()
+
+
 def _structure(design: ComponentDesign) -> _Structure:
     n, p = design.x.shape
     comps = design.components
@@ -244,7 +251,7 @@ def _structure(design: ComponentDesign) -> _Structure:
     g_ac_full = np.stack([np.asarray((za @ z.T).todense()).reshape(nb, t, q2) for z in zc])  # (B, nb, t, q2)
     g_cc = np.stack([np.asarray((z @ z.T).todense()) for z in zc])
     g_ac = [g_ac_full[:, c] for c in classes]
-    k_mats = [np.einsum("sbel,sbfm->seflm", g, g, optimize=True) for g in g_ac]
+    k_mats = [_gram(g) for g in g_ac]
     outer_comp = np.repeat(outer, sizes).astype(int) if outer else np.zeros(0, int)
     per_level = np.array([float((v**2).sum()) / len(np.unique(np.asarray(c.levels)))
                           for c, v in zip(comps, values)])
@@ -300,10 +307,13 @@ def _batch(st: _Structure, x: np.ndarray, y: np.ndarray, copies: slice | None, r
         zb = za_w[:, blocks]                                    # (n, nb_c, t, p+1)
         q.append(np.einsum("sbei,sbfj->sefij", zb, zb, optimize=True))
         g = g_ac[c]                                             # (B, nb_c, t, q2)
-        if g.shape[0] == 1:
-            tt.append(np.einsum("bel,sbfj->seflj", g[0], zb, optimize=True))
+        nbc, t, q2, p1 = zb.shape[1], st.t, st.q2, p + 1
+        if g.shape[0] == 1:  # one GEMM: (t q2, nb) x (nb, n t (p+1))
+            prod = g[0].reshape(nbc, t * q2).T @ zb.transpose(1, 0, 2, 3).reshape(nbc, n * t * p1)
+            tt.append(prod.reshape(t, q2, n, t, p1).transpose(2, 0, 3, 1, 4).copy())
         else:
-            tt.append(np.einsum("sbel,sbfj->seflj", g, zb, optimize=True))
+            prod = np.matmul(g.reshape(n, nbc, t * q2).transpose(0, 2, 1), zb.reshape(n, nbc, t * p1))
+            tt.append(prod.reshape(n, t, q2, t, p1).transpose(0, 1, 3, 2, 4).copy())
     nu = n_obs - p if reml else n_obs
     return _Batch(st, float(nu), reml, ww, u2, q, tt, k, g_cc)
 
