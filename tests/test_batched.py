@@ -149,21 +149,24 @@ def _check(res: dict[str, np.ndarray], min_singular: int) -> None:
     np.testing.assert_allclose(res["warm_se"], res["fast_se"], rtol=1e-3)
     np.testing.assert_allclose(res["warm_df"], res["fast_df"], rtol=1e-3)
     np.testing.assert_array_equal(res["warm_sing"], res["fast_sing"])
-    # lme4 from its own start stops 1e-10..1e-3 short of the optimum (its default tolerances); where it
-    # got within 1e-9 the estimates agree to 1e-6, within 1e-8 SE and df to 1e-3; the decisions always
+    # lme4 from its own start stops 1e-10..1e-3 short of the optimum (its default tolerances; near a
+    # boundary the df are very sensitive to that): where it got within 1e-9, estimates agree to 1e-6
+    # and SE and df to 1e-3; the decisions agree always
     gap = res["lme4_dev"] - res["fast_dev"]
-    same, close = gap < 1e-9, gap < 1e-8
+    same = gap < 1e-9
     print(f"\n{gap.size} studies, {res['fast_sing'].sum()} singular (lme4: {res['lme4_sing'].sum()}); "
           f"started at our optimum: max |d est| {np.abs(res['warm_est'] - res['fast_est']).max():.1e}, "
           f"max rel d se {np.abs(res['warm_se'] / res['fast_se'] - 1).max():.1e}, "
           f"max rel d df {np.abs(res['warm_df'] / res['fast_df'] - 1).max():.1e}; default start: "
-          f"gap quantiles {np.quantile(gap, [0, 0.5, 0.9, 1])}, {same.sum()} within 1e-9, {close.sum()} within 1e-8, "
-          f"max rel d df there {np.abs(res['lme4_df'][close] / res['fast_df'][close] - 1).max():.1e}, "
+          f"gap quantiles {np.quantile(gap, [0, 0.5, 0.9, 1])}, {same.sum()} within 1e-9: max |d est| "
+          f"{np.abs(res['lme4_est'][same] - res['fast_est'][same]).max():.1e}, max rel d se "
+          f"{np.abs(res['lme4_se'][same] / res['fast_se'][same] - 1).max():.1e}, max rel d df "
+          f"{np.abs(res['lme4_df'][same] / res['fast_df'][same] - 1).max():.1e}, "
           f"max rel d df overall {np.abs(res['lme4_df'] / res['fast_df'] - 1).max():.1e}")
     assert same.any()
     assert np.abs(res["lme4_est"][same] - res["fast_est"][same]).max() < 1e-6
-    np.testing.assert_allclose(res["lme4_se"][close], res["fast_se"][close], rtol=1e-3)
-    np.testing.assert_allclose(res["lme4_df"][close], res["fast_df"][close], rtol=1e-3)
+    np.testing.assert_allclose(res["lme4_se"][same], res["fast_se"][same], rtol=1e-3)
+    np.testing.assert_allclose(res["lme4_df"][same], res["fast_df"][same], rtol=1e-3)
     for who in ("lme4", "warm"):
         np.testing.assert_array_equal(res[f"{who}_p"] <= 0.05, res["fast_p"] <= 0.05)
     assert res["fast_sing"].sum() >= min_singular

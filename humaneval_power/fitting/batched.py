@@ -31,6 +31,13 @@ out because ``v`` depends on ``theta_k`` through ``theta_k^2``.
 Designs whose outer levels differ between studies (a random worker
 assignment drawn anew per study) are fitted the same way with per-study
 design tensors; the blocking factor must then be the same for all studies.
+
+Limits: the cost grows with the number of block classes (every item alike
+in the crowd designs; missing ratings would make many classes) and with
+``q2^3`` (worker effects ``W (1 + S)``: fine up to a few hundred); per-study
+designs carry ``t^2 q2^2`` numbers per study and cost ~3x a shared design.
+Components are independent (no correlated random effects); ``x`` must have
+full column rank.
 """
 from __future__ import annotations
 
