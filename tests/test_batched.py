@@ -99,6 +99,16 @@ def test_fully_crossed_slope_model_equals_the_closed_form(reml: bool) -> None:
         np.testing.assert_allclose(fit.df[:, 0], closed.df, rtol=1e-4)
 
 
+def test_degenerate_studies_are_flagged_not_raised() -> None:
+    rng = np.random.default_rng(1)
+    design, y, contrast = _simulated(2, 20, 6, 2, "within", "balanced", 5, rng)
+    y[:, 1] = 3.0     # no variance at all
+    y[0, 3] = np.nan  # a missing rating (not supported: flagged)
+    fit = B.fit_many(design, y, contrast)
+    assert fit.failed.tolist() == [False, True, False, True, False]
+    assert fit.converged.tolist() == [True, False, True, False, True]
+
+
 def test_design_layouts() -> None:
     lay = B.crowd_layout(2, 5, 4, 2, "within", "balanced")
     assert lay["worker"].tolist()[:8] == [0, 0, 1, 1, 2, 2, 3, 3]

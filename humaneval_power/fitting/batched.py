@@ -670,10 +670,11 @@ def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml
     """
     from threadpoolctl import threadpool_limits
 
-    if blas_threads is None:
-        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
-    with threadpool_limits(blas_threads):
-        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+    with np.errstate(all="ignore"):  # a degenerate study ends up flagged, not in a warning
+        if blas_threads is None:
+            return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+        with threadpool_limits(blas_threads):
+            return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
 
 
 PILOT = 8
@@ -733,6 +734,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                          ("sigma", sigma), ("dev", pt.dev), ("conv", conv), ("iter", iters)):
             out[key][idx] = val
     bad = ~(np.isfinite(out["est"]).all(1) & np.isfinite(out["se"]).all(1) & np.isfinite(out["dev"]))
+    bad |= ~(out["sigma"] > 1e-8 * np.nanstd(y, axis=0))  # an exact fit: no residual variance to estimate
     out["failed"] |= bad
     out["conv"] &= ~out["failed"]
     return BatchFit(design.names, out["est"], out["se"], out["df"], out["beta"], out["theta"], out["sigma"],
