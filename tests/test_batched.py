@@ -127,18 +127,18 @@ def test_design_layouts() -> None:
 # -- lme4 + lmerTest ---------------------------------------------------------------------------
 
 
-def _against_lme4(cells: list[tuple], n: int, seed: int) -> dict[str, np.ndarray]:
+def _against_lme4(cells: list[tuple], n: int, seed: int, reml: bool = True) -> dict[str, np.ndarray]:
     """Our fits, lme4's from its default start, and lme4's started from our optimum, cell by cell."""
     rng = np.random.default_rng(seed)
     keys = ("est", "se", "df", "dev", "sing", "conv", "p")
     out: dict[str, list] = {f"{who}_{k}": [] for who in ("fast", "lme4", "warm") for k in keys}
     for systems, presentation, assignment, k in cells:
         design, y, contrast = _simulated(systems, 16, 8, k, presentation, assignment, n, rng)
-        fit = B.fit_many(design, y, contrast)
+        fit = B.fit_many(design, y, contrast, reml=reml)
         runs = {"fast": {"est": fit.estimate[:, 0], "se": fit.se[:, 0], "df": fit.df[:, 0], "dev": fit.deviance,
                          "sing": fit.singular, "conv": fit.converged & ~fit.failed, "p": fit.p_value[:, 0]}}
         for who, start in (("lme4", None), ("warm", fit.theta)):
-            r = B.refit_lme4(design, y, contrast, start=start)
+            r = B.refit_lme4(design, y, contrast, reml=reml, start=start)
             from scipy import stats
             runs[who] = {"est": r["estimate"], "se": r["se"], "df": r["df"], "dev": r["criterion"],
                          "sing": r["singular"].astype(bool), "conv": r["failed"] == 0,
@@ -183,8 +183,9 @@ def _check(res: dict[str, np.ndarray], min_singular: int) -> None:
 
 
 @pytest.mark.r
-def test_same_fits_as_lme4_on_a_few_crowd_studies(lme4_backend) -> None:
-    res = _against_lme4([(2, "within", "balanced", 3), (4, "between", "random", 2)], n=5, seed=3)
+@pytest.mark.parametrize("reml", [True, False], ids=["reml", "ml"])
+def test_same_fits_as_lme4_on_a_few_crowd_studies(lme4_backend, reml: bool) -> None:
+    res = _against_lme4([(2, "within", "balanced", 3), (4, "between", "random", 2)], n=5, seed=3, reml=reml)
     _check(res, min_singular=1)
 
 
