@@ -31,6 +31,13 @@ out because ``v`` depends on ``theta_k`` through ``theta_k^2``.
 Designs whose outer levels differ between studies (a random worker
 assignment drawn anew per study) are fitted the same way with per-study
 design tensors; the blocking factor must then be the same for all studies.
+
+Limits: the cost grows with the number of block classes (every item alike
+in the crowd designs; missing ratings would make many classes) and with
+``q2^3`` (worker effects ``W (1 + S)``: fine up to a few hundred); per-study
+designs carry ``t^2 q2^2`` numbers per study and cost ~3x a shared design.
+Components are independent (no correlated random effects); ``x`` must have
+full column rank.
 """
 from __future__ import annotations
 
@@ -192,6 +199,13 @@ def _choose_block(design: ComponentDesign) -> tuple[int, list[int]]:
     return best, best_inner
 
 
+def _gram(g: np.ndarray) -> np.ndarray:
+    """K[s, e, f] = sum_b g[s, b, e] g[s, b, f]' for g of shape (B, nb, t, q2): (B, t, t, q2, q2), one GEMM per copy."""
+    b, nb, t, q2 = g.shape
+    flat = g.reshape(b, nb, t * q2)
+    return np.matmul(flat.transpose(0, 2, 1), flat).reshape(b, t, q2, t, q2).transpose(0, 1, 3, 2, 4).copy()
+
+
 def _structure(design: ComponentDesign) -> _Structure:
     n, p = design.x.shape
     comps = design.components
@@ -244,7 +258,7 @@ def _structure(design: ComponentDesign) -> _Structure:
     g_ac_full = np.stack([np.asarray((za @ z.T).todense()).reshape(nb, t, q2) for z in zc])  # (B, nb, t, q2)
     g_cc = np.stack([np.asarray((z @ z.T).todense()) for z in zc])
     g_ac = [g_ac_full[:, c] for c in classes]
-    k_mats = [np.einsum("sbel,sbfm->seflm", g, g, optimize=True) for g in g_ac]
+    k_mats = [_gram(g) for g in g_ac]
     outer_comp = np.repeat(outer, sizes).astype(int) if outer else np.zeros(0, int)
     per_level = np.array([float((v**2).sum()) / len(np.unique(np.asarray(c.levels)))
                           for c, v in zip(comps, values)])
@@ -300,10 +314,13 @@ def _batch(st: _Structure, x: np.ndarray, y: np.ndarray, copies: slice | None, r
         zb = za_w[:, blocks]                                    # (n, nb_c, t, p+1)
         q.append(np.einsum("sbei,sbfj->sefij", zb, zb, optimize=True))
         g = g_ac[c]                                             # (B, nb_c, t, q2)
-        if g.shape[0] == 1:
-            tt.append(np.einsum("bel,sbfj->seflj", g[0], zb, optimize=True))
+        nbc, t, q2, p1 = zb.shape[1], st.t, st.q2, p + 1
+        if g.shape[0] == 1:  # one GEMM: (t q2, nb) x (nb, n t (p+1))
+            prod = g[0].reshape(nbc, t * q2).T @ zb.transpose(1, 0, 2, 3).reshape(nbc, n * t * p1)
+            tt.append(prod.reshape(t, q2, n, t, p1).transpose(2, 0, 3, 1, 4).copy())
         else:
-            tt.append(np.einsum("sbel,sbfj->seflj", g, zb, optimize=True))
+            prod = np.matmul(g.reshape(n, nbc, t * q2).transpose(0, 2, 1), zb.reshape(n, nbc, t * p1))
+            tt.append(prod.reshape(n, t, q2, t, p1).transpose(0, 1, 3, 2, 4).copy())
     nu = n_obs - p if reml else n_obs
     return _Batch(st, float(nu), reml, ww, u2, q, tt, k, g_cc)
 
@@ -430,23 +447,26 @@ def _gradient(bt: _Batch, pt: _Point) -> np.ndarray:
     return pt.trace - bt.nu * pt.score / pt.r2[:, None]
 
 
-def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Projected Newton on ``gamma >= 0`` for every study.
-
-    Returns gamma, converged, iterations and the Hessian of the profiled
-    deviance in gamma at the returned point (for the Satterthwaite df).
+def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Projected (quasi-)Newton on ``gamma >= 0`` for every study.
 
     The iteration runs in ``u_k = log(1 + n_k gamma_k)`` (``n_k`` observations
     per level: the log of a stratum's expected mean square, in which the
     deviance is nearly quadratic), with the same bound ``u >= 0``. Free
     variables are those inside, or at zero with a negative gradient; the
-    Hessian (forward differences of the exact gradient) is made positive
-    definite by taking absolute eigenvalues; Armijo backtracking along the
-    projected arc. Converged when the Newton decrement is below ``tol``.
+    Hessian is made positive definite by taking absolute eigenvalues; Armijo
+    backtracking along the projected arc. With ``hess0`` (a Hessian in u, e.g.
+    from pilot studies) the steps use BFGS updates of it until they become
+    small, then the exact Hessian (forward differences of the exact gradient)
+    takes over; converged when the Newton decrement with the exact Hessian is
+    below ``tol``. Returns gamma, converged, iterations, the Hessian of the
+    profiled deviance in gamma at the returned point (for the Satterthwaite
+    df) and the Hessian in u (to start other studies with).
     """
     n, kk = gamma.shape
     scale = bt.st.per_level[None, :]
+    eye = np.eye(kk)
 
     def to_gamma(u: np.ndarray) -> np.ndarray:
         return np.expm1(u) / scale
@@ -454,15 +474,7 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
     def grad_u(b: _Batch, pt: _Point, u: np.ndarray) -> np.ndarray:
         return _gradient(b, pt) * np.exp(u) / scale
 
-    u = np.log1p(np.maximum(gamma, 0.0) * scale)
-    pt = _evaluate(bt, to_gamma(u), True)
-    dev, grad = pt.dev, grad_u(bt, pt, u)
-    done = np.zeros(n, bool)
-    converged = np.zeros(n, bool)
-    iterations = np.zeros(n, int)
-    hess_u = np.full((n, kk, kk), np.nan)
-
-    def hessian(sub: _Batch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    def fd_hessian(sub: _Batch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         hess = np.empty((x.shape[0], kk, kk))
         for k in range(kk):
             h = 1e-6 * np.maximum(x[:, k], 1e-2)
@@ -471,67 +483,115 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float
             hess[:, :, k] = (grad_u(sub, _evaluate(sub, to_gamma(xp), True), xp) - g) / h[:, None]
         return (hess + np.swapaxes(hess, 1, 2)) / 2
 
-    for _ in range(max_iter + 1):
+    u = np.log1p(np.maximum(gamma, 0.0) * scale)
+    pt = _evaluate(bt, to_gamma(u), True)
+    dev, grad = pt.dev, grad_u(bt, pt, u)
+    done = np.zeros(n, bool)
+    converged = np.zeros(n, bool)
+    iterations = np.zeros(n, int)
+    exact = np.full(n, hess0 is None)
+    hess_u = np.full((n, kk, kk), np.nan) if hess0 is None else np.repeat(np.asarray(hess0)[None], n, axis=0)
+    for it in range(2 * max_iter + 2):
         idx = np.flatnonzero(~done)
         if not idx.size:
             break
         sub = bt.take(idx) if idx.size < n else bt
         x, g, d0 = u[idx], grad[idx], dev[idx]
-        hess = hessian(sub, x, g)
-        hess_u[idx] = hess
+        fresh = exact[idx]
+        if fresh.any():
+            f = np.flatnonzero(fresh)
+            hess_u[idx[f]] = fd_hessian(sub.take(f) if f.size < idx.size else sub, x[f], g[f])
+        hess = hess_u[idx]
         free = (x > 0) | (g < 0)
         mask = free[:, :, None] & free[:, None, :]
-        hm = np.where(mask, hess, 0.0) + np.where(~free, 1.0, 0.0)[:, :, None] * np.eye(kk)
+        hm = np.where(mask, hess, 0.0) + np.where(~free, 1.0, 0.0)[:, :, None] * eye
         gf = np.where(free, g, 0.0)
         w, v = np.linalg.eigh(hm)
         w = np.maximum(np.abs(w), 1e-10 * np.maximum(np.abs(w).max(1, keepdims=True), 1.0))
         step = -np.einsum("sij,sj->si", v, np.einsum("sji,sj->si", v, gf) / w)
         step *= np.minimum(1.0, MAX_STEP / np.maximum(np.abs(step).max(1), 1e-300))[:, None]
-        decrement = -(gf * step).sum(1)
-        conv = decrement < tol
+        small = -(gf * step).sum(1) < tol
+        conv = small & fresh
         converged[idx[conv]] = True
         done[idx[conv]] = True
-        todo = np.flatnonzero(~conv)
-        if not todo.size or _ == max_iter:
-            break
+        exact[idx[small & ~fresh]] = True  # check with the exact Hessian before calling it converged
+        todo = np.flatnonzero(~small)
+        if not todo.size:
+            continue
+        if iterations[idx[todo]].max() >= max_iter:
+            over = iterations[idx[todo]] >= max_iter
+            done[idx[todo[over]]] = True
+            todo = todo[~over]
+            if not todo.size:
+                continue
         iterations[idx[todo]] += 1
-        sub2 = sub.take(todo)
+        sub2 = sub.take(todo) if todo.size < idx.size else sub
         x, g, d0, step = x[todo], g[todo], d0[todo], step[todo]
-        alpha = np.ones(todo.size)
-        accepted = np.zeros(todo.size, bool)
-        new_x = x.copy()
-        for _ in range(40):
-            open_ = np.flatnonzero(~accepted)
-            if not open_.size:
-                break
-            trial = np.maximum(x[open_] + alpha[open_, None] * step[open_], 0.0)
-            dv = _evaluate(sub2.take(open_) if open_.size < todo.size else sub2, to_gamma(trial), False).dev
-            ok = dv <= d0[open_] + 1e-4 * (g[open_] * (trial - x[open_])).sum(1) + 1e-11 * np.maximum(
-                np.abs(d0[open_]), 1.0)
-            ok &= np.isfinite(dv)
-            accepted[open_[ok]] = True
-            new_x[open_[ok]] = trial[ok]
-            alpha[open_[~ok]] /= 2
-        stalled = ~accepted
-        done[idx[todo[stalled]]] = True  # the Hessian stays the one at the (unchanged) point
+        new_x, new_dev, new_grad, accepted = _line_search(sub2, x, g, d0, step, to_gamma, grad_u)
+        done[idx[todo[~accepted]]] = True  # no progress possible: judged below by the first-order conditions
         moved = idx[todo[accepted]]
         if moved.size:
-            u[moved] = new_x[accepted]
-            ptm = _evaluate(bt.take(moved), to_gamma(u[moved]), True)
-            dev[moved], grad[moved] = ptm.dev, grad_u(bt, ptm, u[moved])
-    stale = ~done  # ran out of iterations after a move: the Hessian is from the point before
+            s_vec, y_vec = new_x[accepted] - x[accepted], new_grad[accepted] - g[accepted]
+            u[moved], dev[moved], grad[moved] = new_x[accepted], new_dev[accepted], new_grad[accepted]
+            quasi = ~exact[moved]
+            if quasi.any():  # BFGS update where the curvature condition holds
+                hb, sv, yv = hess_u[moved[quasi]], s_vec[quasi], y_vec[quasi]
+                sy = (sv * yv).sum(1)
+                bs = np.einsum("sij,sj->si", hb, sv)
+                sbs = (sv * bs).sum(1)
+                ok = (sy > 1e-12 * np.linalg.norm(sv, axis=1) * np.linalg.norm(yv, axis=1)) & (sbs > 0)
+                upd = (yv[:, :, None] * yv[:, None, :] / np.where(ok, sy, 1.0)[:, None, None]
+                       - bs[:, :, None] * bs[:, None, :] / np.where(ok, sbs, 1.0)[:, None, None])
+                hess_u[moved[quasi]] = hb + np.where(ok[:, None, None], upd, 0.0)
+    stale = ~converged  # the exact Hessian at the final point (for the df), where not already at hand
     if stale.any():
         idx = np.flatnonzero(stale)
-        hess_u[idx] = hessian(bt.take(idx), u[idx], grad[idx])
+        hess_u[idx] = fd_hessian(bt.take(idx), u[idx], grad[idx])
     gamma = to_gamma(u)
     # a study that stalled is still converged if it satisfies the first-order conditions closely
     c = np.exp(u) / scale                                  # d gamma / d u
     g_gamma = grad / c
     pg = np.where(gamma > 0, np.abs(g_gamma) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-g_gamma, 0.0)).max(1)
     converged |= pg <= 1e-6
-    eye = np.eye(kk, dtype=bool)
-    hess_gamma = (hess_u - np.where(eye, (g_gamma * c)[:, :, None], 0.0)) / (c[:, :, None] * c[:, None, :])
-    return gamma, converged, iterations, hess_gamma
+    diag = np.where(eye.astype(bool), (g_gamma * c)[:, :, None], 0.0)
+    hess_gamma = (hess_u - diag) / (c[:, :, None] * c[:, None, :])
+    return gamma, converged, iterations, hess_gamma, hess_u
+
+
+def _line_search(bt: _Batch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step: np.ndarray, to_gamma, grad_u
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Armijo backtracking along the projected arc; the full step is tried with the gradient at once.
+
+    Returns the new points, their deviance and gradient, and whether a step was accepted.
+    """
+    m = x.shape[0]
+    new_x, new_dev, new_grad = x.copy(), d0.copy(), g.copy()
+
+    def armijo(dv: np.ndarray, rows: np.ndarray, trial: np.ndarray) -> np.ndarray:
+        return np.isfinite(dv) & (dv <= d0[rows] + 1e-4 * (g[rows] * (trial - x[rows])).sum(1)
+                                  + 1e-11 * np.maximum(np.abs(d0[rows]), 1.0))
+
+    trial = np.maximum(x + step, 0.0)
+    pt = _evaluate(bt, to_gamma(trial), True)
+    accepted = armijo(pt.dev, np.arange(m), trial)
+    new_x[accepted], new_dev[accepted] = trial[accepted], pt.dev[accepted]
+    new_grad[accepted] = grad_u(bt, pt, trial)[accepted]
+    alpha = np.full(m, 0.5)
+    late = np.zeros(m, bool)
+    for _ in range(40):
+        rows = np.flatnonzero(~accepted)
+        if not rows.size:
+            break
+        trial = np.maximum(x[rows] + alpha[rows, None] * step[rows], 0.0)
+        dv = _evaluate(bt.take(rows), to_gamma(trial), False).dev
+        ok = armijo(dv, rows, trial)
+        accepted[rows[ok]] = late[rows[ok]] = True
+        new_x[rows[ok]], new_dev[rows[ok]] = trial[ok], dv[ok]
+        alpha[rows[~ok]] /= 2
+    rows = np.flatnonzero(late)
+    if rows.size:
+        new_grad[rows] = grad_u(bt, _evaluate(bt.take(rows), to_gamma(new_x[rows]), True), new_x[rows])
+    return new_x, new_dev, new_grad, accepted
 
 
 # -- lmerTest's Satterthwaite df ------------------------------------------------------------------
@@ -610,10 +670,11 @@ def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml
     """
     from threadpoolctl import threadpool_limits
 
-    if blas_threads is None:
-        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
-    with threadpool_limits(blas_threads):
-        return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+    with np.errstate(all="ignore"):  # a degenerate study ends up flagged, not in a warning
+        if blas_threads is None:
+            return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
+        with threadpool_limits(blas_threads):
+            return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
 
 
 PILOT = 8
@@ -639,6 +700,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
            "sigma": np.full(n, np.nan), "dev": np.full(n, np.nan), "conv": np.zeros(n, bool),
            "failed": np.zeros(n, bool), "iter": np.zeros(n, int)}
     st = _structure(design.subset(slice(0, 1)) if per_study else design)
+    hess0 = None
     size = chunk or _chunk_size(st, n_obs, per_study)
     pending = [np.arange(i, min(i + size, n)) for i in range(0, n, size)]
     while pending:
@@ -649,12 +711,15 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                 bt = _batch(st, x, y[:, idx], slice(None), reml)
             else:
                 bt = _batch(st, x, y[:, idx], None, reml)
-            if start is None:
+            if start is None or hess0 is None:
                 pilot = min(PILOT, idx.size)
-                g0 = _newton(bt.take(np.arange(pilot)), np.ones((pilot, kk)), max_iter, tol)[0]
-                start = np.median(g0, axis=0)
-            gamma, conv, iters, hess = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
-                                         max_iter, tol)
+                g0, c0, _, _, h0 = _newton(bt.take(np.arange(pilot)),
+                                           np.ones((pilot, kk)) if start is None else
+                                           np.broadcast_to(np.asarray(start, float), (pilot, kk)), max_iter, tol)
+                start = np.median(g0[c0], axis=0) if c0.any() else np.ones(kk)
+                hess0 = np.median(h0[c0], axis=0) if c0.any() else None
+            gamma, conv, iters, hess, _ = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
+                                                  max_iter, tol, hess0)
             pt = _evaluate(bt, gamma, True)
             theta, sigma = np.sqrt(gamma), np.sqrt(pt.r2 / bt.nu)
             est, se, df = _contrast_stats(bt, pt, theta, sigma, contrasts,
@@ -669,6 +734,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                          ("sigma", sigma), ("dev", pt.dev), ("conv", conv), ("iter", iters)):
             out[key][idx] = val
     bad = ~(np.isfinite(out["est"]).all(1) & np.isfinite(out["se"]).all(1) & np.isfinite(out["dev"]))
+    bad |= ~(out["sigma"] > 1e-8 * np.nanstd(y, axis=0))  # an exact fit: no residual variance to estimate
     out["failed"] |= bad
     out["conv"] &= ~out["failed"]
     return BatchFit(design.names, out["est"], out["se"], out["df"], out["beta"], out["theta"], out["sigma"],
@@ -791,9 +857,12 @@ def lme4_formula(design: ComponentDesign) -> str:
     return f"y ~ 0 + {fixed} + {rand}"
 
 
-def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, reml: bool = True) -> dict[str, np.ndarray]:
+def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, reml: bool = True,
+               start: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """lmer + lmerTest's ``contest1D`` (Satterthwaite) on every column of ``y``, looping inside R.
 
+    ``start``: relative SDs (n_studies x K, our component order) to start lme4's
+    optimiser from instead of its default theta = 1 (e.g. another solver's optimum).
     Returns arrays estimate, se, df, singular, criterion (REML criterion or
     deviance), sigma, failed, warned (one entry per study). Needs the lme4 backend.
     """
@@ -816,7 +885,8 @@ def refit_lme4(design: ComponentDesign, y: np.ndarray, contrast: np.ndarray, rem
     with lme4.r_interruptible():
         res = ro.r["hepower_refit_contrast"](lme4._data_frame(cols), lme4._r_matrix(y), lme4_formula(design),
                                              ro.FloatVector(np.asarray(contrast, float).ravel().tolist()), reml,
-                                             r_varying)
+                                             r_varying, ro.NULL if start is None else
+                                             lme4._r_matrix(np.asarray(start, float).reshape(y.shape[1], -1).T))
     names = ["estimate", "se", "df", "singular", "criterion", "sigma", "failed", "warned"]
     arr = np.asarray(list(res), float).reshape((-1, len(names)), order="F")
     return {name: arr[:, j] for j, name in enumerate(names)}
