@@ -58,6 +58,18 @@ def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class FamilyFit:
+    """Per study (rows) and contrast (columns): estimate, SE, df (None for z-type tests); per study flags."""
+
+    estimate: np.ndarray
+    se: np.ndarray
+    df: np.ndarray | None
+    singular: np.ndarray
+    failed: np.ndarray
+    warned: np.ndarray
+
+
+@dataclass(frozen=True)
 class MixedModelAnalysis:
     """Model, tier, test and contrasts applied to every simulated study (see the module docs)."""
 
@@ -134,35 +146,43 @@ class MixedModelAnalysis:
                      Component("item", layout.item), Component("item:system", layout.item * layout.n_systems + s))
         return ComponentDesign(x, comps, block="item")
 
-    def analyse(self, layout: Layout, y: np.ndarray, means: np.ndarray, design: Any = None) -> StudyOutcomes:
-        """Fit every column of ``y`` (N x n) and test; ``means`` are the true system means."""
-        systems = layout.n_systems
-        family = self.contrasts(systems)
+    def fit(self, layout: Layout, y: np.ndarray, design: Any = None) -> FamilyFit:
+        """Fit every column of ``y`` (N x n); estimates, SEs and df of the family's contrasts.
+
+        REML and ML variance estimates do not change when the data move along the
+        fixed effects, so a fit at one set of system means serves every other:
+        :meth:`decide` shifts the estimates by the change in the true contrasts.
+        """
         if self.tier == "lme4":
             est, se, df, singular, failed, warned = self._lme4(layout, y)
-            est, se, df = est[:, None], se[:, None], None if df is None else df[:, None]
-        else:
-            from .fitting.batched import fit_many
+            return FamilyFit(est[:, None], se[:, None], None if df is None else df[:, None], singular, failed, warned)
+        from .fitting.batched import fit_many
 
-            if self.model == "slopes":
-                contrast = np.array([[0.0, 1.0]])
-            else:
-                contrast = self._matrix(systems)[:, 1:]
-                contrast = np.column_stack([np.zeros(len(contrast)), contrast])
-            fit = fit_many(design if design is not None else self.design(layout), y, contrast,
-                           reml=uses_reml(self.test), satterthwaite=self.test == "satterthwaite")
-            est, se, df = fit.estimate, fit.se, fit.df if self.test == "satterthwaite" else None
-            singular, failed, warned = fit.singular, fit.failed, ~fit.converged & ~fit.failed
-        p, sig = coefficient_test(est, se, df, self.test, self.alpha)
+        if self.model == "slopes":
+            contrast = np.array([[0.0, 1.0]])
+        else:
+            contrast = self._matrix(layout.n_systems)[:, 1:]
+            contrast = np.column_stack([np.zeros(len(contrast)), contrast])
+        fit = fit_many(design if design is not None else self.design(layout), y, contrast,
+                       reml=uses_reml(self.test), satterthwaite=self.test == "satterthwaite")
+        return FamilyFit(fit.estimate, fit.se, fit.df if self.test == "satterthwaite" else None, fit.singular,
+                         fit.failed, ~fit.converged & ~fit.failed)
+
+    def decide(self, fit: FamilyFit, means: np.ndarray, fitted_means: np.ndarray) -> StudyOutcomes:
+        """Decisions at the true system ``means`` from a fit of data simulated at ``fitted_means``."""
+        family = self.contrasts(len(means))
+        true = np.array([means[b] - means[a] for a, b in family])
+        shift = true - np.array([fitted_means[b] - fitted_means[a] for a, b in family])
+        est = fit.estimate + shift
+        p, sig = coefficient_test(est, fit.se, fit.df, self.test, self.alpha)
         if len(family) > 1:
             p = adjust_pvalues(np.where(np.isfinite(p), p, 1.0), self.adjust)
             sig = p <= self.alpha
-        true = np.array([means[b] - means[a] for a, b in family])
         differs = true != 0
         right = sig & (np.sign(est) == np.sign(true))
         all_found = np.all(right[:, differs], axis=1) if differs.any() else np.zeros(len(est), bool)
-        return StudyOutcomes(est[:, 0], sig[:, 0], np.asarray(failed, bool), np.asarray(singular, bool),
-                             np.asarray(warned, bool), None if df is None else df[:, 0], all_found)
+        return StudyOutcomes(est[:, 0], sig[:, 0], np.asarray(fit.failed, bool), np.asarray(fit.singular, bool),
+                             np.asarray(fit.warned, bool), None if fit.df is None else fit.df[:, 0], all_found)
 
     def _lme4(self, layout: Layout, y: np.ndarray) -> tuple[np.ndarray, ...]:
         from .fitting.lme4 import refit_many

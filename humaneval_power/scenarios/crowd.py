@@ -126,17 +126,30 @@ class CrowdScenario:
     def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
         if self.closed_form is not None:
             return self.closed_form.simulate(n, rng)
-        means = self._means
+        zero = system_means(self.design.systems, 0.0, self.analysis.pair, None)
+        key = (self.stream_key(), repr(self.analysis), n, repr(rng.bit_generator.state))
+        fits = _FITS.get(key)
+        if fits is None:  # fits at effect 0 serve every effect (see MixedModelAnalysis.fit)
+            fits = self._fit(n, rng, zero)
+            _FITS[key] = fits
+            while len(_FITS) > 64:
+                del _FITS[next(iter(_FITS))]
+        return _concat([self.analysis.decide(f, self._means, zero) for f in fits])
+
+    def _fit(self, n: int, rng: np.random.Generator, means: np.ndarray) -> list[Any]:
+        """Simulate n studies at ``means`` and fit them (a list of family fits)."""
         if self._fixed is not None:
             layout, design = self._fixed
-            y = self.process.simulate(layout, means, n, rng)
-            return self.analysis.analyse(layout, y, means, design)
+            return [self.analysis.fit(layout, self.process.simulate(layout, means, n, rng), design)]
         drawn = self.design.draw(rng, n)
         if not isinstance(drawn, list):
-            y = self.process.simulate(drawn, means, n, rng)
-            return self.analysis.analyse(drawn, y, means)
-        parts = [self.analysis.analyse(lay, self.process.simulate(lay, means, 1, rng), means) for lay in drawn]
-        return _concat(parts)
+            return [self.analysis.fit(drawn, self.process.simulate(drawn, means, n, rng))]
+        return [self.analysis.fit(lay, self.process.simulate(lay, means, 1, rng)) for lay in drawn]
+
+
+#: recent fits at effect 0, by (stream, analysis, chunk size, chunk seed): cells that differ only in
+#: the effect reuse them (an MDE search or an effect grid fits each simulated study once)
+_FITS: dict[tuple[Any, ...], list[Any]] = {}
 
 
 def _concat(parts: Sequence[StudyOutcomes]) -> StudyOutcomes:
