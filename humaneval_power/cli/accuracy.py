@@ -6,8 +6,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
-from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit,
-                     finite_float, flatten, non_negative, number_list, positive)
+from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_seed, add_target_power,
+                     emit, finite_float, flatten, number_list, positive)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
 EXACT_METHODS = [m for m in METHODS if m != "simulate"]
@@ -29,7 +29,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     apow.add_argument("--method", choices=METHODS, default="exact", help=METHOD_HELP + ", or simulate")
     apow.add_argument("--sims", type=positive, default=10_000, metavar="N",
                       help="simulated test sets per cell (--method simulate)")
-    apow.add_argument("--seed", type=non_negative, default=1, help="random seed (--method simulate)")
+    add_seed(apow, " (--method simulate)")
     add_out(apow)
     add_plot_options(apow, "power, Type-M and Type-S against delta (Card et al. Figs. 3, 7, 8)", type_m=False)
 

@@ -9,8 +9,9 @@ from ..errors import InputError
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
-                     add_target_power, emit, finite_float, flatten, non_negative, number_list, positive)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_old_spelling,
+                     add_plot_options, add_run_options, add_seed, add_target_power, emit, finite_float, flatten,
+                     number_list, positive)
 
 METHOD_HELP = "p-values by randomization (Monte Carlo permutations) or the saddlepoint / normal approximation"
 P0_HELP = "share of sentences whose swap changes nothing (Card et al. P0)"
@@ -57,8 +58,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     best.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     best.add_argument("--sys-a", required=True, metavar="FILE", help="system A's output, one segment per line")
     best.add_argument("--sys-b", required=True, metavar="FILE", help="system B's output, one segment per line")
-    best.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=1000, metavar="N",
-                      help="bootstrap resamples for the intervals")
+    best.add_argument("--n-boot", type=positive, default=1000, metavar="N", help="bootstrap resamples for the intervals")
+    add_old_spelling(best, "--nboot", "n_boot", positive)
     btest = bsub.add_parser("test", help="paired tests of systems against a baseline")
     btest.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     btest.add_argument("--baseline", required=True, metavar="FILE", help="the baseline system's output")
@@ -72,7 +73,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                        help="bootstrap p-value: sacrebleu's or Berg-Kirkpatrick et al.'s (delta > 2x observed)")
     for q in (best, btest):
         q.add_argument("--metric", choices=METRICS, default="bleu", help="corpus metric")
-        q.add_argument("--seed", type=non_negative, default=1, help="random seed")
+        add_seed(q, "")
         q.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 

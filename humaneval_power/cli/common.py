@@ -10,6 +10,7 @@ from ..errors import InputError
 
 RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
 MAX_RANGE = 10_000  #: values one START:STOP:STEP may expand to (a grid cell each)
+DEFAULT_SEED = 0  #: the API's default seed (tests/test_cli_surface.py checks every command against its function)
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,8 +30,8 @@ class HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
-        if (action.option_strings and "default" not in text and default not in (None, False, argparse.SUPPRESS)
-                and action.nargs != 0):
+        if (action.option_strings and "default" not in text and action.nargs != 0
+                and not any(default is v for v in (None, False, argparse.SUPPRESS))):  # 0 is a default to show
             if isinstance(default, list):
                 default = " ".join(str(v) for g in default for v in (g if isinstance(g, list) else [g]))
             text += f" (default: {str(default).replace('%', '%%')})"
@@ -108,11 +109,22 @@ def add_run_options(p: argparse.ArgumentParser, sims: int | None, jobs: bool = T
     if sims is not None:
         p.add_argument("--sims", type=positive, default=sims, metavar="N",
                        help="simulated studies per design cell (Monte-Carlo repetitions)")
-    p.add_argument("--seed", type=non_negative, default=1, help="random seed; one seed reproduces a whole run")
+    add_seed(p)
     if jobs:
         p.add_argument("--jobs", type=positive, default=None, metavar="N",
                        help="worker processes (default: all cores); results do not depend on it")
     add_json_option(p)
+
+
+def add_seed(p: argparse.ArgumentParser, what: str = "; one seed reproduces a whole run",
+             default: int = DEFAULT_SEED) -> None:
+    """--seed, with the API's default."""
+    p.add_argument("--seed", type=non_negative, default=default, help=f"random seed{what}")
+
+
+def add_old_spelling(p: argparse.ArgumentParser, option: str, dest: str, kind: Callable[[str], Any]) -> None:
+    """A former name of an option, still accepted but not shown in the help."""
+    p.add_argument(option, dest=dest, type=kind, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import InputError
 from ..fitting import registry
 from ..validation import TIE_POLICIES
-from .common import finite_float, non_negative, positive, print_json, where_filters
+from .common import add_old_spelling, add_seed, finite_float, positive, print_json, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -43,11 +43,11 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
     fit.add_argument("--intervals", choices=registry.interval_methods(),
                      help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
-    fit.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=500, metavar="N",
-                     help="bootstrap refits for --intervals boot")
+    fit.add_argument("--n-boot", type=positive, default=500, metavar="N", help="bootstrap refits for --intervals boot")
+    add_old_spelling(fit, "--nboot", "n_boot", positive)
     fit.add_argument("--draws", type=positive, default=1000, metavar="N", help="bambi: posterior draws per chain")
     fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
-    fit.add_argument("--seed", type=non_negative, default=1, help="random seed (bootstrap, bambi)")
+    add_seed(fit, " (bootstrap, bambi)", default=1)  # fit_pilot's default
     fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
     fit.set_defaults(out_formats=(".json",))
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
