@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
 from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_seed, add_target_power,
-                     emit, finite_float, flatten, number_list, positive)
+                     emit, finite_float, flatten, number_list, positive, search_note, stage_note)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
 EXACT_METHODS = [m for m in METHODS if m != "simulate"]
@@ -86,15 +86,20 @@ def run(args: argparse.Namespace) -> int:
                                   args.model_column, args.correct_column)
         table = pd.DataFrame([rec])
     elif args.action == "size":
-        table = pd.DataFrame([a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method,
-                                                    args.alpha)])
+        with stage_note(search_note("test-set size", args.target_power)):
+            table = pd.DataFrame([a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method,
+                                                        args.alpha)])
     elif args.action == "mde":
-        table = pd.DataFrame([a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method,
-                                             args.alpha)])
+        with stage_note(search_note("gain", args.target_power)):
+            table = pd.DataFrame([a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method,
+                                                 args.alpha)])
     elif args.action == "unpaired":
         table = pd.DataFrame([a.solve_prop_test(args.n, args.p1, args.p2, args.power, args.alpha)])
     else:
-        table = pd.DataFrame(a.mde_table(args.prior, list(dict.fromkeys(args.method)), args.target_power, args.alpha))
+        methods = list(dict.fromkeys(args.method))
+        with stage_note(f"searching the MDE of every {args.prior} task with {', '.join(methods)} (the unconditional "
+                        "test's critical values take seconds) ..."):
+            table = pd.DataFrame(a.mde_table(args.prior, methods, args.target_power, args.alpha))
         if not args.json:
             _print_mde_table(table, args.prior)
             return 0

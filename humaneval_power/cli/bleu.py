@@ -11,7 +11,7 @@ from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_old_spelling,
                      add_plot_options, add_run_options, add_seed, add_target_power, emit, finite_float, flatten,
-                     number_list, positive)
+                     number_list, positive, search_note, simulated, stage_note)
 
 METHOD_HELP = "p-values by randomization (Monte Carlo permutations) or the saddlepoint / normal approximation"
 P0_HELP = "share of sentences whose swap changes nothing (Card et al. P0)"
@@ -106,8 +106,11 @@ def run(args: argparse.Namespace) -> int:
     if args.action in ("mde", "size"):
         common = dict(target_power=args.target_power, method=args.method, permutations=args.permutations,
                       alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs)
-        rec = (b.bleu_mde(args.n, args.p0, args.b0, **common) if args.action == "mde"
-               else b.bleu_sample_size(args.delta, args.p0, args.b0, **common))
+        what = "BLEU difference" if args.action == "mde" else "number of sentences"
+        with stage_note(search_note(what, args.target_power,
+                                         simulated(args.sims, args.method))):
+            rec = (b.bleu_mde(args.n, args.p0, args.b0, **common) if args.action == "mde"
+                   else b.bleu_sample_size(args.delta, args.p0, args.b0, **common))
         table = pd.DataFrame([rec])
         emit(table, args, list(table.columns))
         return 0
@@ -121,17 +124,20 @@ def run(args: argparse.Namespace) -> int:
         return corpus_stats(read_lines(path, "system output"), refs, args.metric)
 
     if args.action == "estimate":
+        with stage_note(f"sentence statistics and swap effects ({args.metric}), {args.n_boot:,} bootstrap resamples ..."):
+            swap = estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)
         rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b), "references": len(refs),
-               **estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)}
+               **swap}
         table = pd.DataFrame([rec])
         emit(table, args, list(table.columns))
         return 0
     names = [_system_name(path) for path in args.systems]
     if len(set(names)) < len(names):
         raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
-    systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
-    rows = compare_with_baseline(stats_of(args.baseline), systems, "bootstrap" if args.paired_bs else "randomization",
-                                 args.trials, args.seed, args.bs_rule)
+    test = "bootstrap" if args.paired_bs else "randomization"
+    with stage_note(f"paired {test} tests of {len(names)} system(s) against the baseline ({args.metric}) ..."):
+        systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
+        rows = compare_with_baseline(stats_of(args.baseline), systems, test, args.trials, args.seed, args.bs_rule)
     rows = [{**r, "baseline": _system_name(args.baseline), "metric": args.metric, "references": len(refs)}
             for r in rows]
     table = pd.DataFrame(rows)

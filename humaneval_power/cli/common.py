@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable, Sequence
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import InputError
 
@@ -240,6 +242,38 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
     """The named columns that have values, numbers to 4 significant digits."""
     cols = [c for c in columns if c in table.columns and not table[c].isna().all()]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+NOTE_DELAY = 1.0  #: seconds after which a long step says on stderr what it is doing
+
+
+@contextmanager
+def stage_note(message: str) -> Iterator[None]:
+    """Say ``hepower: message`` on stderr once the step has run NOTE_DELAY seconds (a step without its own
+    progress bar: R's start-up, a fit, a search); a quick step, or a quick failure, prints nothing."""
+    def say() -> None:
+        print(f"hepower: {message}", file=sys.stderr, flush=True)
+
+    timer = threading.Timer(NOTE_DELAY, say)
+    timer.daemon = True
+    if NOTE_DELAY > 0:
+        timer.start()
+    else:
+        say()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def search_note(what: str, target: float, step: str = "") -> str:
+    """The stage note of a size or MDE search; ``step``: what one step of the search costs."""
+    return f"searching the smallest {what} reaching power {target:g}" + (f"; each step {step}" if step else "") + " ..."
+
+
+def simulated(sims: int, method: str, simulating: bool = True) -> str:
+    """A search step's cost: ``sims`` simulated studies by ``method`` (or nothing when exact)."""
+    return f"simulates {sims:,} studies ({method})" if simulating else ""
 
 
 class ProgressBar:

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import InputError
 from ..fitting import registry
 from ..validation import TIE_POLICIES
-from .common import add_old_spelling, add_seed, finite_float, positive, print_json, where_filters
+from .common import add_old_spelling, add_seed, finite_float, positive, print_json, stage_note, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -66,6 +66,14 @@ def fit_records(result: Any) -> list[dict[str, Any]]:
     return flat
 
 
+def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
+    """What the fit is about to do, for stderr (R's start-up alone takes seconds)."""
+    what = {"lme4": "lme4 (starting R first)", "bambi": f"bambi ({args.chains} chains x {args.draws} draws)"}
+    boot = f", then {args.n_boot} bootstrap refits" if args.intervals == "boot" else ""
+    return (f"fitting {counts['n_ratings']:,} {'ratings' if args.family == 'gaussian' else 'judgments'} of "
+            f"{counts['n_systems']} systems with {what.get(args.backend, args.backend)}{boot} ...")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``hepower fit``."""
     import pandas as pd
@@ -83,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
         data = read_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
                               args.baseline, args.systems, where_filters(args.where), args.ties, args.tie_values)
-    result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
-                       args.draws, args.chains)
+    with stage_note(_stage(data.counts(), args)):
+        result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
+                           args.draws, args.chains, progress=lambda message: print(f"hepower: {message}", file=sys.stderr))
     for rec in result.records:
         if rec.get("separation"):
             print(f"hepower: warning: {rec['system']} vs {rec['baseline']}: {rec['separation_reason']}; the parameter "

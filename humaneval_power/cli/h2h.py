@@ -7,7 +7,8 @@ from typing import Any
 from ..errors import InputError, NotAttainableError
 from ..validation import TIE_POLICIES
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
-                     add_target_power, emit, finite_float, flatten, number_list, positive, print_json)
+                     add_target_power, emit, finite_float, flatten, number_list, positive, print_json, search_note,
+                     stage_note)
 
 #: default --sims, the API's n_sims: (command, independent judgments or GLMM) -> simulated studies per cell
 SIMS = {("power", "independent"): 10_000, ("power", "glmm"): 500, ("size", "glmm"): 300}
@@ -114,10 +115,12 @@ def run(args: argparse.Namespace) -> int:
         if _is_mixed(args):
             if args.workers is None:
                 raise InputError("give --workers for a GLMM design")
-            r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
-                                        args.workers, args.judgments_per_item, args.target_power, args.test,
-                                        args.alpha, args.sims or SIMS["size", "glmm"], args.seed,
-                                        args.jobs)
+            sims = args.sims or SIMS["size", "glmm"]
+            with stage_note(search_note(f"number of items for {args.workers} workers", args.target_power,
+                                        f"refits {sims} GLMMs with lme4 (minutes for hundreds of items)")):
+                r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
+                                            args.workers, args.judgments_per_item, args.target_power, args.test,
+                                            args.alpha, sims, args.seed, args.jobs)
         else:
             if args.p_win is None:
                 raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")

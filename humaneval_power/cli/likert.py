@@ -9,7 +9,8 @@ from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from ..scenarios.likert import METHODS, likert_power, likert_sample_size
 from ..significance.coef_test import COEFFICIENT_TESTS
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
-                     add_target_power, finite_float, flatten, number_list, print_json, print_table, positive)
+                     add_target_power, finite_float, flatten, number_list, print_json, print_table, positive,
+                     search_note, simulated, stage_note)
 
 EFFECT_HELP = ("difference in mean rating, system B - system A, on the parameters' scale "
                "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
@@ -141,11 +142,13 @@ def _smallest_designs(table: Any, target: float) -> list[dict[str, Any]]:
 def _size(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    result = likert_sample_size(
-        params_from_args(args), args.effect, target_power=args.target_power, workers=args.workers,
-        items=args.items, vary=args.vary, method=args.method, test=args.test, alpha=args.alpha,
-        n_sims=args.sims, seed=args.seed, jobs=args.jobs,
-    )
+    with stage_note(search_note(f"number of {args.vary}", args.target_power,
+                                 simulated(args.sims, args.method, args.method != "analytic"))):
+        result = likert_sample_size(
+            params_from_args(args), args.effect, target_power=args.target_power, workers=args.workers,
+            items=args.items, vary=args.vary, method=args.method, test=args.test, alpha=args.alpha,
+            n_sims=args.sims, seed=args.seed, jobs=args.jobs,
+        )
     if args.json:
         print_json(pd.DataFrame([result.record()]))
     else:
