@@ -63,10 +63,11 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     add_target_power(atab)
 
     aunp = asub.add_parser("unpaired", help="two independent proportions (power.prop.test): solve for the missing one")
-    aunp.add_argument("--n", type=finite_float, help="items per model")
-    aunp.add_argument("--p1", type=finite_float, required=True, help="baseline accuracy")
-    aunp.add_argument("--p2", type=finite_float, help="new model's accuracy")
-    aunp.add_argument("--power", type=finite_float, help="power to reach")
+    solve = "; leave out the one of --n, --p2, --power to solve for"
+    aunp.add_argument("--n", type=finite_float, help="items per model (a count)" + solve)
+    aunp.add_argument("--p1", type=finite_float, required=True, help="baseline accuracy (a proportion)")
+    aunp.add_argument("--p2", type=finite_float, help="new model's accuracy (a proportion)" + solve)
+    aunp.add_argument("--power", type=finite_float, help="power to reach (0-1)" + solve)
     for q in (apow, asize, amde, atab, aunp):
         add_alpha(q)
     for q in (apow, asize, amde, aest, atab, aunp):

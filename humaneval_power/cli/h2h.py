@@ -25,7 +25,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
     hpow = hsub.add_parser("power", help="power of independent judgments (--n) or of a GLMM design (--params)",
                            description=f"Power, Type-S and Type-M. Grid options take {RANGE_HELP}.")
-    hpow.add_argument("--n", type=number_list(positive, "--n"), nargs="+", help="independent judgments")
+    hpow.add_argument("--n", type=number_list(positive, "--n"), nargs="+", help="independent judgments (a count)")
     hpow.add_argument("--p-win", type=number_list(finite_float, "--p-win"), nargs="+", help=P_WIN_HELP)
     hpow.add_argument("--p-tie", type=number_list(finite_float, "--p-tie"), nargs="+", default=[[0.0]],
                       help="probability of a tie")
@@ -45,7 +45,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     _add_mixed(hsize, many=False, sims=f"GLMM; default {SIMS['size', 'glmm']}")
 
     hmde = hsub.add_parser("mde", help="smallest p_win detectable with n independent judgments")
-    hmde.add_argument("--n", type=positive, required=True, help="independent judgments")
+    hmde.add_argument("--n", type=positive, required=True, help="independent judgments (a count)")
     hmde.add_argument("--p-tie", type=finite_float, default=0.0, help="probability of a tie")
     hmde.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
     add_target_power(hmde)
