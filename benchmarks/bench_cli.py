@@ -38,8 +38,8 @@ def _seconds(argv: list[str], repeat: int = 5) -> tuple[float, float]:
 
 def main() -> None:
     py, cli = sys.executable, [sys.executable, "-m", "humaneval_power.cli"]
-    runs = {"python": [py, "-c", "pass"], "help": cli + ["--help"], "likert_power_help": cli + ["likert", "power", "--help"],
-            "before_old_cli_imports": [py, "-c", OLD_IMPORTS]}
+    runs = {"python": [py, "-c", "pass"], "help": cli + ["--help"],
+            "likert_power_help": cli + ["likert", "power", "--help"], "before_old_cli_imports": [py, "-c", OLD_IMPORTS]}
     out: dict[str, object] = {"load_average": os.getloadavg()[0]}
     for name, argv in runs.items():
         out[f"{name}_seconds"], out[f"{name}_cpu_seconds"] = _seconds(argv)

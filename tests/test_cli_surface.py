@@ -79,7 +79,8 @@ def _api_defaults(target: str) -> dict[str, object]:
 
     module, name = target.split(":")
     fn = getattr(importlib.import_module(f"humaneval_power.{module}"), name)
-    return {k: p.default for k, p in inspect.signature(fn).parameters.items() if p.default is not inspect.Parameter.empty}
+    params = inspect.signature(fn).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
 def _same(cli: object, api: object) -> bool:

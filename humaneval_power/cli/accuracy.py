@@ -6,8 +6,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
-from .common import (RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_seed, add_target_power,
-                     emit, finite_float, flatten, number_list, positive, search_note, stage_note)
+from .common import (RANGE_HELP, ProgressBar, add_alpha, add_json_option, add_out, add_plot_options, add_seed,
+                     add_target_power, emit, finite_float, flatten, number_list, positive, search_note, stage_note)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
 EXACT_METHODS = [m for m in METHODS if m != "simulate"]
@@ -118,7 +118,8 @@ def _power(args: argparse.Namespace) -> int:
     pairs = ([a.from_table(*args.table)] if args.table else
              [(d, g) for d in flatten(args.delta) for g in flatten(args.agreement)])
     cells = [a.McNemarScenario(n, d, g, args.method, args.alpha) for n in flatten(args.n) for d, g in pairs]
-    table = results_table(run_cells(cells, args.sims, seed=args.seed))
+    with ProgressBar() as bar:
+        table = results_table(run_cells(cells, args.sims, seed=args.seed, progress=bar))
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_accuracy_power

@@ -58,7 +58,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     best.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     best.add_argument("--sys-a", required=True, metavar="FILE", help="system A's output, one segment per line")
     best.add_argument("--sys-b", required=True, metavar="FILE", help="system B's output, one segment per line")
-    best.add_argument("--n-boot", type=positive, default=1000, metavar="N", help="bootstrap resamples for the intervals")
+    best.add_argument("--n-boot", type=positive, default=1000, metavar="N",
+                      help="bootstrap resamples for the intervals")
     add_old_spelling(best, "--nboot", "n_boot", positive)
     btest = bsub.add_parser("test", help="paired tests of systems against a baseline")
     btest.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
@@ -124,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         return corpus_stats(read_lines(path, "system output"), refs, args.metric)
 
     if args.action == "estimate":
-        with stage_note(f"sentence statistics and swap effects ({args.metric}), {args.n_boot:,} bootstrap resamples ..."):
+        note = f"sentence statistics and swap effects ({args.metric}), {args.n_boot:,} bootstrap resamples ..."
+        with stage_note(note):
             swap = estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)
         rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b), "references": len(refs),
                **swap}

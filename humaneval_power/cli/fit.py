@@ -66,6 +66,11 @@ def fit_records(result: Any) -> list[dict[str, Any]]:
     return flat
 
 
+def _say(message: str) -> None:
+    """A fit's progress message, on stderr."""
+    print(f"hepower: {message}", file=sys.stderr, flush=True)
+
+
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
     """What the fit is about to do, for stderr (R's start-up alone takes seconds)."""
     what = {"lme4": "lme4 (starting R first)", "bambi": f"bambi ({args.chains} chains x {args.draws} draws)"}
@@ -93,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                               args.baseline, args.systems, where_filters(args.where), args.ties, args.tie_values)
     with stage_note(_stage(data.counts(), args)):
         result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
-                           args.draws, args.chains, progress=lambda message: print(f"hepower: {message}", file=sys.stderr))
+                           args.draws, args.chains, progress=_say)
     for rec in result.records:
         if rec.get("separation"):
             print(f"hepower: warning: {rec['system']} vs {rec['baseline']}: {rec['separation_reason']}; the parameter "
