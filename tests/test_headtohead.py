@@ -150,9 +150,9 @@ def test_wmt13_fit_then_plan(lme4_backend, data_dir: Path, tmp_path: Path, capsy
                  "--baseline", "uedin-wmt13.2838", "--systems", "uedin-wmt13.2838", "online-B", "-o", str(out)]) == 0
     capsys.readouterr()
     assert main(["h2h", "power", "--params", str(out), "--workers", "10", "--items", "30", "--judgments-per-item",
-                 "3", "--effect", "0.6", "--sims", "60", "--json"]) == 0
+                 "3", "--effect", "0.6", "--sims", "30", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
-    assert rec["workers"] == 10 and rec["judgments_per_item"] == 3 and rec["n_sims"] == 60
+    assert rec["workers"] == 10 and rec["judgments_per_item"] == 3 and rec["n_sims"] == 30
     # the CLI is the API: the fitted file, p_win 0.6 as log-odds, the default seed (0): the same studies
-    api = h2h_mixed_power(load_h2h_params(out), [10], [30], [math.log(0.6 / 0.4)], [3], n_sims=60).iloc[0]
+    api = h2h_mixed_power(load_h2h_params(out), [10], [30], [math.log(0.6 / 0.4)], [3], n_sims=30).iloc[0]
     assert (rec["power"], rec["ci_low"], rec["effect"]) == pytest.approx((api.power, api.ci_low, api.effect), abs=1e-12)

@@ -244,7 +244,7 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
-NOTE_DELAY = 1.0  #: seconds after which a long step says on stderr what it is doing
+NOTE_DELAY: float | None = 1.0  #: seconds after which a long step says on stderr what it does (None: never)
 
 
 @contextmanager
@@ -254,11 +254,11 @@ def stage_note(message: str) -> Iterator[None]:
     def say() -> None:
         print(f"hepower: {message}", file=sys.stderr, flush=True)
 
-    timer = threading.Timer(NOTE_DELAY, say)
+    timer = threading.Timer(NOTE_DELAY or 0.0, say)
     timer.daemon = True
-    if NOTE_DELAY > 0:
+    if NOTE_DELAY:
         timer.start()
-    else:
+    elif NOTE_DELAY is not None:
         say()
     try:
         yield
