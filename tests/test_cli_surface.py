@@ -124,9 +124,11 @@ _ROOT = Path(__file__).resolve().parents[1]
 _DOCS = [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("*.md"))]
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=[pytest.mark.xfail(
-    strict=True, reason="docs/fitting.md (the fitting engineer's) still writes --nboot")] if p.name == "fitting.md" else [])
-    for p in _DOCS])
+_STALE = pytest.mark.xfail(strict=True, reason="docs/fitting.md (the fitting engineer's) still writes --nboot")
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=[_STALE] if p.name == "fitting.md" else [])
+                                  for p in _DOCS])
 def test_docs_use_current_option_names(path: Path) -> None:
     """README and docs/ show each option by its one current name, never a hidden former spelling."""
     import re
