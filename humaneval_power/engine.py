@@ -23,7 +23,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 import pandas as pd

@@ -8,6 +8,15 @@ import numpy as np
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _no_timed_stage_notes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's stage notes appear after a delay, so on a loaded machine a quick failure could print one before
+    its one-line error: tests see none unless they ask (tests/test_cli.py sets NOTE_DELAY to 0)."""
+    from humaneval_power.cli import common
+
+    monkeypatch.setattr(common, "NOTE_DELAY", None)
+
+
 def mc_tolerance(p: float, n: int, z: float = 3.5) -> float:
     """Monte-Carlo tolerance for a proportion estimated from n draws: z standard errors."""
     return z * float(np.sqrt(max(p * (1 - p), 1e-4) / n))

@@ -9,6 +9,7 @@ from humaneval_power.engine import run_cells
 from humaneval_power.scenarios.accuracy import (
     McNemarScenario,
     accuracy_mde,
+    discordant,
     expected_gain,
     lachenbruch_sample_size,
     mcnemar_sample_size,
@@ -225,6 +226,22 @@ def test_bad_input(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def _exact_mcnemar_power(n: int, delta: float, agreement: float, alpha: float = 0.05) -> float:
+    """Exact conditional McNemar power (significant with B ahead), summed over the discordant counts with
+    scipy's binomial: an independent reference for the sign-test recursions."""
+    import numpy as np
+    from scipy import stats
+
+    p_b, p_a = discordant(delta, agreement)
+    total = 0.0
+    for m in range(1, n + 1):
+        c = np.arange(m + 1)  # discordant pairs with B right
+        p = np.minimum(1.0, 2 * np.minimum(stats.binom.cdf(c, m, 0.5), stats.binom.sf(c - 1, m, 0.5)))
+        hit = (p <= alpha) & (2 * c > m)
+        total += stats.binom.pmf(m, n, p_a + p_b) * stats.binom.pmf(c[hit], m, p_b / (p_a + p_b)).sum()
+    return float(total)
+
+
 def test_gsm8k_estimate_then_plan(data_dir, capsys: pytest.CaptureFixture[str]) -> None:
     from scipy import stats
     from statsmodels.stats.contingency_tables import mcnemar
@@ -240,7 +257,7 @@ def test_gsm8k_estimate_then_plan(data_dir, capsys: pytest.CaptureFixture[str]) 
     assert est["p_value"] == pytest.approx(mcnemar([[306, 209], [152, 652]], exact=True).pvalue, rel=1e-9)
     assert est["p_value"] == pytest.approx(stats.binomtest(152, 361).pvalue, rel=1e-9)
     power = McNemarScenario(est["n"], abs(est["delta"]), est["agreement"]).exact().power
-    assert 0.5 < power < 1
+    assert power == pytest.approx(_exact_mcnemar_power(est["n"], abs(est["delta"]), est["agreement"]), abs=1e-9)
     assert main(["accuracy", "estimate", str(path), "--model-a", "6b_finetuning", "--model-b",
                  "175b_verification", "--json"]) == 0
     assert '"b_right_a_wrong": 499' in capsys.readouterr().out

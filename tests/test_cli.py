@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -102,3 +103,38 @@ def test_size_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert rec[0]["power"] >= 0.8 and rec[0]["attainable"] and rec[0]["n_sims"] == 0
     assert main(["likert", "size", "--preset", "card2020-high", "--workers", "3", "--effect", "0.1"]) == 0
     assert "not attainable" in capsys.readouterr().out
+
+
+def test_fit_says_what_it_does_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow fit (R's start-up alone takes seconds) says what it does on stderr; stdout stays the table or JSON."""
+    from humaneval_power.cli import common
+
+    monkeypatch.setattr(common, "NOTE_DELAY", 0.0)  # as if the fit were slow
+    rng = np.random.default_rng(3)
+    rows = [(w, i, s, rng.normal(0.5 + 0.1 * (s == "B"), 0.2)) for w in range(4) for i in range(12) for s in "AB"]
+    path = tmp_path / "pilot.csv"
+    pd.DataFrame(rows, columns=["worker", "item", "system", "score"]).to_csv(path, index=False)
+    assert main(["fit", str(path), "--backend", "statsmodels", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)[0]["system"] == "B"
+    assert "hepower: fitting 96 ratings of 2 systems with statsmodels" in err
+
+
+@pytest.mark.parametrize("argv,note", [
+    (["likert", "size", "--workers", "10", "--effect", "0.2", "--sims", "200"],
+     "searching the smallest number of items reaching power 0.8; each step simulates 200 studies (fast)"),
+    (["accuracy", "table"], "searching the MDE of every glue task with normal"),
+    (["accuracy", "mde", "--n", "1725", "--baseline", "0.92"], "searching the smallest gain reaching power 0.8 ..."),
+    (["bleu", "mde", "--n", "500", "--p0", "0.13", "--b0", "25.8", "--sims", "100"],
+     "searching the smallest BLEU difference reaching power 0.8; each step simulates 100 studies (saddlepoint)"),
+])
+def test_searches_say_what_they_do_on_stderr(argv: list[str], note: str, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Size/MDE searches and the MDE table (no progress bar of their own yet) say on stderr what runs."""
+    from humaneval_power.cli import common
+
+    monkeypatch.setattr(common, "NOTE_DELAY", 0.0)
+    assert main(argv + ["--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) and err.startswith("hepower: " + note), err

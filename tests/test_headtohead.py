@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +11,12 @@ from scipy import stats
 
 from humaneval_power.cli import main
 from humaneval_power.engine import run_cells
-from humaneval_power.params import H2HParams
+from humaneval_power.params import H2HParams, load_h2h_params
 from humaneval_power.scenarios.headtohead import (
     IndependentJudgments,
     MixedJudgments,
     h2h_mde,
+    h2h_mixed_power,
     h2h_power,
     h2h_sample_size,
 )
@@ -148,7 +150,9 @@ def test_wmt13_fit_then_plan(lme4_backend, data_dir: Path, tmp_path: Path, capsy
                  "--baseline", "uedin-wmt13.2838", "--systems", "uedin-wmt13.2838", "online-B", "-o", str(out)]) == 0
     capsys.readouterr()
     assert main(["h2h", "power", "--params", str(out), "--workers", "10", "--items", "30", "--judgments-per-item",
-                 "3", "--effect", "0.6", "--sims", "60", "--json"]) == 0
+                 "3", "--effect", "0.6", "--sims", "30", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
-    assert rec["workers"] == 10 and rec["judgments_per_item"] == 3 and 0 <= rec["power"] <= 1
-    assert rec["n_sims"] == 60
+    assert rec["workers"] == 10 and rec["judgments_per_item"] == 3 and rec["n_sims"] == 30
+    # the CLI is the API: the fitted file, p_win 0.6 as log-odds, the default seed (0): the same studies
+    api = h2h_mixed_power(load_h2h_params(out), [10], [30], [math.log(0.6 / 0.4)], [3], n_sims=30).iloc[0]
+    assert (rec["power"], rec["ci_low"], rec["effect"]) == pytest.approx((api.power, api.ci_low, api.effect), abs=1e-12)

@@ -1,14 +1,11 @@
 """Parameter recovery of the lme4 fit: unbiased within Monte-Carlo error, 95% intervals cover 90-99%."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from parameter_recovery import recovery  # noqa: E402
+from tests.conftest import mc_tolerance
+from tests.recovery import recovery
 
 pytestmark = pytest.mark.slow
 
@@ -32,5 +29,5 @@ def _check(table: pd.DataFrame) -> None:
             assert abs(row.mean_estimate - row.truth) < 3.5 * row.mc_se, row
         else:  # REML is unbiased for variances (not SDs) away from the boundary
             assert abs(row.mean_variance - row.truth**2) < 3.5 * row.variance_mc_se, row
-        if row.at_boundary < 0.05:
-            assert 0.90 <= row.coverage <= 0.99, row
+        if row.at_boundary < 0.05:  # nominal 95% within Monte-Carlo error of the replicates
+            assert abs(row.coverage - 0.95) <= mc_tolerance(0.95, row.reps), row

@@ -97,11 +97,7 @@ def test_statsmodels_backend_equals_lme4_on_unbalanced_designs(lme4_backend) -> 
 
     Here there is no closed form; lme4 (BOBYQA on the same criterion) is the reference.
     """
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-    from parameter_recovery import BOUNDARY_TRUTH, EFFECT, TRUTH, crossed_pairs, sparse_pairs
+    from tests.recovery import BOUNDARY_TRUTH, EFFECT, TRUTH, crossed_pairs, sparse_pairs
 
     from humaneval_power.fitting.model import fit_pilot
     from humaneval_power.fitting.ratings import read_ratings

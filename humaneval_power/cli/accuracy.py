@@ -6,8 +6,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_json_option, add_out, add_plot_options, add_target_power, emit, emit_solve,
-                     finite_float, flatten, non_negative, number_list, positive)
+from .common import (ProgressBar, RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_seed,
+                     add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive, stage_note)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
 EXACT_METHODS = [m for m in METHODS if m != "simulate"]
@@ -29,7 +29,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     apow.add_argument("--method", choices=METHODS, default="exact", help=METHOD_HELP + ", or simulate")
     apow.add_argument("--sims", type=positive, default=10_000, metavar="N",
                       help="simulated test sets per cell (--method simulate)")
-    apow.add_argument("--seed", type=non_negative, default=1, help="random seed (--method simulate)")
+    add_seed(apow, " (--method simulate)")
     add_out(apow)
     add_plot_options(apow, "power, Type-M and Type-S against delta (Card et al. Figs. 3, 7, 8)", type_m=False)
 
@@ -63,10 +63,11 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     add_target_power(atab)
 
     aunp = asub.add_parser("unpaired", help="two independent proportions (power.prop.test): solve for the missing one")
-    aunp.add_argument("--n", type=finite_float, help="items per model")
-    aunp.add_argument("--p1", type=finite_float, required=True, help="baseline accuracy")
-    aunp.add_argument("--p2", type=finite_float, help="new model's accuracy")
-    aunp.add_argument("--power", type=finite_float, help="power to reach")
+    solve = "; leave out the one of --n, --p2, --power to solve for"
+    aunp.add_argument("--n", type=finite_float, help="items per model (a count)" + solve)
+    aunp.add_argument("--p1", type=finite_float, required=True, help="baseline accuracy (a proportion)")
+    aunp.add_argument("--p2", type=finite_float, help="new model's accuracy (a proportion)" + solve)
+    aunp.add_argument("--power", type=finite_float, help="power to reach (0-1)" + solve)
     for q in (apow, asize, amde, atab, aunp):
         add_alpha(q)
     for q in (apow, asize, amde, aest, atab, aunp):
@@ -94,7 +95,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "unpaired":
         table = pd.DataFrame([a.solve_prop_test(args.n, args.p1, args.p2, args.power, args.alpha)])
     else:
-        table = pd.DataFrame(a.mde_table(args.prior, list(dict.fromkeys(args.method)), args.target_power, args.alpha))
+        methods = list(dict.fromkeys(args.method))
+        with stage_note(f"searching the MDE of every {args.prior} task with {', '.join(methods)} (the unconditional "
+                        "test's critical values take seconds) ..."):
+            table = pd.DataFrame(a.mde_table(args.prior, methods, args.target_power, args.alpha))
         if not args.json:
             _print_mde_table(table, args.prior)
             return 0

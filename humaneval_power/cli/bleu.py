@@ -9,8 +9,9 @@ from ..errors import InputError
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
 from ..significance.paired import BOOTSTRAP_RULES
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
-                     add_target_power, emit, emit_solve, finite_float, flatten, non_negative, number_list, positive)
+from .common import (ProgressBar, RANGE_HELP, add_alpha, add_checkpoint, add_old_spelling, add_out, add_plot_options,
+                     add_run_options, add_seed, add_target_power, emit, emit_solve, finite_float, flatten,
+                     number_list, positive, stage_note)
 
 METHOD_HELP = "p-values by randomization (Monte Carlo permutations) or the saddlepoint / normal approximation"
 P0_HELP = "share of sentences whose swap changes nothing (Card et al. P0)"
@@ -57,8 +58,9 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     best.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     best.add_argument("--sys-a", required=True, metavar="FILE", help="system A's output, one segment per line")
     best.add_argument("--sys-b", required=True, metavar="FILE", help="system B's output, one segment per line")
-    best.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=1000, metavar="N",
+    best.add_argument("--n-boot", type=positive, default=1000, metavar="N",
                       help="bootstrap resamples for the intervals")
+    add_old_spelling(best, "--nboot", "n_boot", positive)
     btest = bsub.add_parser("test", help="paired tests of systems against a baseline")
     btest.add_argument("--ref", required=True, action="extend", nargs="+", metavar="FILE", help=REF_HELP)
     btest.add_argument("--baseline", required=True, metavar="FILE", help="the baseline system's output")
@@ -72,7 +74,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                        help="bootstrap p-value: sacrebleu's or Berg-Kirkpatrick et al.'s (delta > 2x observed)")
     for q in (best, btest):
         q.add_argument("--metric", choices=METRICS, default="bleu", help="corpus metric")
-        q.add_argument("--seed", type=non_negative, default=1, help="random seed")
+        add_seed(q, "")
         q.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
@@ -120,17 +122,21 @@ def run(args: argparse.Namespace) -> int:
         return corpus_stats(read_lines(path, "system output"), refs, args.metric)
 
     if args.action == "estimate":
+        note = f"sentence statistics and swap effects ({args.metric}), {args.n_boot:,} bootstrap resamples ..."
+        with stage_note(note):
+            swap = estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)
         rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b), "references": len(refs),
-               **estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)}
+               **swap}
         table = pd.DataFrame([rec])
         emit(table, args, list(table.columns))
         return 0
     names = [_system_name(path) for path in args.systems]
     if len(set(names)) < len(names):
         raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
-    systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
-    rows = compare_with_baseline(stats_of(args.baseline), systems, "bootstrap" if args.paired_bs else "randomization",
-                                 args.trials, args.seed, args.bs_rule)
+    test = "bootstrap" if args.paired_bs else "randomization"
+    with stage_note(f"paired {test} tests of {len(names)} system(s) against the baseline ({args.metric}) ..."):
+        systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
+        rows = compare_with_baseline(stats_of(args.baseline), systems, test, args.trials, args.seed, args.bs_rule)
     rows = [{**r, "baseline": _system_name(args.baseline), "metric": args.metric, "references": len(refs)}
             for r in rows]
     table = pd.DataFrame(rows)

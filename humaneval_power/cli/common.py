@@ -4,12 +4,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable, Sequence
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import InputError
 
 RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
 MAX_RANGE = 10_000  #: values one START:STOP:STEP may expand to (a grid cell each)
+DEFAULT_SEED = 0  #: the API's default seed (tests/test_cli_surface.py checks every command against its function)
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,8 +32,8 @@ class HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
-        if (action.option_strings and "default" not in text and default not in (None, False, argparse.SUPPRESS)
-                and action.nargs != 0):
+        if (action.option_strings and "default" not in text and action.nargs != 0
+                and not any(default is v for v in (None, False, argparse.SUPPRESS))):  # 0 is a default to show
             if isinstance(default, list):
                 default = " ".join(str(v) for g in default for v in (g if isinstance(g, list) else [g]))
             text += f" (default: {str(default).replace('%', '%%')})"
@@ -108,11 +111,22 @@ def add_run_options(p: argparse.ArgumentParser, sims: int | None, jobs: bool = T
     if sims is not None:
         p.add_argument("--sims", type=positive, default=sims, metavar="N",
                        help="simulated studies per design cell (Monte-Carlo repetitions)")
-    p.add_argument("--seed", type=non_negative, default=1, help="random seed; one seed reproduces a whole run")
+    add_seed(p)
     if jobs:
         p.add_argument("--jobs", type=positive, default=None, metavar="N",
                        help="worker processes (default: all cores); results do not depend on it")
     add_json_option(p)
+
+
+def add_seed(p: argparse.ArgumentParser, what: str = "; one seed reproduces a whole run",
+             default: int = DEFAULT_SEED) -> None:
+    """--seed, with the API's default."""
+    p.add_argument("--seed", type=non_negative, default=default, help=f"random seed{what}")
+
+
+def add_old_spelling(p: argparse.ArgumentParser, option: str, dest: str, kind: Callable[[str], Any]) -> None:
+    """A former name of an option, still accepted but not shown in the help."""
+    p.add_argument(option, dest=dest, type=kind, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:
@@ -255,6 +269,38 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
     """The named columns that have values, numbers to 4 significant digits."""
     cols = [c for c in columns if c in table.columns and not table[c].isna().all()]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+NOTE_DELAY: float | None = 1.0  #: seconds after which a long step says on stderr what it does (None: never)
+
+
+@contextmanager
+def stage_note(message: str) -> Iterator[None]:
+    """Say ``hepower: message`` on stderr once the step has run NOTE_DELAY seconds (a step without its own
+    progress bar: R's start-up, a fit, a search); a quick step, or a quick failure, prints nothing."""
+    def say() -> None:
+        print(f"hepower: {message}", file=sys.stderr, flush=True)
+
+    timer = threading.Timer(NOTE_DELAY or 0.0, say)
+    timer.daemon = True
+    if NOTE_DELAY:
+        timer.start()
+    elif NOTE_DELAY is not None:
+        say()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def search_note(what: str, target: float, step: str = "") -> str:
+    """The stage note of a size or MDE search; ``step``: what one step of the search costs."""
+    return f"searching the smallest {what} reaching power {target:g}" + (f"; each step {step}" if step else "") + " ..."
+
+
+def simulated(sims: int, method: str, simulating: bool = True) -> str:
+    """A search step's cost: ``sims`` simulated studies by ``method`` (or nothing when exact)."""
+    return f"simulates {sims:,} studies ({method})" if simulating else ""
 
 
 class ProgressBar:

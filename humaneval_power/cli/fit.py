@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import InputError
 from ..fitting import registry
 from ..validation import TIE_POLICIES
-from .common import finite_float, non_negative, positive, print_json, where_filters
+from .common import add_old_spelling, add_seed, finite_float, positive, print_json, stage_note, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -43,11 +43,11 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
     fit.add_argument("--intervals", choices=registry.interval_methods(),
                      help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
-    fit.add_argument("--n-boot", "--nboot", dest="n_boot", type=positive, default=500, metavar="N",
-                     help="bootstrap refits for --intervals boot")
+    fit.add_argument("--n-boot", type=positive, default=500, metavar="N", help="bootstrap refits for --intervals boot")
+    add_old_spelling(fit, "--nboot", "n_boot", positive)
     fit.add_argument("--draws", type=positive, default=1000, metavar="N", help="bambi: posterior draws per chain")
     fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
-    fit.add_argument("--seed", type=non_negative, default=1, help="random seed (bootstrap, bambi)")
+    add_seed(fit, " (bootstrap, bambi)", default=1)  # fit_pilot's default
     fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
     fit.set_defaults(out_formats=(".json",))
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
@@ -64,6 +64,19 @@ def fit_records(result: Any) -> list[dict[str, Any]]:
             r[f"cor_{group}"] = cor
         flat.append(r)
     return flat
+
+
+def _say(message: str) -> None:
+    """A fit's progress message, on stderr."""
+    print(f"hepower: {message}", file=sys.stderr, flush=True)
+
+
+def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
+    """What the fit is about to do, for stderr (R's start-up alone takes seconds)."""
+    what = {"lme4": "lme4 (starting R first)", "bambi": f"bambi ({args.chains} chains x {args.draws} draws)"}
+    boot = f", then {args.n_boot} bootstrap refits" if args.intervals == "boot" else ""
+    return (f"fitting {counts['n_ratings']:,} {'ratings' if args.family == 'gaussian' else 'judgments'} of "
+            f"{counts['n_systems']} systems with {what.get(args.backend, args.backend)}{boot} ...")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
         data = read_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
                               args.baseline, args.systems, where_filters(args.where), args.ties, args.tie_values)
-    result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
-                       args.draws, args.chains)
+    with stage_note(_stage(data.counts(), args)):
+        result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
+                           args.draws, args.chains, progress=_say)
     for rec in result.records:
         if rec.get("separation"):
             print(f"hepower: warning: {rec['system']} vs {rec['baseline']}: {rec['separation_reason']}; the parameter "

@@ -7,7 +7,11 @@ from typing import Any
 from ..errors import InputError
 from ..validation import TIE_POLICIES
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
-                     add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive, print_json)
+                     add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive)
+
+#: default --sims, the API's n_sims: (command, independent judgments or GLMM) -> simulated studies per cell
+SIMS = {("power", "independent"): 10_000, ("power", "glmm"): 500, ("size", "glmm"): 300}
+
 
 P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
 TIES_HELP = "ties: drop them, or split each as half a win for each side"
@@ -20,14 +24,15 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
     hpow = hsub.add_parser("power", help="power of independent judgments (--n) or of a GLMM design (--params)",
                            description=f"Power, Type-S and Type-M. Grid options take {RANGE_HELP}.")
-    hpow.add_argument("--n", type=number_list(positive, "--n"), nargs="+", help="independent judgments")
+    hpow.add_argument("--n", type=number_list(positive, "--n"), nargs="+", help="independent judgments (a count)")
     hpow.add_argument("--p-win", type=number_list(finite_float, "--p-win"), nargs="+", help=P_WIN_HELP)
     hpow.add_argument("--p-tie", type=number_list(finite_float, "--p-tie"), nargs="+", default=[[0.0]],
                       help="probability of a tie")
     hpow.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
     hpow.add_argument("--method", choices=("exact", "simulate", "lme4"), default=None,
                       help="exact or simulate (independent judgments; default exact), lme4 (GLMM, the default there)")
-    _add_mixed(hpow, many=True)
+    _add_mixed(hpow, many=True, sims=f"default {SIMS['power', 'independent']} independent (--method simulate), "
+                                             f"{SIMS['power', 'glmm']} GLMM")
     add_out(hpow)
     add_plot_options(hpow, "power curves (against n, or against items for a GLMM design; a line per effect)")
 
@@ -36,10 +41,10 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     hsize.add_argument("--p-tie", type=finite_float, default=0.0, help="probability of a tie")
     hsize.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
     add_target_power(hsize)
-    _add_mixed(hsize, many=False)
+    _add_mixed(hsize, many=False, sims=f"GLMM; default {SIMS['size', 'glmm']}")
 
     hmde = hsub.add_parser("mde", help="smallest p_win detectable with n independent judgments")
-    hmde.add_argument("--n", type=positive, required=True, help="independent judgments")
+    hmde.add_argument("--n", type=positive, required=True, help="independent judgments (a count)")
     hmde.add_argument("--p-tie", type=finite_float, default=0.0, help="probability of a tie")
     hmde.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
     add_target_power(hmde)
@@ -47,7 +52,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     add_run_options(hmde, sims=None, jobs=False)
 
 
-def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
+def _add_mixed(p: argparse.ArgumentParser, many: bool, sims: str) -> None:
     g = p.add_argument_group("repeated judgments (logistic GLMM, lme4)")
     g.add_argument("--params", metavar="FILE", help="head-to-head parameter file (`hepower fit --family binomial`)")
     g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
@@ -71,7 +76,7 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool) -> None:
     g.add_argument("--test", choices=("z", "lrt"), default="z", help="Wald z test or likelihood-ratio test")
     add_alpha(p)
     p.add_argument("--sims", type=positive, default=None, metavar="N",
-                   help="simulated studies per cell (default 10000 independent, 300 GLMM)")
+                   help=f"simulated studies per cell ({sims})")
     add_run_options(p, sims=None)
 
 
@@ -93,7 +98,6 @@ def _is_mixed(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``h2h power``, ``h2h size`` or ``h2h mde``."""
-    import pandas as pd
 
     from ..scenarios import headtohead as h
 
@@ -107,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
             with ProgressBar() as bar:
                 r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
                                             args.workers, args.judgments_per_item, args.target_power, args.test,
-                                            args.alpha, args.sims or 300, args.seed, args.jobs, progress=bar)
+                                            args.alpha, args.sims or SIMS["size", "glmm"], args.seed, args.jobs,
+                                            progress=bar)
         else:
             if args.p_win is None:
                 raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")
@@ -128,14 +133,16 @@ def run(args: argparse.Namespace) -> int:
             log_odds = odds if odds is not None else [h.effect_to_log_odds(p, None) for p in effects]
             table = h.h2h_mixed_power(_h2h_params(args), flatten(args.workers), flatten(args.items), log_odds,
                                       flatten(args.judgments_per_item) or [None], args.test, args.alpha,
-                                      args.sims or 300, args.seed, args.jobs, bar, args.checkpoint)
+                                      args.sims or SIMS["power", "glmm"], args.seed, args.jobs, bar,
+                                      args.checkpoint)
             columns = ["workers", "items", "judgments_per_item", "effect", "p_win", "power", "ci_low", "ci_high",
                        "type_s", "type_m", "n_failed", "n_singular", "n_warnings"]
         else:
             if not args.n or not args.p_win:
                 raise InputError("give --n and --p-win (independent judgments) or --params/--workers (GLMM)")
             table = h.h2h_power(flatten(args.n), flatten(args.p_win), flatten(args.p_tie), args.ties,
-                                args.method or "exact", args.alpha, args.sims or 10_000, args.seed, args.jobs, bar)
+                                args.method or "exact", args.alpha,
+                                args.sims or SIMS["power", "independent"], args.seed, args.jobs, bar)
             columns = ["n", "p_win", "p_tie", "ties", "method", "power", "ci_low", "ci_high", "type_s", "type_m"]
     if _is_mixed(args) and not args.json:
         print("effect: log-odds that B is preferred (p_win: the same as a probability)")

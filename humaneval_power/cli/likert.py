@@ -13,8 +13,8 @@ from typing import Any
 from ..errors import InputError
 from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
-                     add_target_power, emit_solve, finite_float, flatten, number_list, print_json, print_table,
-                     positive, where_filters)
+                     add_target_power, emit_solve, finite_float, flatten, number_list, positive, print_json,
+                     print_table, where_filters)
 
 EFFECT_HELP = ("difference in mean rating, system B - system A (the pair of interest), on the parameters' scale "
                "(0-1 for the presets; the rescaled scale of a fitted parameter file)")

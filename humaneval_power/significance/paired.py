@@ -104,7 +104,7 @@ PAIRED_TESTS = ("randomization", "bootstrap")
 
 
 def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats], test: str = "randomization",
-                          trials: int | None = None, seed: int = 1, rule: str = "sacrebleu") -> list[dict[str, Any]]:
+                          trials: int | None = None, seed: int = 0, rule: str = "sacrebleu") -> list[dict[str, Any]]:
     """Paired tests of every system against the baseline: one record per system (``system`` first).
 
     ``test``: approximate randomization (``trials`` default 10,000) or the paired bootstrap
