@@ -143,10 +143,14 @@ def solve(make: CellFactory, solve_for: str, lo: float, hi: float, target_power:
 
     def at(v: float) -> PowerResult:
         if v not in cache:
-            head = f"solving for {solve_for}, step {len(cache) + 1}: {solve_for} {_fmt(v)}"
-            cache[v] = run_cells([make(v)], n_sims, seed=seed, jobs=jobs,
-                                 progress=lambda done, total, label="": report(done, total, head))[0]
-            report(len(cache), len(cache), f"{head}: power {cache[v].power:.3f}")
+            step = len(cache) + 1
+            head = f"solving for {solve_for}, step {step}: {solve_for} {_fmt(v)}"
+
+            def studies(done: int, total: int, label: str = "") -> None:
+                report(step - 1, 0, f"{head}, {done:,}/{total:,} studies" if total else head)
+
+            cache[v] = run_cells([make(v)], n_sims, seed=seed, jobs=jobs, progress=studies)[0]
+            report(step, 0, f"{head}: power {cache[v].power:.3f}")
         return cache[v]
 
     limit_power, limit_reason = limit if limit is not None else (math.nan, "")

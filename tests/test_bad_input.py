@@ -94,6 +94,13 @@ CASES: dict[str, Argv] = {
     "likert size without workers": _s("likert size --effect 0.1"),
     "likert size target power 2": _s("likert size --effect 0.1 --workers 3 --target-power 2"),
     "likert size sims 0": _s("likert size --effect 0.1 --workers 3 --sims 0"),
+    "likert mde without items": _s("likert mde --workers 3"),
+    "likert mde k above workers": _s("likert mde --workers 3 --items 50 --ratings-per-item 4"),
+    "likert budget without costs": _s("likert budget --items 50 --workers 5 --ratings-per-item 2 --effect 0.2"),
+    "likert budget below one HIT": _s("likert budget --items 50 --workers 5 --ratings-per-item 2 --effect 0.2 "
+                                      "--cost-per-rating 1 --budget 0.5"),
+    "likert budget negative fee": _s("likert budget --items 50 --workers 5 --ratings-per-item 2 --effect 0.2 "
+                                     "--cost-per-rating 1 --platform-fee -0.1"),
     # h2h
     "h2h p-win 1.2": _s(H2H_POWER.replace("0.6", "1.2")),
     "h2h n 0": _s(H2H_POWER.replace("--n 50", "--n 0")),
@@ -222,5 +229,5 @@ def test_a_bom_in_a_system_file_changes_nothing(tmp_path: Path) -> None:
 def test_lachenbruch_mde_says_why_there_is_none() -> None:
     from humaneval_power.scenarios.accuracy import accuracy_mde
 
-    rec = accuracy_mde(1, 0.9, "lachenbruch")
-    assert rec["mde"] is None and "increase n" in rec["reason"]
+    r = accuracy_mde(1, 0.9, "lachenbruch")
+    assert r.value is None and not r.attainable and "increase n" in r.reason

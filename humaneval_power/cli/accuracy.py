@@ -7,7 +7,8 @@ from typing import Any
 from ..errors import InputError
 from ..scenarios.accuracy import METHODS
 from .common import (ProgressBar, RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_seed,
-                     add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive, stage_note)
+                     add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive, search_note,
+                     stage_note)
 
 DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
 EXACT_METHODS = [m for m in METHODS if m != "simulate"]
@@ -87,10 +88,14 @@ def run(args: argparse.Namespace) -> int:
                                   args.model_column, args.correct_column)
         table = pd.DataFrame([rec])
     elif args.action == "size":
-        emit_solve(a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method, args.alpha), args)
+        with stage_note(search_note("test-set size", args.target_power)):
+            result = a.mcnemar_sample_size(args.delta, args.agreement, args.target_power, args.method, args.alpha)
+        emit_solve(result, args)
         return 0
     elif args.action == "mde":
-        emit_solve(a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method, args.alpha), args)
+        with stage_note(search_note("gain", args.target_power)):
+            result = a.accuracy_mde(args.n, args.baseline, args.prior, args.target_power, args.method, args.alpha)
+        emit_solve(result, args)
         return 0
     elif args.action == "unpaired":
         table = pd.DataFrame([a.solve_prop_test(args.n, args.p1, args.p2, args.power, args.alpha)])

@@ -271,6 +271,7 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
+BAR_DELAY = 1.0  #: seconds before a progress bar appears (short runs stay quiet)
 NOTE_DELAY: float | None = 1.0  #: seconds after which a long step says on stderr what it does (None: never)
 
 
@@ -315,11 +316,12 @@ class ProgressBar:
     def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:
             return
+        total = total or None  # 0: a search whose number of steps is not known in advance
         if self.bar is None or self.bar.total != total:
             from tqdm import tqdm
 
             self.close()
-            self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=True, delay=1.0, file=sys.stderr,
+            self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=True, delay=BAR_DELAY, file=sys.stderr,
                             leave=False, dynamic_ncols=True)
         else:
             self.bar.update(done - self.bar.n)
