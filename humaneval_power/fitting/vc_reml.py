@@ -15,16 +15,21 @@ Everything lives in the q-dimensional random-effect space. The grouping
 factor with the most random effects is block diagonal in ``M`` (one small
 block per level), so ``M`` is factored through the Schur complement of the
 other factor's effects: cheap when one factor is small (3 experts x 100
-dialogues) and never worse than dense. The traces come from ``diag(M^-1)``
-(``lam_j^2 (Z'H^-1Z)_jj = 1 - (M^-1)_jj``), with an exact column solve
-where that difference would lose digits. Optimising ``g >= 0`` with bounds
-(rather than SDs) keeps the gradient informative at the boundary.
+dialogues) and never worse than dense. The cross block ``B`` and ``LA^-1 B``
+stay sparse (a rating touches one block level), so memory is that of the
+data plus the dense ``q2 x q2`` Schur complement; products with dense
+matrices are taken in row chunks. The traces come from ``diag(M^-1)``
+(``lam_j^2 (Z'H^-1Z)_jj = 1 - (M^-1)_jj``), with an exact (sparse) column
+solve where that difference would lose digits. Optimising ``g >= 0`` with
+bounds (rather than SDs) keeps the gradient informative at the boundary.
 """
 from __future__ import annotations
 
 import copy
 import math
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,6 +37,20 @@ from scipy import linalg, optimize
 
 #: the dense Schur complement is q2 x q2: refuse designs where that would not fit comfortably
 MAX_DENSE_EFFECTS = 8_000
+#: seconds between progress reports of a long optimisation
+PROGRESS_SECONDS = 5.0
+#: entries of a dense row chunk in products of sparse rows with dense matrices (32 MB)
+CHUNK = 1 << 22
+
+
+def _row_sq_norms(r: sp.csr_matrix, m: np.ndarray) -> np.ndarray:
+    """Squared row norms of ``r @ m`` (``r`` sparse), a chunk of rows at a time."""
+    out = np.empty(r.shape[0])
+    step = max(1, CHUNK // max(m.shape[1], 1))
+    for i in range(0, r.shape[0], step):
+        part = np.asarray(r[i:i + step] @ m)
+        out[i:i + step] = np.einsum("ij,ij->i", part, part)
+    return out
 
 
 def _lbfgsb(fun, x0: np.ndarray, bounds: list, max_iter: int = 5_000) -> optimize.OptimizeResult:
@@ -96,7 +115,7 @@ class _Factor:
     """Cholesky factor of M = [[A, B], [B', C]] with A block diagonal: L = [[LA, 0], [E', LS]]."""
 
     la_inv: np.ndarray  # (levels, t, t) inverses of the lower blocks of A
-    e: np.ndarray       # LA^-1 B, (q1, q2)
+    e: sp.csr_matrix    # LA^-1 B, (q1, q2), sparse like B
     ls: np.ndarray      # lower Cholesky factor of C - E'E
     logdet: float
 
@@ -147,8 +166,10 @@ class CrossedComponentsModel:
         va = np.stack([values[components[k][1]] for k in inner])  # (t, n)
         self.g_aa = np.stack([np.bincount(codes[block], va[a] * va[b], self.levels)
                               for a in range(self.t) for b in range(self.t)], axis=1).reshape(-1, self.t, self.t)
-        self.g_ac = self.g[:self.q1, self.q1:].toarray()
-        self.g_cc = self.g[self.q1:, self.q1:].toarray()
+        self.g_ac = self.g[:self.q1, self.q1:].tocsr()  # sparse: never q1 x q2 dense
+        self.g_ac.sort_indices()
+        self.ac_rows = np.repeat(np.arange(self.q1), np.diff(self.g_ac.indptr))
+        self.g_cc = self.g[self.q1:, self.q1:].tocoo()
         self.x, self.z = x, z
         self._set_response(y)
 
@@ -182,13 +203,20 @@ class CrossedComponentsModel:
         a = la[:, :, None] * self.g_aa * la[:, None, :] + np.eye(self.t)
         la_chol = np.linalg.cholesky(a)
         la_inv = np.linalg.inv(la_chol)
-        b = (lam[:self.q1, None] * self.g_ac * lc[None, :]).reshape(self.levels, self.t, self.q2)
-        e = np.matmul(la_inv, b).reshape(self.q1, self.q2)
-        s = lc[:, None] * self.g_cc * lc[None, :] - e.T @ e
+        b = sp.csr_matrix((self.g_ac.data * lam[self.ac_rows] * lc[self.g_ac.indices], self.g_ac.indices,
+                           self.g_ac.indptr), shape=self.g_ac.shape)
+        e = (self._block_diag(la_inv) @ b).tocsr()
+        s = -(e.T @ e).toarray()
+        s[self.g_cc.row, self.g_cc.col] += self.g_cc.data * lc[self.g_cc.row] * lc[self.g_cc.col]
         s[np.diag_indices_from(s)] += 1.0
-        ls = linalg.cholesky(s, lower=True, check_finite=False) if self.q2 else s
+        ls = linalg.cholesky(s, lower=True, overwrite_a=True, check_finite=False) if self.q2 else s
         logdet = 2 * (np.log(np.diagonal(la_chol, axis1=1, axis2=2)).sum() + np.log(np.diag(ls)).sum())
         return _Factor(la_inv, e, ls, float(logdet))
+
+    def _block_diag(self, mats: np.ndarray) -> sp.csr_matrix:
+        """The q1 x q1 block-diagonal matrix of the (levels, t, t) blocks ``mats``, sparse."""
+        return sp.bsr_matrix((mats, np.arange(self.levels), np.arange(self.levels + 1)),
+                             shape=(self.q1, self.q1)).tocsr()
 
     def _blocks(self, mats: np.ndarray, r: np.ndarray) -> np.ndarray:
         m = r.shape[1]
@@ -197,7 +225,7 @@ class CrossedComponentsModel:
     def _lsolve(self, f: _Factor, r: np.ndarray) -> np.ndarray:
         """L^-1 r."""
         v1 = self._blocks(f.la_inv, r[:self.q1])
-        v2 = linalg.solve_triangular(f.ls, r[self.q1:] - f.e.T @ v1, lower=True, check_finite=False) \
+        v2 = linalg.solve_triangular(f.ls, r[self.q1:] - np.asarray(f.e.T @ v1), lower=True, check_finite=False) \
             if self.q2 else r[self.q1:]
         return np.vstack([v1, v2])
 
@@ -205,28 +233,41 @@ class CrossedComponentsModel:
         """L^-T v."""
         w2 = linalg.solve_triangular(f.ls, v[self.q1:], lower=True, trans="T", check_finite=False) \
             if self.q2 else v[self.q1:]
-        w1 = self._blocks(f.la_inv.transpose(0, 2, 1), v[:self.q1] - f.e @ w2)
+        w1 = self._blocks(f.la_inv.transpose(0, 2, 1), v[:self.q1] - np.asarray(f.e @ w2))
         return np.vstack([w1, w2])
 
-    def _diag_m_inv(self, f: _Factor) -> np.ndarray:
+    def _ls_inv_t(self, f: _Factor) -> np.ndarray:
+        """LS^-T (dense, q2 x q2)."""
+        ls_inv, info = linalg.lapack.dtrtri(f.ls, lower=1)
+        if info:
+            raise np.linalg.LinAlgError("triangular inverse failed")
+        return ls_inv.T
+
+    def _diag_m_inv(self, f: _Factor, ls_inv_t: np.ndarray) -> np.ndarray:
         """diag(M^-1): squared column norms of L^-1 = [[LA^-1, 0], [-LS^-1 E' LA^-1, LS^-1]]."""
         first = np.einsum("lij,lij->lj", f.la_inv, f.la_inv).ravel()
         if not self.q2:
             return first
-        ls_inv, info = linalg.lapack.dtrtri(f.ls, lower=1)
-        if info:
-            raise np.linalg.LinAlgError("triangular inverse failed")
-        k = self._blocks(f.la_inv.transpose(0, 2, 1), f.e) @ ls_inv.T  # (LS^-1 E' LA^-1)'
-        return np.concatenate([first + np.einsum("ij,ij->i", k, k), np.einsum("ij,ij->j", ls_inv, ls_inv)])
+        k = self._block_diag(f.la_inv.transpose(0, 2, 1)) @ f.e  # rows of LA^-T E; times LS^-T: (LS^-1 E' LA^-1)'
+        return np.concatenate([first + _row_sq_norms(k.tocsr(), ls_inv_t), np.einsum("ij,ij->i", ls_inv_t, ls_inv_t)])
 
     def _diag_zhz(self, f: _Factor, lam: np.ndarray) -> np.ndarray:
-        """diag(Z' H^-1 Z): (1 - (M^-1)_jj) / lam_j^2, or G_jj - |L^-1 lam G_j|^2 where that loses digits."""
-        one_minus = 1.0 - self._diag_m_inv(f)
+        """diag(Z' H^-1 Z): (1 - (M^-1)_jj) / lam_j^2, or G_jj - |L^-1 lam G_j|^2 where that loses digits.
+
+        The exact columns are solved sparse (``lam G_j`` has a few nonzeros): never a dense q x q copy.
+        """
+        ls_inv_t = self._ls_inv_t(f) if self.q2 else np.zeros((0, 0))
+        one_minus = 1.0 - self._diag_m_inv(f, ls_inv_t)
         exact = one_minus <= 1e-6
         diag = np.divide(one_minus, lam**2, out=np.zeros_like(lam), where=~exact)
         if exact.any():
-            w = self._lsolve(f, lam[:, None] * self.g[:, exact].toarray())
-            diag[exact] = self.g_diag[exact] - np.einsum("ij,ij->j", w, w)
+            r = sp.csr_matrix(self.g[:, exact].multiply(lam[:, None]))  # q x n_exact, sparse
+            v1 = self._block_diag(f.la_inv) @ r[:self.q1]
+            norms = np.asarray(v1.multiply(v1).sum(axis=0)).ravel()
+            if self.q2:
+                w = (r[self.q1:] - f.e.T @ v1).T.tocsr()  # (r2 - E' v1)', n_exact x q2
+                norms += _row_sq_norms(w, ls_inv_t)
+            diag[exact] = self.g_diag[exact] - norms
         return diag
 
     # -- criterion ---------------------------------------------------------------------------------
@@ -379,19 +420,30 @@ class CrossedComponentsModel:
         return Satterthwaite(vcov, df, tuple(notes))
 
     def fit(self, start: np.ndarray | None = None, max_iter: int = 5_000, gtol: float = 1e-4,
-            restarts: int = 5) -> ComponentsFit:
+            restarts: int = 5, progress: Callable[[str], None] | None = None) -> ComponentsFit:
         """Minimise the deviance over ``gamma >= 0`` (L-BFGS-B with the exact gradient).
 
         Converged when the projected gradient is below ``gtol``: in ``gamma``
         at the boundary, and there or in the relative SD ``sqrt(gamma)``
         (whichever is smaller; lme4 checks the latter) inside. L-BFGS-B can stop on a failed line search
         short of the optimum; it is then restarted from where it stopped (with
-        a fresh curvature memory), up to ``restarts`` times.
+        a fresh curvature memory), up to ``restarts`` times. ``progress`` hears of
+        the criterion every ``PROGRESS_SECONDS``.
         """
         gamma = np.ones(self.k) if start is None else np.maximum(np.asarray(start, float), 0.0)
         iterations = 0
+        last = [time.monotonic(), 0]
+
+        def criterion(g: np.ndarray) -> tuple[float, np.ndarray]:
+            dev, grad = self.deviance(g)[:2]
+            last[1] += 1
+            if progress is not None and time.monotonic() - last[0] > PROGRESS_SECONDS:
+                progress(f"{'REML' if self.reml else 'ML'} optimisation: {last[1]} evaluations, criterion {dev:.10g}")
+                last[0] = time.monotonic()
+            return dev, grad
+
         for _ in range(1 + restarts):
-            res = _lbfgsb(lambda g: self.deviance(g)[:2], gamma, [(0.0, None)] * self.k, max_iter)
+            res = _lbfgsb(criterion, gamma, [(0.0, None)] * self.k, max_iter)
             gamma, iterations = res.x, iterations + int(res.nit)
             pt = self._evaluate(gamma, gradient=True)
             grad = self._gradient(pt)
