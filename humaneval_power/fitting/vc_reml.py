@@ -39,6 +39,8 @@ from scipy import linalg, optimize
 MAX_DENSE_EFFECTS = 8_000
 #: seconds between progress reports of a long optimisation
 PROGRESS_SECONDS = 5.0
+#: the optimisation ends early at a projected gradient this share of the convergence tolerance
+STOP_FRACTION = 1e-3
 #: entries of a dense row chunk in products of sparse rows with dense matrices (32 MB)
 CHUNK = 1 << 22
 
@@ -53,10 +55,15 @@ def _row_sq_norms(r: sp.csr_matrix, m: np.ndarray) -> np.ndarray:
     return out
 
 
-def _lbfgsb(fun, x0: np.ndarray, bounds: list, max_iter: int = 5_000) -> optimize.OptimizeResult:
+def _lbfgsb(fun, x0: np.ndarray, bounds: list, max_iter: int = 5_000, callback=None) -> optimize.OptimizeResult:
     """L-BFGS-B on (value, gradient) with tolerances tight enough for a deviance (stops on no progress)."""
-    return optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+    return optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds, callback=callback,
                              options={"maxiter": max_iter, "ftol": 1e-15, "gtol": 1e-10, "maxcor": 30})
+
+
+def _projected(gamma: np.ndarray, grad: np.ndarray) -> float:
+    """Largest projected gradient: in gamma at the boundary; inside, the smaller of gamma's and sqrt(gamma)'s."""
+    return float(np.where(gamma > 0, np.abs(grad) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-grad, 0.0)).max())
 
 
 class TooManyEffectsError(ValueError):
@@ -431,24 +438,31 @@ class CrossedComponentsModel:
         the criterion every ``PROGRESS_SECONDS``.
         """
         gamma = np.ones(self.k) if start is None else np.maximum(np.asarray(start, float), 0.0)
-        iterations = 0
-        last = [time.monotonic(), 0]
+        iterations, evaluations, shown = 0, 0, time.monotonic()
+        seen: dict[bytes, float] = {}  # projected gradient at each evaluated point
 
         def criterion(g: np.ndarray) -> tuple[float, np.ndarray]:
+            nonlocal evaluations, shown
             dev, grad = self.deviance(g)[:2]
-            last[1] += 1
-            if progress is not None and time.monotonic() - last[0] > PROGRESS_SECONDS:
-                progress(f"{'REML' if self.reml else 'ML'} optimisation: {last[1]} evaluations, criterion {dev:.10g}")
-                last[0] = time.monotonic()
+            evaluations += 1
+            seen[g.tobytes()] = _projected(g, grad)
+            if progress is not None and time.monotonic() - shown > PROGRESS_SECONDS:
+                progress(f"{'REML' if self.reml else 'ML'} optimisation: {evaluations} evaluations, criterion {dev:.10g}")
+                shown = time.monotonic()
             return dev, grad
 
+        def stop(intermediate_result: optimize.OptimizeResult) -> None:
+            """End once an iterate is a KKT point far inside the tolerance (L-BFGS-B's own test goes on polishing)."""
+            if seen.get(np.asarray(intermediate_result.x, float).tobytes(), math.inf) <= gtol * STOP_FRACTION:
+                raise StopIteration
+
         for _ in range(1 + restarts):
-            res = _lbfgsb(criterion, gamma, [(0.0, None)] * self.k, max_iter)
+            res = _lbfgsb(criterion, gamma, [(0.0, None)] * self.k, max_iter, stop)
             gamma, iterations = res.x, iterations + int(res.nit)
-            pt = self._evaluate(gamma, gradient=True)
-            grad = self._gradient(pt)
-            projected = float(np.where(gamma > 0, np.abs(grad) * np.minimum(1.0, 2 * np.sqrt(gamma)),
-                                       np.maximum(-grad, 0.0)).max())
+            pt = self._evaluate(gamma, gradient=False)
+            projected = seen.get(gamma.tobytes())
+            if projected is None:
+                projected = _projected(gamma, self.deviance(gamma)[1])
             if projected <= gtol:
                 break
         converged = projected <= gtol
