@@ -56,3 +56,14 @@ def test_twenty_system_crowd_fits_in_two_minutes_and_equals_lmertest(crowd20: tu
         assert comp[g] == pytest.approx(ref["sd"][g], rel=1e-3), g
     assert fit.raw.sigma == pytest.approx(ref["sd"]["Residual"], rel=1e-3)
     assert ref["reml"] - 1e-2 < fit.raw.criterion <= ref["reml"] + 1e-6
+
+
+def test_slope_model_on_many_systems_is_announced_before_fitting() -> None:
+    """Card's slopes on 7 systems: 14 components; the cost warning comes before the fit starts."""
+    messages: list[str] = []
+    data = read_ratings(crowd_ratings(items=12, systems=7, raters=2, pool=8, seed=4))
+    fit_pilot(data, "statsmodels", random="slopes", progress=messages.append)
+    assert messages[0].startswith("warning: the slopes model has 14 variance components")
+    messages.clear()
+    fit_pilot(data, "statsmodels", progress=messages.append)
+    assert not any(m.startswith("warning") for m in messages)
