@@ -39,8 +39,8 @@ from scipy import linalg, optimize
 MAX_DENSE_EFFECTS = 8_000
 #: seconds between progress reports of a long optimisation
 PROGRESS_SECONDS = 5.0
-#: an optimisation run ends once an iteration lowers the deviance by less than this
-STOP_GAIN = 1e-8
+#: an optimisation run ends once an iteration lowers the deviance by less than this share of (1 + |deviance|)
+STOP_GAIN = 1e-12
 #: converged when the quasi-Newton decrease still to gain is below this (deviance units)
 DECREMENT_TOL = 1e-6
 #: entries of a dense row chunk in products of sparse rows with dense matrices (32 MB)
@@ -438,7 +438,7 @@ class CrossedComponentsModel:
         to gain, ``g' H^-1 g / 2`` over the free coordinates, is below ``DECREMENT_TOL``
         (lme4's scaled-gradient test: with 15,000 ratings the deviance's rounding
         leaves gradients of ~1e-3 at the optimum). An iteration that gains under
-        ``STOP_GAIN`` ends the run (the deviance is flat to rounding there, where
+        ``STOP_GAIN`` (relative) ends the run (the deviance is flat to rounding there, where
         L-BFGS-B's line searches fail after ~20 evaluations each). A run that ends
         short of convergence is restarted from where it stopped (with a fresh
         curvature memory), up to ``restarts`` times. ``progress`` hears of the
@@ -462,7 +462,7 @@ class CrossedComponentsModel:
 
         def stop(intermediate_result: optimize.OptimizeResult) -> None:
             gain, best[0] = best[0] - intermediate_result.fun, intermediate_result.fun
-            if gain < STOP_GAIN:
+            if gain < STOP_GAIN * (1 + abs(intermediate_result.fun)):
                 raise StopIteration
 
         for _ in range(1 + restarts):
