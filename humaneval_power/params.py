@@ -237,11 +237,27 @@ def load_params(path: str | Path, comparison: str | None = None) -> LikertParams
     return LikertParams.from_json(doc, source=str(path))
 
 
+def strict_json(doc: Any) -> Any:
+    """``doc`` with every non-finite float (NaN, inf) as None: strict JSON readers (R's jsonlite) reject NaN."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: strict_json(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [strict_json(v) for v in doc]
+    return doc
+
+
+def params_json(doc: Any) -> str:
+    """A parameter-file document as strict JSON text (missing numbers are null)."""
+    return json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n"
+
+
 def save_params(params: LikertParams, path: str | Path) -> None:
     """Write a parameter file atomically."""
     from .io import write_text_atomic
 
-    write_text_atomic(Path(path), json.dumps(params.to_json(), indent=2) + "\n")
+    write_text_atomic(Path(path), params_json(params.to_json()))
 
 
 H2H_SCHEMA = "humaneval-power/h2h-params"

@@ -118,7 +118,7 @@ def test_fit_says_what_it_does_on_stderr(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["fit", str(path), "--backend", "statsmodels", "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)[0]["system"] == "B"
-    assert "hepower: fitting 96 ratings of 2 systems with statsmodels" in err
+    assert "fitting 96 ratings of 2 systems with statsmodels" in err
 
 
 @pytest.mark.parametrize("argv,note", [

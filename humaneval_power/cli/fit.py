@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+import threading
+import time
 from typing import Any
 
 from ..errors import InputError
 from ..fitting import registry
 from ..validation import TIE_POLICIES
-from .common import add_old_spelling, add_seed, finite_float, positive, print_json, stage_note, where_filters
+from .common import add_old_spelling, add_seed, finite_float, positive, print_json, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -53,6 +54,39 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
+class Stages:
+    """The fit's progress lines on stderr, each once it has been current for ``delay`` seconds (warnings at once):
+    a quick fit prints none, a long stage is announced while it runs."""
+
+    def __init__(self, delay: float | None = None) -> None:
+        from . import common
+
+        self.start, self.delay = time.perf_counter(), common.NOTE_DELAY if delay is None else delay
+        self.timer: threading.Timer | None = None
+
+    def __call__(self, message: str) -> None:
+        self.close()
+        if message.startswith("warning"):
+            self._print(message)
+            return
+        self.timer = threading.Timer(self.delay, self._print, (message,))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _print(self, message: str) -> None:
+        print(f"hepower fit [{time.perf_counter() - self.start:.0f} s]: {message}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def __enter__(self) -> Stages:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def fit_records(result: Any) -> list[dict[str, Any]]:
     """Flat records of a fit: intervals as NAME_ci_low / NAME_ci_high, correlations as cor_GROUP."""
     flat = []
@@ -64,11 +98,6 @@ def fit_records(result: Any) -> list[dict[str, Any]]:
             r[f"cor_{group}"] = cor
         flat.append(r)
     return flat
-
-
-def _say(message: str) -> None:
-    """A fit's progress message, on stderr."""
-    print(f"hepower: {message}", file=sys.stderr, flush=True)
 
 
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
@@ -85,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..fitting.model import fit_pilot
     from ..fitting.ratings import read_judgments, read_ratings
+    from ..params import params_json
     out = args.outputs.paths.get("out")
     if args.family == "gaussian":
         if args.ties != "drop" or args.tie_values:
@@ -96,14 +126,15 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
         data = read_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
                               args.baseline, args.systems, where_filters(args.where), args.ties, args.tie_values)
-    with stage_note(_stage(data.counts(), args)):
-        result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot, args.seed,
-                           args.draws, args.chains, progress=_say)
+    with Stages() as progress:
+        progress(_stage(data.counts(), args))
+        result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot,
+                           args.seed, args.draws, args.chains, progress=progress)
     for rec in result.records:
         if rec.get("separation"):
             print(f"hepower: warning: {rec['system']} vs {rec['baseline']}: {rec['separation_reason']}; the parameter "
                   "file is marked and `hepower h2h` refuses it unless --force", file=sys.stderr)
-    params_file = json.dumps(result.to_params_file(), indent=1) + "\n"
+    params_file = params_json(result.to_params_file())
     args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
     if args.json:
         print_json(pd.DataFrame(fit_records(result)))

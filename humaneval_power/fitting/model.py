@@ -25,9 +25,11 @@ import pandas as pd
 from ..errors import InputError
 from . import registry
 from .ratings import PilotData
-from .types import GROUPS, Design, FitOptions, FitResult, RawFit, component_label, zero_components
+from .types import GROUPS, Design, FitOptions, FitResult, RawFit, component_label, unreliable_wald, zero_components
 
 BACKENDS = tuple(registry.REGISTRY)
+#: a Gaussian model with more variance components than this is announced as slow before it is fitted
+MANY_COMPONENTS = 12
 INTERVALS = registry.interval_methods()
 
 __all__ = ["BACKENDS", "INTERVALS", "FitResult", "build_records", "fit_pilot"]
@@ -159,18 +161,26 @@ def fit_pilot(
         raise InputError("wald intervals need uncorrelated random effects; use --intervals profile or boot")
     fitter = spec.gaussian_fitter()
     frame = design.model_frame(data)
+    n_comp = len(design.components())
+    if design.random != "invariant" and n_comp > MANY_COMPONENTS:
+        options.report(f"warning: the {design.random} model has {n_comp} variance components; with lme4 its cost grows "
+                       "steeply with their number (a 21-system crowd study, 42 components, did not finish in 50 min); "
+                       "the default invariant model has 4 whatever the number of systems")
+    options.report("checking which variance components the design identifies")
+    dropped, unident = _identifiable(design, frame)
 
     def fit_once(corr: bool, drop: frozenset) -> RawFit:
-        return fitter(frame, design.spec(corr, drop), options)
+        options.report(f"fitting {design.formula(corr, drop)} ({backend})")
+        raw = fitter(frame, design.spec(corr, drop), options)
+        return unreliable_wald(design, raw) if intervals == "wald" else raw
 
-    dropped: list[tuple[str, str, str]] = []
     steps: list[str] = []
-    raw = fit_once(correlated, frozenset())
+    raw = fit_once(correlated, frozenset((g, t) for g, t, _ in dropped))
     while simplify and raw.singular:
         if correlated:
             correlated = False
             steps.append("random-effect correlations dropped first (singular fit)")
-            raw = fit_once(False, frozenset())
+            raw = fit_once(False, frozenset((g, t) for g, t, _ in dropped))
             continue
         zeros = zero_components(design, raw)
         if not zeros:
@@ -186,4 +196,30 @@ def fit_pilot(
         steps.append(f"dropped {component_label(design, g, t)}: {why}")
         raw = fit_once(False, frozenset((a, b) for a, b, _ in dropped))
     return FitResult(data, design, raw, correlated, intervals, tuple(dropped), tuple(steps),
-                     build_records(data, design, raw, correlated))
+                     build_records(data, design, raw, correlated), unident)
+
+
+def _identifiable(design: Design, frame: pd.DataFrame) -> tuple[list[tuple[str, str, str]], tuple[str, ...]]:
+    """Components to leave out because the design cannot separate them (``dropped`` entries), and why, in words.
+
+    Checked before fitting (:mod:`.identifiability`): fitting them anyway gives an
+    arbitrary split of one variance between them, different from optimiser to optimiser.
+    """
+    from .identifiability import RESIDUAL, unidentified
+
+    found = unidentified(frame, design.columns, tuple(design.components()))
+    if found and design.random == "per-system":
+        raise InputError("per-system SDs are not identifiable in this design (" + "; ".join(
+            ", ".join("residual" if c == RESIDUAL else component_label(design, *c) for c in f.components)
+            for f in found) + " are confounded, e.g. each output is rated once): use --random invariant")
+    dropped, texts = [], []
+    for f in found:
+        names = ["the residual" if c == RESIDUAL else component_label(design, *c) for c in f.components]
+        left = component_label(design, *f.dropped)
+        why = (f"not identifiable: {', '.join(names)} are confounded in this design (e.g. every item x system output "
+               "rated once), so only their total is estimated")
+        dropped.append((*f.dropped, why))
+        texts.append(f"{', '.join(names)} are confounded by the design: fitted without {left}, whose variance the "
+                     f"others absorb (exported as 0). A plan with the same design is exact; with more ratings per "
+                     f"output the true split matters and is unknown (the plan is then optimistic)")
+    return dropped, tuple(texts)

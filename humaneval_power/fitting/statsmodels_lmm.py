@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,12 @@ from .vc_reml import ComponentsFit, CrossedComponentsModel, Satterthwaite, TooMa
 
 if TYPE_CHECKING:
     from .types import FitOptions, LmmSpec, RawFit
+
+
+#: statsmodels' likelihood check runs on a sample of this many rows of larger data sets
+CHECK_ROWS = 1_500
+#: a Schur complement of this order or more is factored with a threaded BLAS
+THREADED_EFFECTS = 1_500
 
 
 def fit_crossed_many(columns: dict[str, np.ndarray], responses: np.ndarray, reml: bool) -> pd.DataFrame:
@@ -74,13 +80,13 @@ def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "Raw
     if spec.correlated:
         raise InputError("the statsmodels backend fits uncorrelated random effects only; use --backend lme4")
     return fit_lmm_statsmodels(frame, spec.columns, spec.components, options.reml, options.intervals,
-                               nboot=options.nboot, seed=options.seed)
+                               nboot=options.nboot, seed=options.seed, progress=options.progress)
 
 
 def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
                         components: tuple[tuple[str, str], ...] | None = None, reml: bool = True,
                         intervals: str = "wald", check: bool = True, nboot: int = 500,
-                        seed: int = 1) -> "RawFit":
+                        seed: int = 1, progress: Callable[[str], None] | None = None) -> "RawFit":
     """(RE)ML fit of the crossed model as variance components, without R.
 
     Fixed effects get lmerTest's Satterthwaite t tests and, with ``intervals="wald"``,
@@ -88,30 +94,33 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
     from the same variance-parameter calculus (:meth:`CrossedComponentsModel.satterthwaite`);
     ``intervals="profile"``: likelihood-profile intervals of the ML deviance, as lme4's;
     ``intervals="boot"``: parametric-bootstrap percentile intervals (``nboot`` refits), as lme4's.
+    ``progress`` receives a line at each stage and every few seconds of the optimisation.
     """
     import scipy
     from scipy import stats
     from threadpoolctl import threadpool_limits
 
-    from .types import GROUPS, ZERO_TOL, RawFit, group_codes
+    from .types import GROUPS, ZERO_TOL, RawFit
 
     keys = list(components) if components is not None else [(g, t) for g in GROUPS for t in ("(Intercept)",) + columns]
-    x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in columns])
-    # One BLAS thread: the per-evaluation matrices are small, and threaded BLAS on them
-    # spins (14 DialSummEval systems: 0.37 s instead of 4.2 s for the optimisation).
     with threadpool_limits(1):
         try:
-            model = CrossedComponentsModel(x, frame["score"].to_numpy(float),
-                                           {g: group_codes(frame, g) for g in dict.fromkeys(g for g, _ in keys)},
-                                           {t: frame[t].to_numpy(float) for _, t in keys if t != "(Intercept)"},
-                                           keys, reml=reml)
+            model = _model(frame, columns, keys, reml)
         except TooManyEffectsError as exc:
             raise InputError(f"the statsmodels backend cannot fit this design: {exc}; "
                              "use --backend lme4 (sparse algebra)") from exc
-        fit = model.fit()
+    # One BLAS thread unless the Schur complement is large: on small matrices a threaded BLAS only
+    # spins (14 DialSummEval systems: 0.37 s instead of 4.2 s for the optimisation).
+    with threadpool_limits(1 if model.q2 < THREADED_EFFECTS else None):
+        report = progress or (lambda message: None)
+        fit = model.fit(progress=progress)
         if check:
+            report("checking the criterion against statsmodels' own likelihood")
             _check_against_statsmodels(model, fit, frame, columns, reml)
+        report("Satterthwaite df (Hessian of the deviance)")
         satt = model.satterthwaite(fit)
+        if intervals != "none":
+            report(f"{intervals} intervals of the SDs")
         cis, notes = _sd_intervals(model, fit, satt, intervals, nboot, seed)
     sigma = math.sqrt(fit.sigma2)
     components = pd.DataFrame([(g, t, float(sd), lo, hi) for (g, t), sd, (lo, hi) in zip(keys, fit.sds, cis)],
@@ -183,9 +192,32 @@ def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, nboot:
     return draws, failed
 
 
+def _model(frame: pd.DataFrame, columns: tuple[str, ...], keys: list[tuple[str, str]],
+           reml: bool) -> CrossedComponentsModel:
+    """The solver's model of ``frame``: intercept and ``columns`` fixed, the ``keys`` (group, term) random."""
+    from .types import group_codes
+
+    x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in columns])
+    return CrossedComponentsModel(x, frame["score"].to_numpy(float),
+                                  {g: group_codes(frame, g) for g in dict.fromkeys(g for g, _ in keys)},
+                                  {t: frame[t].to_numpy(float) for _, t in keys if t != "(Intercept)"}, keys, reml=reml)
+
+
 def _check_against_statsmodels(model: CrossedComponentsModel, fit: ComponentsFit, frame: pd.DataFrame,
                                columns: tuple[str, ...], reml: bool) -> None:
-    """statsmodels' log-likelihood at the optimum must be ours, or the fit fails loudly."""
+    """statsmodels' log-likelihood at the optimum must be ours, or the fit fails loudly.
+
+    statsmodels' likelihood is dense in the random effects (15,000 ratings, 7,350 effects: 5 min and
+    GBs): beyond ``CHECK_ROWS`` rows both are compared at the optimum's variances on a fixed random
+    sample of rows (the same formula on other data).
+    """
+    if len(frame) > CHECK_ROWS:
+        sample = frame.iloc[np.sort(np.random.default_rng(0).choice(len(frame), CHECK_ROWS, replace=False))]
+        try:
+            model = _model(sample, columns, list(fit.components), reml)
+            fit, frame = model.at(fit.gamma), sample
+        except np.linalg.LinAlgError:  # a fixed effect absent from the sample: check on all rows
+            pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = statsmodels_deviance(frame, columns, fit, reml)

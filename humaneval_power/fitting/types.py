@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -234,6 +234,33 @@ def wald_sd_intervals(theta: np.ndarray, sigma: float, vcov: np.ndarray, level: 
     return out
 
 
+#: a Wald SD interval whose ends are more than this factor apart is not reported (see :func:`unreliable_wald`)
+WALD_MAX_RATIO = 100.0
+
+
+def unreliable_wald(design: Design, raw: RawFit) -> RawFit:
+    """``raw`` with the Wald SD intervals spanning more than ``WALD_MAX_RATIO`` removed (NaN) and named in a warning.
+
+    Such an interval (e.g. [3.9e-6, 21.2]) comes from an SD near zero, where the
+    deviance is flat and far from quadratic in log SD: the delta method says
+    nothing there. Profile intervals do.
+    """
+    comp = raw.components.copy()
+    wide = (comp["upper"] > WALD_MAX_RATIO * comp["lower"]).to_numpy()
+    names = [f"{component_label(design, g, t)} [{lo:.2g}, {hi:.2g}]"
+             for g, t, lo, hi in comp.loc[wide, ["group", "term", "lower", "upper"]].itertuples(index=False)]
+    sigma_ci = raw.sigma_interval
+    if sigma_ci[1] > WALD_MAX_RATIO * sigma_ci[0]:
+        names.append(f"residual [{sigma_ci[0]:.2g}, {sigma_ci[1]:.2g}]")
+        sigma_ci = (math.nan, math.nan)
+    if not names:
+        return raw
+    comp.loc[wide, ["lower", "upper"]] = math.nan
+    note = ("Wald interval unreliable, not reported (the SD is near zero, where the log-SD delta method fails; "
+            "use --intervals profile): " + "; ".join(names))
+    return replace(raw, components=comp, sigma_interval=sigma_ci, warnings=raw.warnings + (note,))
+
+
 def component_label(design: Design, group: str, term: str) -> str:
     """Human name of a variance component, e.g. 'worker slope of F vs A', 'item x system'."""
     if design.family == "binomial":
@@ -267,6 +294,7 @@ class FitResult:
     dropped: tuple[tuple[str, str, str], ...] = ()  #: (group, term, why)
     steps: tuple[str, ...] = ()  #: what --simplify did, in order
     records: list[dict[str, Any]] = field(default_factory=list)
+    unidentified: tuple[str, ...] = ()  #: variance components the design cannot separate, and what was fitted
 
     @property
     def zero_components(self) -> list[str]:
@@ -301,6 +329,7 @@ class FitResult:
             "parameterisation": PARAMETERISATION.get(self.design.random) if self.design.family == "gaussian" else None,
             "singular": self.raw.singular,
             "zero_components": self.zero_components,
+            "unidentified": list(self.unidentified),
             "simplified": list(self.steps),
             "warnings": list(self.raw.warnings) + list(rec.get("notes", [])),
             "notes": list(self.data.notes),
@@ -383,6 +412,11 @@ class FitResult:
         zeros = self.zero_components
         if zeros:
             lines.append("\nsingular fit: estimated at zero: " + "; ".join(zeros))
+        elif self.raw.singular:
+            lines.append("\nsingular fit: no SD is at zero, but a random-effect covariance matrix is degenerate "
+                         "(rank-deficient, e.g. a correlation at +-1); refit without --correlated or with --simplify")
+        for text in self.unidentified:
+            lines.append(f"not identifiable: {text}")
         for step in self.steps:
             lines.append(f"simplify: {step}")
         for w in self.raw.warnings:
