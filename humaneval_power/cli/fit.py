@@ -66,7 +66,7 @@ class Stages:
 
     def __call__(self, message: str) -> None:
         self.close()
-        if message.startswith("warning"):
+        if message.startswith("warning") or not self.delay:
             self._print(message)
             return
         self.timer = threading.Timer(self.delay, self._print, (message,))
