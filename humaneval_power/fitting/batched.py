@@ -331,7 +331,7 @@ def _phi_k(phi: np.ndarray, k: np.ndarray) -> np.ndarray:
     tail = k.shape[3:]
     if k.shape[0] == 1:
         return (phi.reshape(n, t * t) @ k[0].reshape(t * t, -1)).reshape((n,) + tail)
-    return np.einsum("sef,sef...->s...", phi, k)
+    return np.matmul(phi.reshape(n, 1, t * t), k.reshape(n, t * t, -1)).reshape((n,) + tail)
 
 
 @dataclass
@@ -415,7 +415,7 @@ def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
             if bt.k[c].shape[0] == 1:
                 u = (y_mat.reshape(n, -1) @ bt.k[c][0].reshape(st.t * st.t, -1).T).reshape(n, st.t, st.t)
             else:
-                u = np.einsum("slm,seflm->sef", y_mat, bt.k[c], optimize=True)
+                u = np.matmul(bt.k[c].reshape(n, st.t * st.t, -1), y_mat.reshape(n, -1, 1)).reshape(n, st.t, st.t)
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c]) - nmat @ u @ np.swapaxes(nmat, 1, 2)
         else:
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c])
@@ -434,9 +434,10 @@ def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
 
 def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """K[e,f] @ v for every slot pair: (n, t, t, q2, p+1)."""
+    n, t, q2 = v.shape[0], k.shape[1], k.shape[3]
     if k.shape[0] == 1:
         return np.einsum("eflm,smj->seflj", k[0], v, optimize=True)
-    return np.einsum("seflm,smj->seflj", k, v, optimize=True)
+    return np.matmul(k.reshape(n, t * t * q2, q2), v).reshape(n, t, t, q2, v.shape[2])
 
 
 # -- the optimiser --------------------------------------------------------------------------------
