@@ -331,7 +331,7 @@ def _phi_k(phi: np.ndarray, k: np.ndarray) -> np.ndarray:
     tail = k.shape[3:]
     if k.shape[0] == 1:
         return (phi.reshape(n, t * t) @ k[0].reshape(t * t, -1)).reshape((n,) + tail)
-    return np.einsum("sef,sef...->s...", phi, k)
+    return np.matmul(phi.reshape(n, 1, t * t), k.reshape(n, t * t, -1)).reshape((n,) + tail)
 
 
 @dataclass
@@ -344,6 +344,13 @@ class _Point:
     trace: np.ndarray | None = None   # (n, K)
     omega: np.ndarray | None = None   # (n, K, p+1, p+1): sum over levels of (Z_j'H^-1 w)(Z_j'H^-1 w)'
     score: np.ndarray | None = None   # (n, K)
+
+
+def _scatter(full: _Point, rows: np.ndarray, pt: _Point, sel: np.ndarray | None = None) -> None:
+    """Copy the (gradient) evaluation ``pt`` (its rows ``sel``) into rows ``rows`` of ``full``."""
+    for name in ("dev", "logdet", "beta", "sxx", "r2", "trace", "omega", "score"):
+        src = getattr(pt, name)
+        getattr(full, name)[rows] = src if sel is None else src[sel]
 
 
 def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
@@ -415,7 +422,7 @@ def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
             if bt.k[c].shape[0] == 1:
                 u = (y_mat.reshape(n, -1) @ bt.k[c][0].reshape(st.t * st.t, -1).T).reshape(n, st.t, st.t)
             else:
-                u = np.einsum("slm,seflm->sef", y_mat, bt.k[c], optimize=True)
+                u = np.matmul(bt.k[c].reshape(n, st.t * st.t, -1), y_mat.reshape(n, -1, 1)).reshape(n, st.t, st.t)
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c]) - nmat @ u @ np.swapaxes(nmat, 1, 2)
         else:
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c])
@@ -434,9 +441,10 @@ def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
 
 def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """K[e,f] @ v for every slot pair: (n, t, t, q2, p+1)."""
+    n, t, q2 = v.shape[0], k.shape[1], k.shape[3]
     if k.shape[0] == 1:
         return np.einsum("eflm,smj->seflj", k[0], v, optimize=True)
-    return np.einsum("seflm,smj->seflj", k, v, optimize=True)
+    return np.matmul(k.reshape(n, t * t * q2, q2), v).reshape(n, t, t, q2, v.shape[2])
 
 
 # -- the optimiser --------------------------------------------------------------------------------
@@ -448,7 +456,7 @@ def _gradient(bt: _Batch, pt: _Point) -> np.ndarray:
 
 
 def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.ndarray | None = None
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Point]:
     """Projected (quasi-)Newton on ``gamma >= 0`` for every study.
 
     The iteration runs in ``u_k = log(1 + n_k gamma_k)`` (``n_k`` observations
@@ -462,7 +470,8 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.
     takes over; converged when the Newton decrement with the exact Hessian is
     below ``tol``. Returns gamma, converged, iterations, the Hessian of the
     profiled deviance in gamma at the returned point (for the Satterthwaite
-    df) and the Hessian in u (to start other studies with).
+    df), the Hessian in u (to start other studies with) and the evaluation
+    (with gradient parts) at the returned point.
     """
     n, kk = gamma.shape
     scale = bt.st.per_level[None, :]
@@ -484,8 +493,8 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.
         return (hess + np.swapaxes(hess, 1, 2)) / 2
 
     u = np.log1p(np.maximum(gamma, 0.0) * scale)
-    pt = _evaluate(bt, to_gamma(u), True)
-    dev, grad = pt.dev, grad_u(bt, pt, u)
+    last = _evaluate(bt, to_gamma(u), True)
+    dev, grad = last.dev.copy(), grad_u(bt, last, u)
     done = np.zeros(n, bool)
     converged = np.zeros(n, bool)
     iterations = np.zeros(n, int)
@@ -527,7 +536,9 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.
         iterations[idx[todo]] += 1
         sub2 = sub.take(todo) if todo.size < idx.size else sub
         x, g, d0, step = x[todo], g[todo], d0[todo], step[todo]
-        new_x, new_dev, new_grad, accepted = _line_search(sub2, x, g, d0, step, to_gamma, grad_u)
+        new_x, new_dev, new_grad, accepted, pieces = _line_search(sub2, x, g, d0, step, to_gamma, grad_u)
+        for local, piece, sel in pieces:
+            _scatter(last, idx[todo[local]], piece, sel)
         done[idx[todo[~accepted]]] = True  # no progress possible: judged below by the first-order conditions
         moved = idx[todo[accepted]]
         if moved.size:
@@ -555,14 +566,16 @@ def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.
     converged |= pg <= 1e-6
     diag = np.where(eye.astype(bool), (g_gamma * c)[:, :, None], 0.0)
     hess_gamma = (hess_u - diag) / (c[:, :, None] * c[:, None, :])
-    return gamma, converged, iterations, hess_gamma, hess_u
+    return gamma, converged, iterations, hess_gamma, hess_u, last
 
 
 def _line_search(bt: _Batch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step: np.ndarray, to_gamma, grad_u
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
     """Armijo backtracking along the projected arc; the full step is tried with the gradient at once.
 
-    Returns the new points, their deviance and gradient, and whether a step was accepted.
+    Returns the new points, their deviance and gradient, whether a step was
+    accepted, and the gradient evaluations at the new points as
+    (rows, evaluation, rows of the evaluation) pieces.
     """
     m = x.shape[0]
     new_x, new_dev, new_grad = x.copy(), d0.copy(), g.copy()
@@ -576,6 +589,8 @@ def _line_search(bt: _Batch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step:
     accepted = armijo(pt.dev, np.arange(m), trial)
     new_x[accepted], new_dev[accepted] = trial[accepted], pt.dev[accepted]
     new_grad[accepted] = grad_u(bt, pt, trial)[accepted]
+    first = np.flatnonzero(accepted)
+    pieces: list = [(first, pt, first)]
     alpha = np.full(m, 0.5)
     late = np.zeros(m, bool)
     for _ in range(40):
@@ -590,8 +605,10 @@ def _line_search(bt: _Batch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step:
         alpha[rows[~ok]] /= 2
     rows = np.flatnonzero(late)
     if rows.size:
-        new_grad[rows] = grad_u(bt, _evaluate(bt.take(rows), to_gamma(new_x[rows]), True), new_x[rows])
-    return new_x, new_dev, new_grad, accepted
+        pt = _evaluate(bt.take(rows), to_gamma(new_x[rows]), True)
+        new_grad[rows] = grad_u(bt, pt, new_x[rows])
+        pieces.append((rows, pt, None))
+    return new_x, new_dev, new_grad, accepted, pieces
 
 
 # -- lmerTest's Satterthwaite df ------------------------------------------------------------------
@@ -713,14 +730,13 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                 bt = _batch(st, x, y[:, idx], None, reml)
             if start is None or hess0 is None:
                 pilot = min(PILOT, idx.size)
-                g0, c0, _, _, h0 = _newton(bt.take(np.arange(pilot)),
+                g0, c0, _, _, h0, _ = _newton(bt.take(np.arange(pilot)),
                                            np.ones((pilot, kk)) if start is None else
                                            np.broadcast_to(np.asarray(start, float), (pilot, kk)), max_iter, tol)
                 start = np.median(g0[c0], axis=0) if c0.any() else np.ones(kk)
                 hess0 = np.median(h0[c0], axis=0) if c0.any() else None
-            gamma, conv, iters, hess, _ = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
+            gamma, conv, iters, hess, _, pt = _newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
                                                   max_iter, tol, hess0)
-            pt = _evaluate(bt, gamma, True)
             theta, sigma = np.sqrt(gamma), np.sqrt(pt.r2 / bt.nu)
             est, se, df = _contrast_stats(bt, pt, theta, sigma, contrasts,
                                           hess if satterthwaite else None)
