@@ -66,7 +66,7 @@ API_OF = {
     ("bleu", "size"): ("scenarios.bleu:bleu_sample_size", {"sims": "n_sims"}),
     ("bleu", "estimate"): ("fitting.swap_effects:estimate_swap_parameters", {}),
     ("bleu", "test"): ("significance.paired:compare_with_baseline", {"bs_rule": "rule"}),
-    ("fit",): ("fitting.model:fit_pilot", {"n_boot": "nboot"}),
+    ("fit",): ("fitting.model:fit_pilot", {"n_boot": "n_boot"}),
 }
 #: commands whose CLI default (None) stands for a per-mode API default, given here as mode -> function
 MODES = {
@@ -130,11 +130,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 _DOCS = [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("*.md"))]
 
 
-_STALE = pytest.mark.xfail(strict=True, reason="docs/fitting.md (the fitting engineer's) still writes --nboot")
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=[_STALE] if p.name == "fitting.md" else [])
-                                  for p in _DOCS])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in _DOCS])
 def test_docs_use_current_option_names(path: Path) -> None:
     """README and docs/ show each option by its one current name, never a hidden former spelling."""
     import re

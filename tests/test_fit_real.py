@@ -274,16 +274,16 @@ def test_statsmodels_bootstrap_intervals_match_lme4s(lme4_backend, data_dir: Pat
     from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 
     data = expert(data_dir)
-    nboot = 500
-    a = fit_pilot(data, "lme4", intervals="boot", nboot=nboot)
-    b = fit_pilot(data, "statsmodels", intervals="boot", nboot=nboot)
+    n_boot = 500
+    a = fit_pilot(data, "lme4", intervals="boot", n_boot=n_boot)
+    b = fit_pilot(data, "statsmodels", intervals="boot", n_boot=n_boot)
     design = Design.for_data(data)
     f = design.model_frame(data)
     model = CrossedComponentsModel(np.column_stack([np.ones(len(f)), f.x]), f.score.to_numpy(),
                                    {g: f[g].to_numpy() for g in ("worker", "item")}, {"x": f.x.to_numpy()},
                                    design.components())
-    draws, failed = bootstrap_sd_draws(model, model.fit(), nboot, seed=1)
-    assert failed <= nboot // 100
+    draws, failed = bootstrap_sd_draws(model, model.fit(), n_boot, seed=1)
+    assert failed <= n_boot // 100
     ours = b.raw.components.set_index(["group", "term"])
     theirs = a.raw.components.set_index(["group", "term"])
     for k, gt in enumerate(list(design.components()) + ["sigma"]):
@@ -292,7 +292,7 @@ def test_statsmodels_bootstrap_intervals_match_lme4s(lme4_backend, data_dir: Pat
         our_ends = b.raw.sigma_interval if gt == "sigma" else (ours.loc[gt, "lower"], ours.loc[gt, "upper"])
         for p, end, mine in zip((0.025, 0.975), lme4_ends, our_ends):
             assert mine == pytest.approx(np.quantile(column, p))  # the draws behind the reported interval
-            band = 3.5 * np.sqrt(2 * p * (1 - p) / nboot)
+            band = 3.5 * np.sqrt(2 * p * (1 - p) / n_boot)
             lo, hi = np.quantile(column, [max(p - band, 0), min(p + band, 1)])
             assert lo - 1e-9 <= end <= hi + 1e-9, (gt, p, end, lo, hi)
 

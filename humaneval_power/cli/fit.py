@@ -58,16 +58,18 @@ class Stages:
     """The fit's progress lines on stderr, each once it has been current for ``delay`` seconds (warnings at once):
     a quick fit prints none, a long stage is announced while it runs."""
 
-    def __init__(self, delay: float | None = None) -> None:
+    def __init__(self) -> None:
         from . import common
 
-        self.start, self.delay = time.perf_counter(), common.NOTE_DELAY if delay is None else delay
+        self.start, self.delay = time.perf_counter(), common.NOTE_DELAY  # None: no progress lines
         self.timer: threading.Timer | None = None
 
     def __call__(self, message: str) -> None:
         self.close()
-        if message.startswith("warning") or not self.delay:
+        if message.startswith("warning") or self.delay == 0:
             self._print(message)
+            return
+        if self.delay is None:  # progress lines switched off
             return
         self.timer = threading.Timer(self.delay, self._print, (message,))
         self.timer.daemon = True

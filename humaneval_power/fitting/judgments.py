@@ -40,7 +40,7 @@ def separation_reason(raw: RawFit) -> str | None:
             "or unbounded values, unusable for planning): " + "; ".join(why))
 
 
-def _fit_one(frame: pd.DataFrame, backend: str, intervals: str, nboot: int, seed: int, draws: int,
+def _fit_one(frame: pd.DataFrame, backend: str, intervals: str, n_boot: int, seed: int, draws: int,
              chains: int) -> RawFit:
     split = bool((frame["score"] == 0.5).any())
     if backend == "lme4":
@@ -49,7 +49,7 @@ def _fit_one(frame: pd.DataFrame, backend: str, intervals: str, nboot: int, seed
         if split and intervals == "boot":
             raise InputError("--intervals boot simulates from the model, which has no ties: with split ties "
                              "use --intervals profile or none, or --ties drop")
-        return fit_glmm(frame, FORMULA, intervals, nboot, seed)
+        return fit_glmm(frame, FORMULA, intervals, n_boot, seed)
     if split:
         raise InputError("the bambi backend has no weighted likelihood for split ties (half a win and half a "
                          "loss): use --ties drop, or --backend lme4")
@@ -81,7 +81,7 @@ def _record(data: PilotData, design: Design, system: str, sub: pd.DataFrame, raw
     return rec
 
 
-def fit_judgments(data: PilotData, design: Design, backend: str, intervals: str, nboot: int, seed: int,
+def fit_judgments(data: PilotData, design: Design, backend: str, intervals: str, n_boot: int, seed: int,
                   draws: int, chains: int) -> FitResult:
     """One logistic GLMM per system against the baseline; records in the planner's names.
 
@@ -100,7 +100,7 @@ def fit_judgments(data: PilotData, design: Design, backend: str, intervals: str,
             "item": pd.factorize(sub["item"])[0] + 1,
             "score": sub["score"].to_numpy(float),
         })
-        raw = _fit_one(frame, backend, intervals, nboot, seed, draws, chains)
+        raw = _fit_one(frame, backend, intervals, n_boot, seed, draws, chains)
         fits[system] = raw
         rec = _record(data, design, system, sub, raw)
         records.append(rec)

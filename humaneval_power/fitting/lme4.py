@@ -245,16 +245,16 @@ def _coefficients(res: Any, gaussian: bool) -> pd.DataFrame:
 
 def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "RawFit":
     """Fit a Gaussian LMM with lme4 + lmerTest (Satterthwaite df)."""
-    return _fit(frame, spec.formula, "gaussian", options.intervals, options.nboot, options.seed, options.reml)
+    return _fit(frame, spec.formula, "gaussian", options.intervals, options.n_boot, options.seed, options.reml)
 
 
-def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", nboot: int = 500, seed: int = 1) -> "RawFit":
+def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", n_boot: int = 500, seed: int = 1) -> "RawFit":
     """Fit a logistic GLMM with lme4 (Laplace) to 0/1 scores; a score of 1/2 (a split tie) counts as
     half a win and half a loss (see ``hepower_fit_glmm`` in ``r_bridge/fit.R``)."""
-    return _fit(frame, formula, "binomial", intervals, nboot, seed, False)
+    return _fit(frame, formula, "binomial", intervals, n_boot, seed, False)
 
 
-def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: int, seed: int,
+def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, n_boot: int, seed: int,
          reml: bool) -> "RawFit":
     from rpy2.rinterface_lib.embedded import RRuntimeError
 
@@ -266,9 +266,9 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
     try:
         with r_interruptible():
             if family == "gaussian":
-                res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, nboot, seed)
+                res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, n_boot, seed)
             else:
-                res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, r_interval, nboot, seed)
+                res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, r_interval, n_boot, seed)
     except RRuntimeError as exc:
         why = str(exc).strip().splitlines()[-1].strip()
         hint = ("; the fit had not reached its optimum, so its profile is unusable: try --intervals boot or wald"
@@ -277,12 +277,12 @@ def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, nboot: 
     return _raw_fit(res, family, intervals)
 
 
-def extract_lmm(r_model: Any, intervals: str = "wald", nboot: int = 500, seed: int = 1) -> "RawFit":
+def extract_lmm(r_model: Any, intervals: str = "wald", n_boot: int = 500, seed: int = 1) -> "RawFit":
     """Read a Gaussian lmerMod fitted elsewhere (e.g. by pymer4) the way :func:`fit_lmm` reads its own."""
     ro = _r()
     r_interval = intervals if intervals in ("profile", "boot") else "none"
     with r_interruptible():
-        res = ro.r["hepower_extract_lmm"](r_model, r_interval, nboot, seed)
+        res = ro.r["hepower_extract_lmm"](r_model, r_interval, n_boot, seed)
     return _raw_fit(res, "gaussian", intervals)
 
 

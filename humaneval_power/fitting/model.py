@@ -126,7 +126,7 @@ def fit_pilot(
     correlated: bool = False,
     simplify: bool = False,
     intervals: str | None = None,
-    nboot: int = 500,
+    n_boot: int = 500,
     seed: int = 1,
     draws: int = 1000,
     chains: int = 2,
@@ -136,7 +136,7 @@ def fit_pilot(
     """Fit the crossed mixed model to validated pilot data.
 
     ``intervals``: ``wald`` (lme4 and statsmodels default; log-SD scale from lmerTest's Hessian),
-    ``profile``, ``boot`` (parametric, ``nboot``), ``posterior`` (bambi), ``none``.
+    ``profile``, ``boot`` (parametric, ``n_boot``), ``posterior`` (bambi), ``none``.
     ``simplify`` drops zero variance components one at a time (after first
     dropping correlations) and records what was dropped and why.
     ``progress`` receives a line of text at each stage of a long fit.
@@ -146,13 +146,13 @@ def fit_pilot(
     spec = registry.get(backend)
     intervals = spec.resolve_intervals(data.family, intervals)
     design = Design.for_data(data, random)
-    options = FitOptions(intervals, nboot, seed, draws, chains, progress=progress)
+    options = FitOptions(intervals, n_boot, seed, draws, chains, progress=progress)
     if data.family == "binomial":
         if correlated or simplify:
             raise InputError("--correlated and --simplify apply to Likert (gaussian) fits only")
         from .judgments import fit_judgments
 
-        return fit_judgments(data, design, backend, intervals, nboot, seed, draws, chains)
+        return fit_judgments(data, design, backend, intervals, n_boot, seed, draws, chains)
     if correlated and design.random == "invariant":
         raise InputError("--correlated needs several terms per group: use --random slopes or per-system")
     if correlated and not spec.correlated:

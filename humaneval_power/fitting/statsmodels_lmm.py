@@ -80,12 +80,12 @@ def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "Raw
     if spec.correlated:
         raise InputError("the statsmodels backend fits uncorrelated random effects only; use --backend lme4")
     return fit_lmm_statsmodels(frame, spec.columns, spec.components, options.reml, options.intervals,
-                               nboot=options.nboot, seed=options.seed, progress=options.progress)
+                               n_boot=options.n_boot, seed=options.seed, progress=options.progress)
 
 
 def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
                         components: tuple[tuple[str, str], ...] | None = None, reml: bool = True,
-                        intervals: str = "wald", check: bool = True, nboot: int = 500,
+                        intervals: str = "wald", check: bool = True, n_boot: int = 500,
                         seed: int = 1, progress: Callable[[str], None] | None = None) -> "RawFit":
     """(RE)ML fit of the crossed model as variance components, without R.
 
@@ -93,7 +93,7 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
     the SDs the same log-SD delta-method intervals as the lme4 backend, all
     from the same variance-parameter calculus (:meth:`CrossedComponentsModel.satterthwaite`);
     ``intervals="profile"``: likelihood-profile intervals of the ML deviance, as lme4's;
-    ``intervals="boot"``: parametric-bootstrap percentile intervals (``nboot`` refits), as lme4's.
+    ``intervals="boot"``: parametric-bootstrap percentile intervals (``n_boot`` refits), as lme4's.
     ``progress`` receives a line at each stage and every few seconds of the optimisation.
     """
     import scipy
@@ -121,7 +121,7 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
         satt = model.satterthwaite(fit)
         if intervals != "none":
             report(f"{intervals} intervals of the SDs")
-        cis, notes = _sd_intervals(model, fit, satt, intervals, nboot, seed)
+        cis, notes = _sd_intervals(model, fit, satt, intervals, n_boot, seed)
     sigma = math.sqrt(fit.sigma2)
     components = pd.DataFrame([(g, t, float(sd), lo, hi) for (g, t), sd, (lo, hi) in zip(keys, fit.sds, cis)],
                               columns=["group", "term", "sd", "lower", "upper"])
@@ -149,7 +149,7 @@ def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
 
 
 def _sd_intervals(model: CrossedComponentsModel, fit: ComponentsFit, satt: Satterthwaite, intervals: str,
-                  nboot: int, seed: int) -> tuple[list[tuple[float, float]], tuple[str, ...]]:
+                  n_boot: int, seed: int) -> tuple[list[tuple[float, float]], tuple[str, ...]]:
     """Intervals of every SD and then sigma, by ``intervals``, and the notes they leave."""
     from .types import wald_sd_intervals
 
@@ -161,20 +161,20 @@ def _sd_intervals(model: CrossedComponentsModel, fit: ComponentsFit, satt: Satte
         ml_fit = ml.fit(start=fit.gamma)
         cis = [ml.profile_interval(ml_fit, j) for j in range(model.k + 1)]
     elif intervals == "boot":
-        draws, failed = bootstrap_sd_draws(model, fit, nboot, seed)
+        draws, failed = bootstrap_sd_draws(model, fit, n_boot, seed)
         cis = list(zip(*np.quantile(draws, [0.025, 0.975], axis=0).tolist()))  # percentile, as lme4's
         if failed:
-            notes += (f"{failed} of {nboot} bootstrap refits did not converge (kept)",)
+            notes += (f"{failed} of {n_boot} bootstrap refits did not converge (kept)",)
     else:
         cis = [(math.nan, math.nan)] * (model.k + 1)
     return cis, notes
 
 
-def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, nboot: int,
+def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, n_boot: int,
                        seed: int) -> tuple[np.ndarray, int]:
     """Parametric bootstrap (lme4's ``bootMer`` for ``confint(method="boot")``): every SD and sigma per refit.
 
-    Each refit starts from the estimate. Returns the (nboot, k + 1) draws and
+    Each refit starts from the estimate. Returns the (n_boot, k + 1) draws and
     the number of refits that did not converge (kept, as lme4 keeps them). A
     bar on stderr appears when it takes over a second.
     """
@@ -182,10 +182,10 @@ def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, nboot:
     from tqdm import tqdm
 
     rng = np.random.default_rng(seed)
-    draws = np.empty((nboot, model.k + 1))
+    draws = np.empty((n_boot, model.k + 1))
     failed = 0
     with threadpool_limits(1):
-        for b in tqdm(range(nboot), unit="refit", delay=1.0, file=sys.stderr, leave=False):
+        for b in tqdm(range(n_boot), unit="refit", delay=1.0, file=sys.stderr, leave=False):
             refit = model.with_response(model.simulate(fit, rng)).fit(start=fit.gamma)
             draws[b] = np.append(refit.sds, math.sqrt(refit.sigma2))
             failed += not refit.converged

@@ -51,7 +51,7 @@ class FitOptions:
     """How a backend fits: interval method and its settings, REML or ML, an optional progress callback."""
 
     intervals: str = "wald"
-    nboot: int = 500
+    n_boot: int = 500
     seed: int = 1
     draws: int = 1000
     chains: int = 2
