@@ -53,12 +53,15 @@ bench: setup
 	$(PY) benchmarks/bench_h2h.py
 	$(PY) benchmarks/bench_accuracy.py
 	$(PY) benchmarks/bench_bleu.py
+	$(PY) benchmarks/bench_crowd.py
+	$(PY) benchmarks/bench_budget.py
 
 example: setup
 	$(PY) examples/fig6_card2020.py
 	$(PY) examples/fit_then_plan.py
 	$(PY) examples/gsm8k_accuracy.py
 	$(PY) examples/wmt23_bleu.py
+	$(PY) examples/plan_crowd_amt.py
 
 # Build the wheel and run it from a fresh venv outside the repository (CI runs this too).
 wheel-check: setup
