@@ -195,7 +195,7 @@ def test_cli_crowd_power_records_carry_the_design(capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize("design", [
     dict(workers=12, ratings_per_item=2, presentation="within"),
     dict(workers=12, ratings_per_item=3, presentation="between", assignment="random"),
-    dict(workers=8, ratings_per_item=2, presentation="between", systems=3, compare="baseline"),
+    dict(workers=8, ratings_per_item=2, presentation="between", systems=3),
 ])
 def test_fast_tier_power_equals_lme4_refits_on_sparse_designs(design: dict, lme4_backend) -> None:
     """The same simulated studies (one seed, the analysis is not part of the random stream) analysed by
