@@ -89,19 +89,6 @@ class Stages:
         self.close()
 
 
-def fit_records(result: Any) -> list[dict[str, Any]]:
-    """Flat records of a fit: intervals as NAME_ci_low / NAME_ci_high, correlations as cor_GROUP."""
-    flat = []
-    for rec in result.records:
-        r = {k: v for k, v in rec.items() if k not in ("intervals", "correlations")}
-        for name, (lo, hi) in rec.get("intervals", {}).items():
-            r[f"{name}_ci_low"], r[f"{name}_ci_high"] = lo, hi
-        for group, cor in (rec.get("correlations") or {}).items():
-            r[f"cor_{group}"] = cor
-        flat.append(r)
-    return flat
-
-
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
     """What the fit is about to do, for stderr (R's start-up alone takes seconds)."""
     what = {"lme4": "lme4 (starting R first)", "bambi": f"bambi ({args.chains} chains x {args.draws} draws)"}
@@ -139,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     params_file = params_json(result.to_params_file())
     args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
     if args.json:
-        print_json(pd.DataFrame(fit_records(result)))
+        print_json(pd.DataFrame(result.flat_records()))
     else:
         print(result.summary())
         if out and data.family == "gaussian":

@@ -300,6 +300,19 @@ class FitResult:
     def zero_components(self) -> list[str]:
         return [component_label(self.design, g, t) for g, t in zero_components(self.design, self.raw)]
 
+    def flat_records(self) -> list[dict[str, Any]]:
+        """One flat record per comparison (the CLI's --json): intervals as NAME_ci_low / NAME_ci_high,
+        correlations as cor_GROUP."""
+        flat = []
+        for rec in self.records:
+            r = {k: v for k, v in rec.items() if k not in ("intervals", "correlations")}
+            for name, (lo, hi) in rec.get("intervals", {}).items():
+                r[f"{name}_ci_low"], r[f"{name}_ci_high"] = lo, hi
+            for group, cor in (rec.get("correlations") or {}).items():
+                r[f"cor_{group}"] = cor
+            flat.append(r)
+        return flat
+
     def comparison(self, system: str | None = None) -> dict[str, Any]:
         """The record of one comparison (the only one when there are two systems)."""
         if system is None:
