@@ -275,23 +275,45 @@ BAR_DELAY = 1.0  #: seconds before a progress bar appears (short runs stay quiet
 NOTE_DELAY: float | None = 1.0  #: seconds after which a long step says on stderr what it does (None: never)
 
 
+class StageNotes:
+    """Notes on stderr for steps without a progress bar of their own (R's start-up, a fit, a search):
+    each message replaces the previous one and is printed once it has been current for NOTE_DELAY
+    seconds, so a quick step (or a quick failure) prints nothing; messages starting with "warning"
+    are printed at once."""
+
+    def __init__(self, prefix: str = "hepower") -> None:
+        self.prefix = prefix
+        self.timer: threading.Timer | None = None
+
+    def __call__(self, message: str) -> None:
+        self.close()
+        if message.startswith("warning") or NOTE_DELAY == 0:
+            self._print(message)
+        elif NOTE_DELAY is not None:
+            self.timer = threading.Timer(NOTE_DELAY, self._print, (message,))
+            self.timer.daemon = True
+            self.timer.start()
+
+    def _print(self, message: str) -> None:
+        print(f"{self.prefix}: {message}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def __enter__(self) -> StageNotes:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 @contextmanager
 def stage_note(message: str) -> Iterator[None]:
-    """Say ``hepower: message`` on stderr once the step has run NOTE_DELAY seconds (a step without its own
-    progress bar: R's start-up, a fit, a search); a quick step, or a quick failure, prints nothing."""
-    def say() -> None:
-        print(f"hepower: {message}", file=sys.stderr, flush=True)
-
-    timer = threading.Timer(NOTE_DELAY or 0.0, say)
-    timer.daemon = True
-    if NOTE_DELAY:
-        timer.start()
-    elif NOTE_DELAY is not None:
-        say()
-    try:
+    """One :class:`StageNotes` message for the duration of a step."""
+    with StageNotes() as notes:
+        notes(message)
         yield
-    finally:
-        timer.cancel()
 
 
 def search_note(what: str, target: float, step: str = "") -> str:

@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
-import time
 from typing import Any
 
 from ..errors import InputError
 from ..fitting import registry
 from ..validation import TIE_POLICIES
-from .common import add_old_spelling, add_seed, finite_float, positive, print_json, where_filters
+from .common import StageNotes, add_old_spelling, add_seed, finite_float, positive, print_json, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -54,41 +52,6 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
-class Stages:
-    """The fit's progress lines on stderr, each once it has been current for ``delay`` seconds (warnings at once):
-    a quick fit prints none, a long stage is announced while it runs."""
-
-    def __init__(self) -> None:
-        from . import common
-
-        self.start, self.delay = time.perf_counter(), common.NOTE_DELAY  # None: no progress lines
-        self.timer: threading.Timer | None = None
-
-    def __call__(self, message: str) -> None:
-        self.close()
-        if message.startswith("warning") or self.delay == 0:
-            self._print(message)
-            return
-        if self.delay is None:  # progress lines switched off
-            return
-        self.timer = threading.Timer(self.delay, self._print, (message,))
-        self.timer.daemon = True
-        self.timer.start()
-
-    def _print(self, message: str) -> None:
-        print(f"hepower fit [{time.perf_counter() - self.start:.0f} s]: {message}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-
-    def __enter__(self) -> Stages:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
     """What the fit is about to do, for stderr (R's start-up alone takes seconds)."""
     what = {"lme4": "lme4 (starting R first)", "bambi": f"bambi ({args.chains} chains x {args.draws} draws)"}
@@ -115,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
         data = read_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
                               args.baseline, args.systems, where_filters(args.where), args.ties, args.tie_values)
-    with Stages() as progress:
+    with StageNotes("hepower fit") as progress:
         progress(_stage(data.counts(), args))
         result = fit_pilot(data, args.backend, args.correlated, args.simplify, args.intervals, args.n_boot,
                            args.seed, args.draws, args.chains, progress=progress)
