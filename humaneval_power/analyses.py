@@ -100,9 +100,9 @@ class MixedModelAnalysis:
             raise InputError("the slopes model compares two systems; use --model invariant for more")
         if max(self.pair) >= systems or min(self.pair) < 0:
             raise InputError(f"the pair of interest {self.pair} is not among the {systems} systems")
-        if self.tier == "lme4" and (self.compare != "pair" or self.pair[0] != 0):
-            raise InputError("the lme4 tier tests one system against the first (--compare pair); use --method "
-                             "fast for families of contrasts")
+        if self.tier == "lme4" and self.compare != "pair":
+            raise InputError("the lme4 tier tests the pair of interest (--compare pair); use --method fast for "
+                             "families of contrasts")
 
     def record(self) -> dict[str, Any]:
         rec = {"model": self.model, "method": self.tier, "test": self.test, "alpha": self.alpha}
@@ -120,13 +120,17 @@ class MixedModelAnalysis:
             family = list(itertools.combinations(range(systems), 2))
         return [self.pair] + [c for c in family if c != self.pair and c[::-1] != self.pair]
 
-    def _matrix(self, systems: int) -> np.ndarray:
-        """Contrast rows over the fixed effects (intercept, then treatment dummies or x)."""
+    def _contrast_rows(self, systems: int) -> np.ndarray:
+        """The family's contrast rows over the fixed effects: (intercept, x) for the slopes model,
+        (intercept, treatment dummies of systems 2..S) for the invariant model."""
+        if self.model == "slopes":
+            return np.array([[0.0, 1.0]])
         rows = []
         for a, b in self.contrasts(systems):
-            row = np.zeros(systems)
+            row = np.zeros(systems)  # the intercept's column stands where system 1's dummy would be
             row[b] += 1
             row[a] -= 1
+            row[0] = 0.0
             rows.append(row)
         return np.array(rows)
 
@@ -158,12 +162,7 @@ class MixedModelAnalysis:
             return FamilyFit(est[:, None], se[:, None], None if df is None else df[:, None], singular, failed, warned)
         from .fitting.batched import fit_many
 
-        if self.model == "slopes":
-            contrast = np.array([[0.0, 1.0]])
-        else:
-            contrast = self._matrix(layout.n_systems)[:, 1:]
-            contrast = np.column_stack([np.zeros(len(contrast)), contrast])
-        fit = fit_many(design if design is not None else self.design(layout), y, contrast,
+        fit = fit_many(design if design is not None else self.design(layout), y, self._contrast_rows(layout.n_systems),
                        reml=uses_reml(self.test), satterthwaite=self.test == "satterthwaite")
         return FamilyFit(fit.estimate, fit.se, fit.df if self.test == "satterthwaite" else None, fit.singular,
                          fit.failed, ~fit.converged & ~fit.failed)
@@ -185,16 +184,10 @@ class MixedModelAnalysis:
                              np.asarray(fit.warned, bool), None if fit.df is None else fit.df[:, 0], all_found)
 
     def _lme4(self, layout: Layout, y: np.ndarray) -> tuple[np.ndarray, ...]:
-        from .fitting.lme4 import refit_many
+        """lme4 + lmerTest refits of the pair of interest (any layout, per-study ones included)."""
+        from .fitting.batched import refit_lme4
 
-        if self.model == "slopes":
-            formula, coef = "y ~ x + (1 + x || worker) + (1 + x || item)", "x"
-        else:
-            formula = "y ~ system + (1 | worker) + (1 | worker:system) + (1 | item) + (1 | item:system)"
-            coef = f"system{self.pair[1] + 1}"
-        res = refit_many({"worker": layout.worker + 1, "item": layout.item + 1, "system": layout.system + 1,
-                          "x": layout.system - 0.5}, y, formula, coef, reml=uses_reml(self.test),
-                         satterthwaite=self.test == "satterthwaite")
-        df = res["df"].to_numpy() if self.test == "satterthwaite" else None
-        return (res["estimate"].to_numpy(), res["se"].to_numpy(), df, res["singular"].to_numpy() > 0,
-                res["failed"].to_numpy() > 0, res["warned"].to_numpy() > 0)
+        contrast = self._contrast_rows(layout.n_systems)[0]
+        res = refit_lme4(self.design(layout), y, contrast, reml=uses_reml(self.test))
+        df = res["df"] if self.test == "satterthwaite" else None
+        return res["estimate"], res["se"], df, res["singular"] > 0, res["failed"] > 0, res["warned"] > 0
