@@ -86,6 +86,34 @@ class AnalysisResult:
         extra = {"adjust": self.adjust, "model": self.model, "backend": self.backend}
         return [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
 
+    def methods(self) -> str:
+        """A methods paragraph for the paper."""
+        o = self.omnibus.iloc[0]
+        engine = ("lme4 and lmerTest in R" if self.backend == "lme4"
+                  else "humaneval-power's REML solver (the lme4 criterion, without R)")
+        return (f"We fitted the linear mixed model `{self.model}` by REML ({engine}), with random intercepts for "
+                "workers and items and for their interactions with the system, so that every system shares the "
+                "same five variance components whatever the coding. We tested whether all systems have the same "
+                f"mean rating with an F test (F({o.num_df:.0f}, {o.den_df:.1f}) = {o.F:.2f}, p = {o.p_value:.3g}), "
+                "its denominator degrees of freedom by Satterthwaite's method as in lmerTest. We compared "
+                + ("every pair of systems" if self.family == "pairs" else f"each system with {self.contrasts.versus.iloc[0]}")
+                + " by t tests with per-contrast Satterthwaite degrees of freedom, adjusting p-values and "
+                f"{self.level:.0%} intervals by {self.adjustment_text()}. Effect sizes are differences in mean "
+                "rating divided by the SD of a single rating (the square root of the sum of all variance components).")
+
+    def markdown(self) -> str:
+        """A short Markdown report: methods paragraph, design, the F test, means, contrasts, variance components."""
+        sections = [f"# Analysis of {Path(self.source).name}", "", self.methods(), ""]
+        for title, table in (("Design", self.design), ("Test of all systems equal", self.omnibus),
+                             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
+                             ("Contrasts", self.contrasts), ("Variance components", self.components)):
+            sections += [f"## {title}", "", _markdown_table(table), ""]
+        if self.scale:
+            sections += [f"Scores were rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1].", ""]
+        if self.notes:
+            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
+        return "\n".join(sections)
+
     def __str__(self) -> str:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         d = dict(zip(self.design.name, self.design.value))
@@ -106,6 +134,15 @@ class AnalysisResult:
         if self.notes:
             parts += ["", *(f"note: {n}" for n in self.notes)]
         return "\n".join(parts)
+
+
+def _markdown_table(table: pd.DataFrame) -> str:
+    def cell(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
+
+    lines = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 # -- input and design ------------------------------------------------------------------------------
@@ -362,11 +399,8 @@ def analyze(
     if zeros:
         notes.append(f"singular fit: {', '.join(zeros)} estimated at zero; the tests treat that source of "
                      "variation as absent")
-    counts_all = data.counts()
-    design_table = design_summary(data)
-    del counts_all
     return AnalysisResult(
-        design=design_table, components=components, omnibus=omnibus, means=means, contrasts=table,
+        design=design_summary(data), components=components, omnibus=omnibus, means=means, contrasts=table,
         model=spec.formula.replace("score ~ 1" + "".join(f" + {c}" for c in design.columns), "score ~ system"),
         backend=backend, adjust=adjust, family=contrasts, level=level, seed=seed, source=data.source,
         scale=data.scale, singular=bool(raw.singular or zeros), notes=tuple(dict.fromkeys(notes)),
