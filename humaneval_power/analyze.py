@@ -231,6 +231,20 @@ def _system_rows(design: Any, frame: pd.DataFrame) -> np.ndarray:
     return np.array(rows)
 
 
+def anova_rows(design: Any, frame: pd.DataFrame) -> np.ndarray:
+    """The hypothesis "all systems equal" in lmerTest's basis (its type I = type III rows for one factor).
+
+    contestMD's F does not depend on the basis of the hypothesis but its denominator df does
+    (unless the design is balanced): lmerTest takes the rows of the system columns of ``t(L)``,
+    ``X'X = LU`` (Doolittle, no pivoting), i.e. the unit lower factor of ``X'X = L D L'``.
+    """
+    x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in design.columns])
+    chol = np.linalg.cholesky(x.T @ x)
+    lower = chol / np.diag(chol)
+    lower[np.abs(lower) < 1e-6] = 0.0  # as lmerTest's doolittle()
+    return lower.T[1:]
+
+
 def _family(systems: Sequence[str], contrasts: str) -> list[tuple[int, int]]:
     """(system, versus) index pairs: each system against the first, or all pairs (later minus earlier)."""
     if contrasts == "baseline":
@@ -367,7 +381,7 @@ def analyze(
 
     m = _system_rows(design, frame)
     names = list(data.systems)
-    f_test = inference.f_test(m[1:] - m[0])
+    f_test = inference.f_test(anova_rows(design, frame))
     omnibus = pd.DataFrame([{"test": "all systems equal", **f_test}])
 
     from scipy import stats
