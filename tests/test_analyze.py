@@ -70,22 +70,22 @@ def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str]) -
     return out
 
 
-@pytest.fixture(scope="module")
-def expert(data_dir):
-    path = data_dir / "dialsummeval_expert" / "ratings.csv"
+def _shared(data_dir, folder: str, dimension: str, systems: list[str]) -> pd.DataFrame:
+    path = data_dir / folder / "ratings.csv"
     if not path.exists():
         pytest.skip(f"{path} not found")
     frame = pd.read_csv(path)
-    return frame[(frame.dimension == "relevance") & frame.system.isin(EXPERT_SYSTEMS)]
+    return frame[(frame.dimension == dimension) & frame.system.isin(systems)]
+
+
+@pytest.fixture(scope="module")
+def expert(data_dir):
+    return _shared(data_dir, "dialsummeval_expert", "relevance", EXPERT_SYSTEMS)
 
 
 @pytest.fixture(scope="module")
 def amt(data_dir):
-    path = data_dir / "dialsummeval_amt" / "ratings.csv"
-    if not path.exists():
-        pytest.skip(f"{path} not found")
-    frame = pd.read_csv(path)
-    return frame[(frame.dimension == "coherence") & frame.system.isin(AMT_SYSTEMS)]
+    return _shared(data_dir, "dialsummeval_amt", "coherence", AMT_SYSTEMS)
 
 
 def _label(result_contrasts: pd.DataFrame) -> list[str]:
@@ -123,7 +123,7 @@ def _check_f_and_means(result, ref: dict, rel_df: float, abs_est: float, abs_p: 
 
 
 @pytest.mark.r
-@pytest.mark.parametrize("which", ["expert", "amt"])
+@pytest.mark.parametrize("which", ["expert", pytest.param("amt", marks=pytest.mark.slow)])
 def test_lme4_backend_equals_lmertest_emmeans(which, request, lme4_backend):
     """The lme4 backend: the same lme4 optimum, so lmerTest's and emmeans' numbers to 1e-6 (p 1e-4 / mvt MC)."""
     frame = request.getfixturevalue(which)
@@ -146,7 +146,7 @@ def any_result_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.r
-@pytest.mark.parametrize("which", ["expert", "amt"])
+@pytest.mark.parametrize("which", ["expert", pytest.param("amt", marks=pytest.mark.slow)])
 def test_statsmodels_backend_equals_lmertest_emmeans(which, request, lme4_backend):
     """Without R: the same numbers within the optimisers' tolerance (df 1e-3 relative, estimates/SE 1e-4)."""
     frame = request.getfixturevalue(which)
@@ -226,7 +226,7 @@ def test_statsmodels_backend_on_simulated_study_tables():
     (_toy(), {"contrasts": "baseline", "adjust": "tukey"}, "tukey"),
     (_toy(), {"random": "maximal"}, "random-effect structure"),
     (_toy(), {"level": 1.5}, "level"),
-    ("/nonexistent/ratings.csv", {}, ""),
+    ("/nonexistent/ratings.csv", {}, "not found"),
 ])
 def test_bad_input_is_an_input_error(bad, kwargs, message):
     with pytest.raises(InputError, match=message):
