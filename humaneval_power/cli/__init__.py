@@ -28,6 +28,7 @@ GROUPS = {
     "accuracy": "comparing classifiers on accuracy (McNemar; unpaired proportions)",
     "bleu": "BLEU/chrF: randomization-test power, swap-effect estimates, paired tests",
     "fit": "fit pilot data (ratings or head-to-head judgments) and export parameters",
+    "analyze": "analyse a completed study: F test, marginal means, adjusted contrasts (mixed model)",
 }
 
 

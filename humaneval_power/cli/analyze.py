@@ -1,0 +1,73 @@
+"""``hepower analyze``: a completed study's ratings -> one mixed model, F test, marginal means, adjusted contrasts."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .common import add_json_option, add_seed, finite_float, where_filters
+
+TABLE = ["system", "versus", "estimate", "se", "df", "t", "p_value", "p_adjusted", "ci_low", "ci_high", "effect_size"]
+
+
+def add_parser(sub: Any, name: str, text: str) -> None:
+    """The ``analyze`` command."""
+    from ..analyze import ADJUSTMENTS, BACKENDS, CONTRASTS, RANDOM
+
+    p = sub.add_parser(name, help=text, description=text)
+    p.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating")
+    for role in ("worker", "item", "system", "score"):
+        p.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
+    p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE (repeatable)")
+    p.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems (default: all)")
+    p.add_argument("--baseline", metavar="SYSTEM", help="system listed first and compared with (default: first, sorted)")
+    p.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
+                   help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
+    p.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
+                   help="several ratings of one (worker, item, system)")
+    p.add_argument("--random", choices=RANDOM, default="invariant",
+                   help="random effects: (1|worker) + (1|worker:system) + (1|item) + (1|item:system)")
+    p.add_argument("--contrasts", choices=CONTRASTS, default="pairs",
+                   help="all pairs of systems, or each system against the baseline")
+    p.add_argument("--adjust", choices=ADJUSTMENTS, default="holm",
+                   help="multiplicity adjustment over the family of contrasts (fdr: Benjamini-Hochberg; "
+                        "tukey: pairs only; dunnett: multivariate t, emmeans' mvt)")
+    p.add_argument("--backend", choices=BACKENDS, default="lme4",
+                   help="lme4 (R, lmerTest) or statsmodels (no R, the same REML fit and Satterthwaite df)")
+    p.add_argument("--level", type=finite_float, default=0.95, help="confidence level of the intervals")
+    add_seed(p, " (Monte Carlo of --adjust dunnett)", default=0)
+    p.add_argument("--out", metavar="FILE", help="also write the contrasts to FILE (.csv, .json or .parquet)")
+    p.add_argument("--report", metavar="FILE", help="also write a Markdown report for the paper (.md)")
+    add_json_option(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``hepower analyze``."""
+    import json
+
+    import pandas as pd
+
+    from ..analyze import analyze
+    from ..io import check_output_paths, json_records, table_writer, write_outputs
+
+    from .fit import Stages
+
+    out, report = check_output_paths((args.out, (".csv", ".json", ".parquet"), "--out"),
+                                     (args.report, (".md",), "--report"))
+    with Stages() as progress:
+        result = analyze(args.data, args.worker, args.item, args.system, args.score, where_filters(args.where),
+                         args.baseline, tuple(args.scale) if args.scale else None, args.random, args.contrasts,
+                         args.adjust, args.backend, args.level, args.seed, args.systems, args.duplicates,
+                         progress=progress)
+    records = pd.DataFrame(result.records())
+    writes = []
+    if out is not None:
+        writes.append((out, table_writer(records, out)))
+    if report is not None:
+        text = result.markdown()
+        writes.append((report, lambda tmp: tmp.write_text(text, encoding="utf-8")))
+    write_outputs(writes)
+    for path, _ in writes:
+        print(f"wrote {path}", file=sys.stderr)
+    print(json.dumps(json_records(records)) if args.json else result)
+    return 0

@@ -1,0 +1,143 @@
+"""lmerTest's Satterthwaite inference for any linear function of the fixed effects, from either backend.
+
+lmerTest keeps four things from a REML fit: the fixed effects ``beta``, their
+covariance ``V``, the covariance of the variance parameters ``A`` (``vcov_varpar``,
+over varpar = (theta..., sigma)) and the Jacobian ``J_k = dV/dvarpar_k``. From them
+
+* ``contest1D``: for a row ``l``, estimate ``l'b``, ``se = sqrt(l'Vl)`` and
+  ``df = 2 (l'Vl)^2 / (g' A g)``, ``g_k = l' J_k l``;
+* ``contestMD`` (the F test of ``L b = 0``, e.g. ``anova(m, ddf = "Satterthwaite")``):
+  eigen-decompose ``L V L' = P D P'``, keep the ``q`` eigenvalues above
+  ``sqrt(eps) * d_1``, ``F = sum((P'Lb)_m^2 / d_m) / q``; each rotated row gets its
+  own ``nu_m`` as above and the denominator df is ``2E / (E - q)``,
+  ``E = sum(nu_m / (nu_m - 2))`` (2 if any ``nu_m <= 2``; their mean if all equal).
+
+:func:`lme4_inference` reads the four from lmerTest itself (``r_bridge/analyze.R``);
+:func:`statsmodels_inference` computes them with the no-R solver of :mod:`.vc_reml`
+(the Jacobian exactly, ``A`` as :meth:`~.vc_reml.CrossedComponentsModel.satterthwaite` does).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .types import LmmSpec, RawFit
+
+#: lmerTest's rank tolerance for the F test: sqrt(.Machine$double.eps)
+RANK_EPS = math.sqrt(np.finfo(float).eps)
+
+
+@dataclass(frozen=True, eq=False)
+class FixedEffectsInference:
+    """``beta`` (p), ``vcov`` (p x p), ``jacobian`` (m x p x p, dV/dvarpar) and ``vcov_varpar`` (m x m)."""
+
+    beta: np.ndarray
+    vcov: np.ndarray
+    jacobian: np.ndarray
+    vcov_varpar: np.ndarray
+
+    def _df(self, rows: np.ndarray, variances: np.ndarray) -> np.ndarray:
+        grads = np.einsum("ip,kpq,iq->ik", rows, self.jacobian, rows)
+        denom = np.einsum("ik,kl,il->i", grads, self.vcov_varpar, grads)
+        return np.divide(2 * variances**2, denom, out=np.full(len(rows), np.inf), where=denom > 0)
+
+    def contrasts(self, rows: np.ndarray) -> pd.DataFrame:
+        """estimate, se, df (Satterthwaite), t and two-sided p of each row of ``rows`` (lmerTest's contest1D)."""
+        from scipy import stats
+
+        rows = np.atleast_2d(np.asarray(rows, float))
+        est = rows @ self.beta
+        var = np.einsum("ip,pq,iq->i", rows, self.vcov, rows)
+        se = np.sqrt(var)
+        df = self._df(rows, var)
+        t = est / se
+        return pd.DataFrame({"estimate": est, "se": se, "df": df, "t": t, "p_value": 2 * stats.t.sf(np.abs(t), df)})
+
+    def f_test(self, rows: np.ndarray) -> dict[str, float]:
+        """F test of ``rows @ beta = 0`` with Satterthwaite denominator df (lmerTest's contestMD)."""
+        from scipy import stats
+
+        rows = np.atleast_2d(np.asarray(rows, float))
+        values, vectors = np.linalg.eigh(rows @ self.vcov @ rows.T)
+        values, vectors = values[::-1], vectors[:, ::-1]  # decreasing, as R's eigen()
+        q = int((values > max(RANK_EPS * values[0], 0.0)).sum())
+        rotated = vectors[:, :q].T @ rows
+        d = values[:q]
+        f = float(((rotated @ self.beta) ** 2 / d).sum() / q)
+        nu = self._df(rotated, d)
+        ddf = fisher_ddf(nu)
+        return {"F": f, "num_df": float(q), "den_df": ddf, "p_value": float(stats.f.sf(f, q, ddf))}
+
+
+def fisher_ddf(nu: np.ndarray, tol: float = 1e-8) -> float:
+    """lmerTest's ``get_Fstat_ddf``: the denominator df of an F built from t statistics with df ``nu``."""
+    nu = np.asarray(nu, float)
+    if len(nu) == 1:
+        return float(nu[0])
+    if np.all(np.abs(np.diff(nu)) < tol):
+        return float(nu.mean())
+    if np.any(nu <= 2):
+        return 2.0
+    e = float((nu / (nu - 2)).sum())
+    return 2 * e / (e - len(nu))
+
+
+def lme4_inference(frame: pd.DataFrame, spec: LmmSpec) -> tuple[RawFit, FixedEffectsInference]:
+    """Fit ``spec`` by REML with lme4 + lmerTest; the fit and lmerTest's own beta, V, J and A."""
+    from rpy2.rinterface_lib.embedded import RRuntimeError
+
+    from ..errors import InputError
+    from . import lme4
+
+    ro = lme4._r()
+    if not ro.r('exists("hepower_analyze_lmm")')[0]:
+        ro.r["source"](str(lme4.r_bridge_dir() / "analyze.R"))
+    try:
+        with lme4.r_interruptible():
+            res = ro.r["hepower_analyze_lmm"](lme4._data_frame({c: frame[c].to_numpy() for c in frame.columns}),
+                                              spec.formula)
+    except RRuntimeError as exc:
+        raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
+    raw = lme4._raw_fit(res, "gaussian", "none")
+    p = len(raw.coefficients)
+    m = int(res.rx2("n_jac")[0])
+    arr = {name: np.asarray(list(res.rx2(name)), float) for name in ("beta", "vcov_beta", "jac", "vcov_varpar")}
+    jac = arr["jac"].reshape(m, p, p).transpose(0, 2, 1)  # each matrix column-major
+    inference = FixedEffectsInference(arr["beta"], arr["vcov_beta"].reshape(p, p, order="F"), jac,
+                                      arr["vcov_varpar"].reshape(m, m, order="F"))
+    return raw, inference
+
+
+def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec,
+                          progress: Any = None) -> tuple[RawFit, FixedEffectsInference]:
+    """Fit ``spec`` without R (:func:`.statsmodels_lmm.fit_lmm_statsmodels`); its beta, V, exact J and A.
+
+    The fitted SDs are turned back into relative variances and the solver's model
+    evaluated there (the same optimum): ``dV/dgamma_k = s^2 C X'H^-1 Z_k Z_k' H^-1 X C``
+    (``C = (X'H^-1 X)^-1``), ``dV/dtheta_k = 2 theta_k dV/dgamma_k``, ``dV/dsigma = 2 s C``.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from .statsmodels_lmm import _model, fit_lmm_statsmodels
+
+    raw = fit_lmm_statsmodels(frame, spec.columns, spec.components, intervals="none", progress=progress)
+    sds = raw.components.set_index(["group", "term"])["sd"]
+    gamma = np.array([(float(sds.loc[c]) / raw.sigma) ** 2 for c in spec.components])
+    with threadpool_limits(1):
+        model = _model(frame, spec.columns, list(spec.components), True)
+        fit = model.at(gamma)
+        satt = model.satterthwaite(fit)
+        pt = model._evaluate(fit.gamma, gradient=True)
+    c = np.linalg.inv(pt.s[:model.p, :model.p])
+    czx = pt.zhx @ c  # row j: C X' H^-1 z_j
+    jac = np.empty((model.k + 1, model.p, model.p))
+    for k in range(model.k):
+        rows = czx[model.component == k]
+        jac[k] = 2 * fit.theta[k] * fit.sigma2 * rows.T @ rows
+    jac[model.k] = 2 * math.sqrt(fit.sigma2) * c
+    return raw, FixedEffectsInference(fit.beta, fit.beta_cov, jac, satt.vcov_varpar)
