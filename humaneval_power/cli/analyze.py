@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_json_option, add_seed, finite_float, where_filters
+from .common import StageNotes, add_json_option, add_seed, finite_float, where_filters
 
 TABLE = ["system", "versus", "estimate", "se", "df", "t", "p_value", "p_adjusted", "ci_low", "ci_high", "effect_size"]
 
@@ -50,11 +50,9 @@ def run(args: argparse.Namespace) -> int:
     from ..analyze import analyze
     from ..io import check_output_paths, json_records, table_writer, write_outputs
 
-    from .fit import Stages
-
     out, report = check_output_paths((args.out, (".csv", ".json", ".parquet"), "--out"),
                                      (args.report, (".md",), "--report"))
-    with Stages() as progress:
+    with StageNotes("hepower analyze") as progress:
         result = analyze(args.data, args.worker, args.item, args.system, args.score, where_filters(args.where),
                          args.baseline, tuple(args.scale) if args.scale else None, args.random, args.contrasts,
                          args.adjust, args.backend, args.level, args.seed, args.systems, args.duplicates,
