@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import StageNotes, add_json_option, add_seed, finite_float, where_filters
+from .common import StageNotes, add_json_option, add_ratings_input, add_seed, finite_float, where_filters
 
 TABLE = ["system", "versus", "estimate", "se", "df", "t", "p_value", "p_adjusted", "ci_low", "ci_high", "effect_size"]
 
@@ -15,16 +15,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     from ..analyze import ADJUSTMENTS, BACKENDS, CONTRASTS, RANDOM
 
     p = sub.add_parser(name, help=text, description=text)
-    p.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating")
-    for role in ("worker", "item", "system", "score"):
-        p.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
-    p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE (repeatable)")
-    p.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems (default: all)")
+    add_ratings_input(p)
     p.add_argument("--baseline", metavar="SYSTEM", help="system listed first and compared with (default: first, sorted)")
-    p.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
-                   help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
-    p.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
-                   help="several ratings of one (worker, item, system)")
     p.add_argument("--random", choices=RANDOM, default="invariant",
                    help="random effects: (1|worker) + (1|worker:system) + (1|item) + (1|item:system)")
     p.add_argument("--contrasts", choices=CONTRASTS, default="pairs",

@@ -237,6 +237,20 @@ class OutputFiles:
             print(f"wrote {path}", file=sys.stderr)
 
 
+def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
+    """The input of ``fit`` and ``analyze``: the ratings file, its columns, row filters, systems,
+    scale and duplicate policy (the keywords of ``fitting.ratings.read_ratings``)."""
+    p.add_argument("data", metavar="RATINGS", help=f"tidy CSV or Parquet, one row per {what}")
+    for role in ("worker", "item", "system", "score"):
+        p.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
+    p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE (repeatable)")
+    p.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems (default: all)")
+    p.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
+                   help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
+    p.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
+                   help="several ratings of one (worker, item, system)")
+
+
 def add_checkpoint(p: argparse.ArgumentParser) -> None:
     """--checkpoint FILE and --restart."""
     p.add_argument("--checkpoint", metavar="FILE",

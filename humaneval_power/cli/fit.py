@@ -8,31 +8,22 @@ from typing import Any
 from ..errors import InputError
 from ..fitting import registry
 from ..validation import TIE_POLICIES
-from .common import StageNotes, add_old_spelling, add_seed, finite_float, positive, print_json, where_filters
+from .common import StageNotes, add_old_spelling, add_ratings_input, add_seed, positive, print_json, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
     """The ``fit`` command."""
     fit = sub.add_parser(name, help=text, description=text)
-    fit.add_argument("data", metavar="RATINGS", help="tidy CSV or Parquet, one row per rating or judgment")
-    for role in ("worker", "item", "system", "score"):
-        fit.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
+    add_ratings_input(fit, "rating or judgment")
     fit.add_argument("--system-a", default="system_a", metavar="COL", help="binomial: first system's column")
     fit.add_argument("--system-b", default="system_b", metavar="COL", help="binomial: second system's column")
     fit.add_argument("--outcome", default="outcome", metavar="COL", help="binomial: a, b or tie (or the winner)")
     fit.add_argument("--baseline", metavar="SYSTEM", help="system the others are compared with (default: first)")
-    fit.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems (default: all)")
-    fit.add_argument("--where", action="append", metavar="COL=VALUE",
-                     help="keep rows where COL equals VALUE (repeatable)")
     fit.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian",
                      help="gaussian (ratings, LMM) or binomial (judgments, logistic GLMM)")
     fit.add_argument("--backend", choices=tuple(registry.REGISTRY), default="lme4",
                      help="lme4 (R, Satterthwaite t), statsmodels (no R, same tests and Wald intervals, "
                           "Gaussian only), bambi (Bayesian, posterior intervals)")
-    fit.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
-                     help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
-    fit.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
-                     help="several ratings of one (worker, item, system)")
     fit.add_argument("--ties", choices=TIE_POLICIES, default="drop",
                      help="binomial: drop ties, or split each as half a win for each side")
     fit.add_argument("--tie-values", nargs="+", default=[], metavar="ANSWER",
