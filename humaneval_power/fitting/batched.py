@@ -521,14 +521,9 @@ def _evaluate(bt: _Batch | _BlockBatch, gamma: np.ndarray, gradient: bool) -> _P
     if st.q2:
         s_mat = lc[:, :, None] * r_mat * lc[:, None, :]
         s_mat[:, np.arange(st.q2), np.arange(st.q2)] += 1.0
-        ls = np.linalg.cholesky(s_mat)
-        logdet += 2 * np.log(np.diagonal(ls, axis1=1, axis2=2)).sum(1)
         d = lc[:, :, None] * m
-        if gradient:
-            s_inv = np.linalg.inv(s_mat)
-            sd = s_inv @ d
-        else:
-            sd = np.linalg.solve(s_mat, d)
+        ld, sd, s_inv = _cholesky_solve(s_mat, d, gradient)
+        logdet += ld
         whw = waw - np.swapaxes(d, 1, 2) @ sd
     else:
         whw = waw
@@ -548,8 +543,7 @@ def _evaluate(bt: _Batch | _BlockBatch, gamma: np.ndarray, gradient: bool) -> _P
         y_mat = lc[:, :, None] * s_inv * lc[:, None, :]
         v = lc[:, :, None] * sd                                      # Y m
         zchw = m - r_mat @ v                                         # Z_C' H^-1 w
-        ry = r_mat @ y_mat
-        diag = np.diagonal(r_mat, axis1=1, axis2=2) - (ry * r_mat).sum(2)
+        diag = _outer_trace(r_mat, y_mat, s_inv, lc)
         onehot = (st.outer_comp[:, None] == np.arange(kk)[None, :]).astype(float)
         trace += diag @ onehot
         omega += np.einsum("sli,slj,lk->skij", zchw, zchw, onehot, optimize=True)
@@ -561,6 +555,47 @@ def _evaluate(bt: _Batch | _BlockBatch, gamma: np.ndarray, gradient: bool) -> _P
     cvec = np.concatenate([-beta, np.ones((n, 1))], axis=1)
     score = np.einsum("si,skij,sj->sk", cvec, omega, cvec)
     return _Point(dev, logdet, beta, sxx, r2, trace, omega, score)
+
+
+def _cholesky_solve(s_mat: np.ndarray, d: np.ndarray, inverse: bool
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """log det S, S^-1 d and (``inverse``) S^-1 for each study's S (positive definite), by Cholesky."""
+    from scipy.linalg import lapack
+
+    n, q = s_mat.shape[:2]
+    if q < 64:  # small: numpy's batched routines
+        ls = np.linalg.cholesky(s_mat)
+        s_inv = np.linalg.inv(s_mat) if inverse else None
+        sd = s_inv @ d if inverse else np.linalg.solve(s_mat, d)
+        return 2 * np.log(np.diagonal(ls, axis1=1, axis2=2)).sum(1), sd, s_inv
+    logdet, sd = np.empty(n), np.empty_like(d)
+    s_inv = np.empty_like(s_mat) if inverse else None
+    for j in range(n):
+        c, info = lapack.dpotrf(s_mat[j], lower=1, clean=0)
+        if info:
+            raise np.linalg.LinAlgError("the Schur complement is not positive definite")
+        logdet[j] = 2 * np.log(np.diagonal(c)).sum()
+        sd[j] = lapack.dpotrs(c, d[j], lower=1)[0]
+        if inverse:
+            inv = lapack.dpotri(c, lower=1)[0]
+            s_inv[j] = np.tril(inv) + np.tril(inv, -1).T
+    return logdet, sd, s_inv
+
+
+def _outer_trace(r_mat: np.ndarray, y_mat: np.ndarray, s_inv: np.ndarray, lc: np.ndarray) -> np.ndarray:
+    """diag(R - R Y R) (the outer effects' diag(Z_C'H^-1 Z_C)), Y = L S^-1 L, S = I + L R L.
+
+    Where ``l_i^2 R_ii`` is not small, ``(1 - S^-1_ii) / l_i^2`` (as L R Y R L = S - 2I + S^-1);
+    the other rows directly."""
+    l2 = lc**2
+    rii = np.diagonal(r_mat, axis1=1, axis2=2)
+    far = l2 * rii > 1e-3
+    out = np.where(far, (1 - np.diagonal(s_inv, axis1=1, axis2=2)) / np.where(far, l2, 1.0), 0.0)
+    near = np.flatnonzero((~far).any(0))
+    if near.size:
+        rows = r_mat[:, near, :]                                      # (n, J, q2)
+        out[:, near] = np.where(far[:, near], out[:, near], rii[:, near] - ((rows @ y_mat) * rows).sum(2))
+    return out
 
 
 def _inner_classes(bt: _Batch, lam_pad: np.ndarray, r_mat: np.ndarray, m: np.ndarray, waw: np.ndarray
@@ -901,9 +936,9 @@ def _chunk_size(st: _Structure | _BlockStructure, n_obs: int, per_study_design: 
     """Studies per chunk so that the per-study arrays stay within ``budget`` bytes."""
     t, q2, p1 = st.t, st.q2, st.p + 1
     if isinstance(st, _BlockStructure):
-        blocks = sum(g.blocks.size * (t + g.sup.shape[2]) ** 2 for g in st.groups)
-        per = 8 * (4 * n_obs * p1 + 10 * q2 * q2 + 6 * blocks * p1)
-        return max(1, int(budget // (4 * per)))
+        blocks = sum(g.blocks.size * (g.sup.shape[2] + t) * (g.sup.shape[2] + p1) for g in st.groups)
+        per = 8 * (3 * n_obs * p1 + 6 * q2 * q2 + 4 * blocks)
+        return max(1, int(budget // per))
     per = 8 * (n_obs * p1 + st.nb * t * p1 + len(st.classes) * t * t * (3 * q2 * p1 + 2 * p1 * p1)
                + 4 * q2 * q2 + (len(st.classes) * t * t * q2 * q2 if per_study_design else 0))
     return max(1, int(budget // (4 * per)))
