@@ -361,8 +361,8 @@ def _block_structure(design: ComponentDesign, za: sp.csr_matrix, slot_comp: np.n
             g_cc += _counts((cp * q2 + oi[:, o1]) * q2 + oi[:, o2], wts * ovals[o1] * ovals[o2], g_cc.size)
     g = g.reshape(nbt, nb, t, t)
     gc = gc.reshape(nbt, nb, t, smax)
-    # blocks grouped by support size (padding within a factor of ~1.4)
-    bucket = np.ceil(2 * np.log2(np.maximum(size, 1))).astype(int)
+    # blocks grouped by support size (padding within a factor of 2)
+    bucket = np.ceil(np.log2(np.maximum(size, 1))).astype(int)
     groups = []
     onehot = (slot_comp[:, :, None] == np.arange(kk)[None, None, :]).astype(float)
     for bkt in np.unique(bucket):
@@ -667,7 +667,7 @@ def _inner_blocks(bt: _BlockBatch, lam_pad: np.ndarray, r_mat: np.ndarray, m: np
         logdet += 2 * np.log(np.diagonal(chol, axis1=2, axis2=3)).sum((1, 2))
         phi = la[..., :, None] * np.linalg.inv(a) * la[..., None, :]
         saved.append((phi, eye_t - grp.g @ phi))
-        waw -= np.einsum("sbei,sbef,sbfj->sij", zw, phi, zw, optimize=True)
+        waw -= (np.swapaxes(zw, 2, 3) @ (phi @ zw)).sum(1)
         if q2:
             pg = phi @ grp.gc                                     # (n, nbg, t, s)
             gct = np.swapaxes(grp.gc, 2, 3)
@@ -699,14 +699,15 @@ def _inner_blocks_gradient(bt: _BlockBatch, saved: list, v: np.ndarray | None, y
             a_b = zw - grp.gc @ vpad[studies, sup]                          # (n, nbg, t, p+1)
             yg = ypad[studies[..., None], sup[..., :, None], sup[..., None, :]]   # (n, nbg, s, s)
             u = grp.gc @ yg @ np.swapaxes(grp.gc, 2, 3)
-            cov = np.diagonal(nmat @ grp.g, axis1=2, axis2=3) - np.einsum("sbae,sbef,sbaf->sba", nmat, u, nmat,
-                                                                            optimize=True)
+            cov = np.diagonal(nmat @ grp.g, axis1=2, axis2=3) - ((nmat @ u) * nmat).sum(3)
         else:
             a_b = zw
             cov = np.diagonal(nmat @ grp.g, axis1=2, axis2=3)
         r_b = nmat @ a_b
-        omega += np.einsum("sbai,sbaj,bak->skij", r_b, r_b, grp.onehot, optimize=True)
-        trace += np.einsum("sba,bak->sk", cov, grp.onehot)
+        hot = grp.onehot.reshape(-1, trace.shape[1]).T                      # (K, nbg t)
+        p1 = r_b.shape[3]
+        omega += (hot @ (r_b[..., :, None] * r_b[..., None, :]).reshape(n, -1, p1 * p1)).reshape(n, -1, p1, p1)
+        trace += cov.reshape(n, -1) @ hot.T
 
 
 def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
