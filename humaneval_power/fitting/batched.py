@@ -32,8 +32,16 @@ Designs whose outer levels differ between studies (a random worker
 assignment drawn anew per study) are fitted the same way with per-study
 design tensors; the blocking factor must then be the same for all studies.
 
-Limits: the cost grows with the number of block classes (every item alike
-in the crowd designs; missing ratings would make many classes) and with
+When the classes are many (a pilot's own layout: every item its own class;
+missing ratings, given as per-study 0/1 row ``weights`` so that all studies
+share one shape) the blocks are evaluated one by one instead, each on its
+*support* (the few outer effects its rows touch): ``R`` and ``Z_C'H_A^-1 w``
+are scatter-adds of ``t x s`` products, the gradient gathers ``Y`` on the
+supports; the evaluation is chosen by an operation count, the blocking
+factor (item or worker) by the smaller Schur complement, outer levels that
+never occur are dropped, and a large ``S`` is factored by LAPACK's Cholesky.
+
+Limits: the cost grows with
 ``q2^3`` (worker effects ``W (1 + S)``: fine up to a few hundred); per-study
 designs carry ``t^2 q2^2`` numbers per study and cost ~3x a shared design.
 Components are independent (no correlated random effects); ``x`` must have
@@ -1027,7 +1035,8 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                          ("sigma", sigma), ("dev", pt.dev), ("conv", conv), ("iter", iters)):
             out[key][idx] = val
     bad = ~(np.isfinite(out["est"]).all(1) & np.isfinite(out["se"]).all(1) & np.isfinite(out["dev"]))
-    bad |= ~(out["sigma"] > 1e-8 * np.nanstd(y, axis=0))  # an exact fit: no residual variance to estimate
+    scale = np.maximum(1e-8 * np.nanstd(y, axis=0), 1e-6 * np.sqrt(np.nanmean(y**2, axis=0)))
+    bad |= ~(out["sigma"] > scale)  # an exact fit: no residual variance to estimate
     out["failed"] |= bad
     out["conv"] &= ~out["failed"]
     return BatchFit(design.names, out["est"], out["se"], out["df"], out["beta"], out["theta"], out["sigma"],
