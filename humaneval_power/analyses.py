@@ -134,8 +134,8 @@ class MixedModelAnalysis:
             rows.append(row)
         return np.array(rows)
 
-    def design(self, layout: Layout) -> Any:
-        """The fast tier's component design for a layout."""
+    def design(self, layout: Layout, weights: np.ndarray | None = None) -> Any:
+        """The fast tier's component design for a layout (``weights``: per-study 0/1 row presence)."""
         from .fitting.batched import Component, ComponentDesign
 
         s, n = layout.system, layout.size
@@ -148,15 +148,25 @@ class MixedModelAnalysis:
             comps = (Component("worker", layout.worker),
                      Component("worker:system", layout.worker * layout.n_systems + s),
                      Component("item", layout.item), Component("item:system", layout.item * layout.n_systems + s))
-        return ComponentDesign(x, comps, block="item")
+        return ComponentDesign(x, comps, weights=weights)
 
-    def fit(self, layout: Layout, y: np.ndarray, design: Any = None) -> FamilyFit:
+    def fit(self, layout: Layout | list[Layout], y: np.ndarray | list[np.ndarray], design: Any = None) -> FamilyFit:
         """Fit every column of ``y`` (N x n); estimates, SEs and df of the family's contrasts.
 
         REML and ML variance estimates do not change when the data move along the
         fixed effects, so a fit at one set of system means serves every other:
         :meth:`decide` shifts the estimates by the change in the true contrasts.
+        A list of layouts (studies with their own rows: missing ratings) and their
+        ``y`` (N_j x 1 each) are fitted together on one padded layout.
         """
+        if isinstance(layout, list):
+            if self.tier != "fast":
+                fits = [self.fit(lay, yj) for lay, yj in zip(layout, y)]
+                return FamilyFit(*(None if getattr(fits[0], f) is None else
+                                   np.concatenate([getattr(r, f) for r in fits])
+                                   for f in ("estimate", "se", "df", "singular", "failed", "warned")))
+            layout, weights, y = pad_layouts(layout, y)
+            design = self.design(layout, weights)
         if self.tier == "lme4":
             est, se, df, singular, failed, warned = self._lme4(layout, y)
             return FamilyFit(est[:, None], se[:, None], None if df is None else df[:, None], singular, failed, warned)
@@ -191,3 +201,34 @@ class MixedModelAnalysis:
         res = refit_lme4(self.design(layout), y, contrast, reml=uses_reml(self.test))
         df = res["df"] if self.test == "satterthwaite" else None
         return res["estimate"], res["se"], df, res["singular"] > 0, res["failed"] > 0, res["warned"] > 0
+
+
+def pad_layouts(layouts: list[Layout], ys: list[np.ndarray]) -> tuple[Layout, np.ndarray, np.ndarray]:
+    """Studies with their own rows as one padded layout: every (item, system) output gets as many rows as
+    it has in the study that rates it most, each study's ratings of it first; returns the layout (worker
+    per study: (n, N)), row weights (n, N; 0: no rating) and y (N, n; 0 where absent)."""
+    first = layouts[0]
+    s = first.n_systems
+    n = len(layouts)
+    study = np.concatenate([np.full(lay.size, j) for j, lay in enumerate(layouts)])
+    out = np.concatenate([lay.item * s + lay.system for lay in layouts])
+    worker = np.concatenate([lay.worker for lay in layouts])
+    vals = np.concatenate([np.asarray(yj, float).ravel() for yj in ys])
+    order = np.lexsort((out, study))
+    study, out, worker, vals = study[order], out[order], worker[order], vals[order]
+    group = study * (first.n_items * s) + out
+    start = np.searchsorted(group, group, side="left")
+    rank = np.arange(group.size) - start
+    per_out = np.zeros(first.n_items * s, int)
+    np.maximum.at(per_out, out, rank + 1)
+    offset = np.concatenate([[0], np.cumsum(per_out)])
+    size = int(offset[-1])
+    pos = offset[out] + rank
+    weights = np.zeros((n, size))
+    weights[study, pos] = 1.0
+    workers = np.zeros((n, size), int)
+    workers[study, pos] = worker
+    y = np.zeros((size, n))
+    y[pos, study] = vals
+    cell = np.repeat(np.arange(first.n_items * s), per_out)
+    return (Layout(workers, cell // s, cell % s, first.n_workers, first.n_items, s), weights, y)

@@ -7,6 +7,7 @@ that lmerTest's Satterthwaite df are evaluated where we say the optimum is).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -53,17 +54,50 @@ def test_same_optimum_as_the_one_study_solver(case: tuple, reml: bool) -> None:
     rng = np.random.default_rng(sum(map(hash, map(str, case))) % 2**32)
     *shape, model = case
     design, y, contrast = _simulated(*shape, n=4, rng=rng, model=model)
+    _assert_as_one_study(design, y, contrast, reml)
+
+
+def _assert_as_one_study(design: B.ComponentDesign, y: np.ndarray, contrast: np.ndarray, reml: bool) -> None:
+    """Batched fits of every study equal the one-study solver's (rows of weight 0 dropped)."""
     fit = B.fit_many(design, y, contrast, reml=reml)
     assert fit.converged.all() and not fit.failed.any()
     coef = int(np.flatnonzero(contrast)[0])
     for j in range(y.shape[1]):
-        ref, sat = _one_study_fit(design.study(j) if design.n_studies else design, y[:, j], reml)
+        keep = slice(None) if design.weights is None else design.weights[j] > 0
+        ref, sat = _one_study_fit(design.study(j) if design.n_studies else design, y[keep, j], reml)
         assert fit.deviance[j] <= ref.deviance + 1e-9
         assert fit.deviance[j] == pytest.approx(ref.deviance, abs=1e-7)
         assert abs(fit.estimate[j, 0] - ref.beta[coef]) < 1e-6
         assert fit.se[j, 0] == pytest.approx(np.sqrt(ref.beta_cov[coef, coef]), rel=1e-4)
         assert fit.df[j, 0] == pytest.approx(sat.df[coef], rel=1e-4)
         np.testing.assert_allclose(fit.sds[j], np.r_[ref.sds, np.sqrt(ref.sigma2)], atol=1e-5)
+
+
+@pytest.mark.parametrize("reml", [True, False], ids=["reml", "ml"])
+def test_missing_ratings_as_row_weights(reml: bool) -> None:
+    """Per-study 0/1 row weights (the block-by-block evaluation): as if the absent rows were not there."""
+    rng = np.random.default_rng(12)
+    for shape in ((2, 20, 6, 3, "within", "balanced"), (3, 12, 8, 2, "between", "random")):
+        design, y, contrast = _simulated(*shape, n=4, rng=rng)
+        weights = (rng.random((4, design.n)) > 0.15).astype(float)
+        _assert_as_one_study(dataclasses.replace(design, weights=weights), y, contrast, reml)
+
+
+def test_irregular_layout_by_blocks() -> None:
+    """One irregular layout (every item its own class, as a pilot's): blocked by the cheaper factor,
+    evaluated block by block; the same fits as the one-study solver and as the class-by-class evaluation."""
+    rng = np.random.default_rng(21)
+    lay = B.crowd_layout(2, 25, 30, 2, "between", "random", rng=rng)
+    design = B.crowd_design(2, 25, 30, 2, "between", "random", n_studies=None, rng=np.random.default_rng(21))
+    design = dataclasses.replace(design, block=None)
+    assert (design.components[0].levels == lay["worker"]).all()
+    assert isinstance(B._structure(design), B._BlockStructure)
+    y = B.simulate(design, np.array([3.0, 0.2]), SDS, 3, rng)
+    _assert_as_one_study(design, y, np.array([0.0, 1.0]), True)
+    by_class = B.fit_many(dataclasses.replace(design, block="item"), y, np.array([0.0, 1.0]))
+    by_block = B.fit_many(design, y, np.array([0.0, 1.0]))
+    np.testing.assert_allclose(by_block.estimate, by_class.estimate, atol=1e-8)
+    np.testing.assert_allclose(by_block.df, by_class.df, rtol=1e-5)
 
 
 def test_per_study_designs_fit_as_if_one_by_one() -> None:

@@ -32,8 +32,16 @@ Designs whose outer levels differ between studies (a random worker
 assignment drawn anew per study) are fitted the same way with per-study
 design tensors; the blocking factor must then be the same for all studies.
 
-Limits: the cost grows with the number of block classes (every item alike
-in the crowd designs; missing ratings would make many classes) and with
+When the classes are many (a pilot's own layout: every item its own class;
+missing ratings, given as per-study 0/1 row ``weights`` so that all studies
+share one shape) the blocks are evaluated one by one instead, each on its
+*support* (the few outer effects its rows touch): ``R`` and ``Z_C'H_A^-1 w``
+are scatter-adds of ``t x s`` products, the gradient gathers ``Y`` on the
+supports; the evaluation is chosen by an operation count, the blocking
+factor (item or worker) by the smaller Schur complement, outer levels that
+never occur are dropped, and a large ``S`` is factored by LAPACK's Cholesky.
+
+Limits: the cost grows with
 ``q2^3`` (worker effects ``W (1 + S)``: fine up to a few hundred); per-study
 designs carry ``t^2 q2^2`` numbers per study and cost ~3x a shared design.
 Components are independent (no correlated random effects); ``x`` must have
@@ -81,8 +89,11 @@ class ComponentDesign:
     x: np.ndarray
     components: tuple[Component, ...]
     x_names: tuple[str, ...] = ()
-    #: the factor the rows are blocked by (default: chosen to make the Schur complement smallest)
+    #: the factor the rows are blocked by (default: chosen to make an evaluation cheapest)
     block: str | None = None
+    #: per-study row presence ``(n_studies, N)`` of 0/1 (None: every row in every study): studies with
+    #: different missing ratings share one shape, a row of weight 0 being absent from that study
+    weights: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -92,6 +103,8 @@ class ComponentDesign:
     def n_studies(self) -> int | None:
         """Number of studies a per-study design covers (None: one design for all)."""
         sizes = {c.levels.shape[0] for c in self.components if c.per_study}
+        if self.weights is not None:
+            sizes.add(np.shape(self.weights)[0])
         return sizes.pop() if sizes else None
 
     @property
@@ -99,14 +112,17 @@ class ComponentDesign:
         return tuple(c.name for c in self.components)
 
     def study(self, j: int) -> ComponentDesign:
-        """The design of study ``j`` alone."""
-        comps = tuple(Component(c.name, c.levels[j], c.values) if c.per_study else c for c in self.components)
-        return ComponentDesign(self.x, comps, self.x_names, self.block)
+        """The design of study ``j`` alone (its rows of weight 0 dropped)."""
+        keep = slice(None) if self.weights is None else np.asarray(self.weights)[j] > 0
+        comps = tuple(Component(c.name, (c.levels[j] if c.per_study else c.levels)[keep],
+                                None if c.values is None else np.asarray(c.values)[keep]) for c in self.components)
+        return ComponentDesign(self.x[keep], comps, self.x_names, self.block)
 
     def subset(self, index: np.ndarray | slice) -> ComponentDesign:
         """The per-study design of a subset of studies (unchanged when shared)."""
         comps = tuple(Component(c.name, c.levels[index], c.values) if c.per_study else c for c in self.components)
-        return ComponentDesign(self.x, comps, self.x_names, self.block)
+        return ComponentDesign(self.x, comps, self.x_names, self.block,
+                               None if self.weights is None else np.asarray(self.weights)[index])
 
 
 @dataclass(frozen=True)
@@ -180,11 +196,18 @@ class _Structure:
     per_level: np.ndarray      # (K,): mean sum of squared covariates per level (observations per level)
 
 
+def _present(levels: np.ndarray) -> int:
+    """Number of distinct levels that occur."""
+    return int(np.unique(np.asarray(levels)).size)
+
+
 def _choose_block(design: ComponentDesign) -> tuple[int, list[int]]:
+    """The blocking factor (shared, most inner effects nested in it: the smallest Schur complement) and the
+    components nested in it."""
     shared = [k for k, c in enumerate(design.components) if not c.per_study]
     if not shared:
         raise ValueError("at least one component must have the same levels in every study")
-    sizes = {k: int(np.asarray(design.components[k].levels).max()) + 1 for k in shared}
+    sizes = {k: _present(design.components[k].levels) for k in shared}
     best, best_inner, best_q1 = -1, [], -1
     for c in shared:
         if design.block is not None and design.components[c].name != design.block:
@@ -206,7 +229,44 @@ def _gram(g: np.ndarray) -> np.ndarray:
     return np.matmul(flat.transpose(0, 2, 1), flat).reshape(b, t, q2, t, q2).transpose(0, 1, 3, 2, 4).copy()
 
 
-def _structure(design: ComponentDesign) -> _Structure:
+@dataclass
+class _Group:
+    """Blocks of one padded support size: design tensors with a leading axis of 1 (shared) or per study."""
+
+    blocks: np.ndarray         # (nbg,)
+    slot_comp: np.ndarray      # (nbg, t): component of each slot, -1 padding
+    onehot: np.ndarray         # (nbg, t, K)
+    g: np.ndarray              # (B, nbg, t, t): Z_b'Z_b
+    gc: np.ndarray             # (B, nbg, t, s): Z_b'Z_C on the block's support
+    sup: np.ndarray            # (B, nbg, s): the support's outer effects (q2: padding)
+
+
+@dataclass
+class _BlockStructure:
+    """Design quantities of the block-by-block evaluation (many block classes: a pilot's own layout,
+    missing ratings): every block carries its own cross-products, restricted to the few outer effects it
+    touches."""
+
+    p: int
+    n_comp: int
+    nb: int
+    t: int
+    za: sp.csr_matrix          # (nb*t, N): Z_A' (unweighted)
+    outer_comp: np.ndarray     # (q2,)
+    q2: int
+    oidx: np.ndarray           # (B, n_outer, N): outer effect of each row
+    ovals: np.ndarray          # (n_outer, N): its covariate
+    g_cc: np.ndarray           # (B, q2, q2)
+    groups: list[_Group]
+    per_level: np.ndarray
+    mask: np.ndarray | None    # (n, N) row weights, None: all rows
+
+
+def _counts(index: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(index.ravel(), weights=weights.ravel(), minlength=size)
+
+
+def _structure(design: ComponentDesign) -> _Structure | _BlockStructure:
     n, p = design.x.shape
     comps = design.components
     values = [np.ones(n) if c.values is None else np.asarray(c.values, float) for c in comps]
@@ -232,38 +292,94 @@ def _structure(design: ComponentDesign) -> _Structure:
     za = sp.csr_matrix((np.concatenate([v for _, v in slot_of_row]),
                         (np.concatenate([block * t + r for r, _ in slot_of_row]), np.tile(rows, len(inner)))),
                        shape=(nb * t, n))
-    g_all = np.asarray((za @ za.T).todense()).reshape(nb, t, nb, t)[np.arange(nb), :, np.arange(nb), :]
     slot_comp = np.full((nb, t), -1)
     for b, s in enumerate(slot_comp_per_block):
         slot_comp[b, :len(s)] = s
-    key = np.concatenate([g_all.reshape(nb, -1), slot_comp.astype(float)], axis=1)
-    _, cls = np.unique(key, axis=0, return_inverse=True)
-    cls = cls.ravel()
-    classes = [np.flatnonzero(cls == c) for c in range(int(cls.max()) + 1)]
+    # outer effects: levels that occur (in any study), component after component
     outer = [k for k in range(len(comps)) if k not in inner]
-    n_copies = design.n_studies or 1
-    zc, sizes = [], []
+    n_copies = max([np.shape(comps[k].levels)[0] for k in outer if comps[k].per_study] or [1])
+    oidx, sizes = [], []
     for k in outer:
-        sizes.append(int(np.asarray(comps[k].levels).max()) + 1)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    q2 = int(offsets[-1])
-    for j in range(n_copies):
-        if outer:
-            r = np.concatenate([np.asarray(comps[k].levels[j] if comps[k].per_study else comps[k].levels, int)
-                                + offsets[i] for i, k in enumerate(outer)])
-            zc.append(sp.csr_matrix((np.concatenate([values[k] for k in outer]), (r, np.tile(rows, len(outer)))),
-                                    shape=(q2, n)))
-        else:
-            zc.append(sp.csr_matrix((0, n)))
-    g_ac_full = np.stack([np.asarray((za @ z.T).todense()).reshape(nb, t, q2) for z in zc])  # (B, nb, t, q2)
-    g_cc = np.stack([np.asarray((z @ z.T).todense()) for z in zc])
-    g_ac = [g_ac_full[:, c] for c in classes]
-    k_mats = [_gram(g) for g in g_ac]
+        uniq, inv = np.unique(np.asarray(comps[k].levels, int), return_inverse=True)
+        oidx.append(np.broadcast_to(inv.reshape(-1, n) + sum(sizes), (n_copies, n)))
+        sizes.append(uniq.size)
+    q2 = int(sum(sizes))
+    oidx_arr = np.stack(oidx, axis=1) if outer else np.zeros((n_copies, 0, n), int)
     outer_comp = np.repeat(outer, sizes).astype(int) if outer else np.zeros(0, int)
-    per_level = np.array([float((v**2).sum()) / len(np.unique(np.asarray(c.levels)))
-                          for c, v in zip(comps, values)])
-    return _Structure(p, len(comps), nb, t, za, classes, slot_comp[[c[0] for c in classes]],
-                      g_all[[c[0] for c in classes]], outer_comp, q2, zc, k_mats, g_cc, g_ac, per_level)
+    per_level = np.array([float((v**2).sum()) / _present(c.levels) for c, v in zip(comps, values)])
+    ovals = np.array([values[k] for k in outer]).reshape(len(outer), n)
+    if design.weights is None:
+        g_all = np.asarray((za @ za.T).todense()).reshape(nb, t, nb, t)[np.arange(nb), :, np.arange(nb), :]
+        key = np.concatenate([g_all.reshape(nb, -1), slot_comp.astype(float)], axis=1)
+        _, cls = np.unique(key, axis=0, return_inverse=True)
+        cls = cls.ravel()
+        classes = [np.flatnonzero(cls == c) for c in range(int(cls.max()) + 1)]
+        zc = [sp.csr_matrix((ovals.ravel(), (oidx_arr[j].ravel(), np.tile(rows, len(outer)))), shape=(q2, n))
+              for j in range(n_copies)]
+        g_ac_full = np.stack([np.asarray((za @ z.T).todense()).reshape(nb, t, q2) for z in zc])  # (B, nb, t, q2)
+        support = (g_ac_full != 0).sum(3).max(2).max(0)                                     # (nb,)
+        class_cost = len(classes) * t * t * q2 * q2
+        block_cost = float((t * support**2 + t * t * support + 50 * t * t).sum())
+        if class_cost <= block_cost:
+            g_cc = np.stack([np.asarray((z @ z.T).todense()) for z in zc])
+            g_ac = [g_ac_full[:, c] for c in classes]
+            k_mats = [_gram(g) for g in g_ac]
+            return _Structure(p, len(comps), nb, t, za, classes, slot_comp[[c[0] for c in classes]],
+                              g_all[[c[0] for c in classes]], outer_comp, q2, zc, k_mats, g_cc, g_ac, per_level)
+    return _block_structure(design, za, slot_comp, slot_of_row, block, outer_comp, q2, oidx_arr, ovals, per_level,
+                            values, inner)
+
+
+def _block_structure(design: ComponentDesign, za: sp.csr_matrix, slot_comp: np.ndarray, slot_of_row: list,
+                     block: np.ndarray, outer_comp: np.ndarray, q2: int, oidx: np.ndarray, ovals: np.ndarray,
+                     per_level: np.ndarray, values: list, inner: list[int]) -> _BlockStructure:
+    n, p = design.x.shape
+    nb, t = slot_comp.shape
+    kk = len(design.components)
+    mask = None if design.weights is None else np.asarray(design.weights, float)
+    w = np.ones((1, n)) if mask is None else mask                             # (Bw, N)
+    bw, bs = w.shape[0], oidx.shape[0]
+    nbt = max(bw, bs)
+    n_out = oidx.shape[1]
+    # each block's support: the outer effects on its rows (any study of the design copy)
+    keys = np.unique((np.arange(bs)[:, None, None] * nb + block) * (q2 + 1) + oidx)   # sorted by (copy, block)
+    owner = keys // (q2 + 1)
+    first = np.searchsorted(owner, owner, side="left")
+    pos_of_key = np.arange(keys.size) - first
+    size = np.bincount(owner, minlength=bs * nb).reshape(bs, nb).max(0) if keys.size else np.zeros(nb, int)
+    smax = int(max(size.max(), 1))
+    sup_all = np.full((bs, nb, smax), q2)
+    sup_all.reshape(-1)[owner * smax + pos_of_key] = keys % (q2 + 1)
+    pos = pos_of_key[np.searchsorted(keys, (np.arange(bs)[:, None, None] * nb + block) * (q2 + 1) + oidx)]
+    # cross-products per (weight copy x design copy): G_b, Z_b'Z_C on the support, Z_C'Z_C
+    cp = np.arange(nbt)[:, None]
+    wts = np.broadcast_to(w, (nbt, n))
+    g = np.zeros(nbt * nb * t * t)
+    gc = np.zeros(nbt * nb * t * smax)
+    for r1, v1 in slot_of_row:
+        for r2, v2 in slot_of_row:
+            g += _counts(((cp * nb + block) * t + r1) * t + r2, wts * v1 * v2, g.size)
+        for o in range(n_out):
+            po = np.broadcast_to(pos[:, o], (nbt, n))
+            gc += _counts(((cp * nb + block) * t + r1) * smax + po, wts * v1 * ovals[o], gc.size)
+    g_cc = np.zeros(nbt * q2 * q2)
+    oi = np.broadcast_to(oidx, (nbt, n_out, n))
+    for o1 in range(n_out):
+        for o2 in range(n_out):
+            g_cc += _counts((cp * q2 + oi[:, o1]) * q2 + oi[:, o2], wts * ovals[o1] * ovals[o2], g_cc.size)
+    g = g.reshape(nbt, nb, t, t)
+    gc = gc.reshape(nbt, nb, t, smax)
+    # blocks grouped by support size (padding within a factor of 2)
+    bucket = np.ceil(np.log2(np.maximum(size, 1))).astype(int)
+    groups = []
+    onehot = (slot_comp[:, :, None] == np.arange(kk)[None, None, :]).astype(float)
+    for bkt in np.unique(bucket):
+        blocks = np.flatnonzero(bucket == bkt)
+        s = int(max(size[blocks].max(), 1))
+        groups.append(_Group(blocks, slot_comp[blocks], onehot[blocks], g[:, blocks], gc[:, blocks, :, :s],
+                             sup_all[:, blocks, :s]))
+    return _BlockStructure(p, kk, nb, t, za, outer_comp, q2, oidx, ovals, g_cc.reshape(nbt, q2, q2), groups,
+                           per_level, mask)
 
 
 # -- per-study statistics and the criterion ---------------------------------------------------------
@@ -274,7 +390,7 @@ class _Batch:
     """Sufficient statistics of a batch of studies (leading axis n) and the design tensors (leading axis B)."""
 
     st: _Structure
-    nu: float
+    nu: np.ndarray          # (n,): observations (less p under REML)
     reml: bool
     ww: np.ndarray          # (n, p+1, p+1)
     u2: np.ndarray          # (n, q2, p+1)
@@ -286,7 +402,7 @@ class _Batch:
     def take(self, idx: np.ndarray) -> _Batch:
         def sub(a: np.ndarray) -> np.ndarray:
             return a if a.shape[0] == 1 else a[idx]
-        return _Batch(self.st, self.nu, self.reml, self.ww[idx], self.u2[idx], [a[idx] for a in self.q],
+        return _Batch(self.st, self.nu[idx], self.reml, self.ww[idx], self.u2[idx], [a[idx] for a in self.q],
                       [a[idx] for a in self.tt], [sub(a) for a in self.k], sub(self.g_cc))
 
 
@@ -321,8 +437,54 @@ def _batch(st: _Structure, x: np.ndarray, y: np.ndarray, copies: slice | None, r
         else:
             prod = np.matmul(g.reshape(n, nbc, t * q2).transpose(0, 2, 1), zb.reshape(n, nbc, t * p1))
             tt.append(prod.reshape(n, t, q2, t, p1).transpose(0, 1, 3, 2, 4).copy())
-    nu = n_obs - p if reml else n_obs
-    return _Batch(st, float(nu), reml, ww, u2, q, tt, k, g_cc)
+    nu = np.full(n, float(n_obs - p if reml else n_obs))
+    return _Batch(st, nu, reml, ww, u2, q, tt, k, g_cc)
+
+
+def _sub(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Rows ``idx`` of a per-study array (a shared one, leading axis 1, unchanged)."""
+    return a if a.shape[0] == 1 else a[idx]
+
+
+@dataclass
+class _BlockBatch:
+    """Statistics of a batch of studies for the block-by-block evaluation."""
+
+    st: _BlockStructure
+    nu: np.ndarray
+    reml: bool
+    ww: np.ndarray           # (n, p+1, p+1)
+    u2: np.ndarray           # (n, q2, p+1)
+    zw: list[np.ndarray]     # per group (n, nbg, t, p+1): Z_b'[X y]
+    groups: list[_Group]
+    g_cc: np.ndarray         # (B, q2, q2)
+
+    def take(self, idx: np.ndarray) -> _BlockBatch:
+        groups = [_Group(g.blocks, g.slot_comp, g.onehot, _sub(g.g, idx), _sub(g.gc, idx), _sub(g.sup, idx))
+                  for g in self.groups]
+        return _BlockBatch(self.st, self.nu[idx], self.reml, self.ww[idx], self.u2[idx], [a[idx] for a in self.zw],
+                           groups, _sub(self.g_cc, idx))
+
+
+def _block_batch(st: _BlockStructure, x: np.ndarray, y: np.ndarray, reml: bool) -> _BlockBatch:
+    n_obs, n = y.shape
+    p1 = st.p + 1
+    w = np.concatenate([np.broadcast_to(x[None], (n, n_obs, st.p)), y.T[:, :, None]], axis=2)  # (n, N, p+1)
+    if st.mask is not None:
+        w = np.where(st.mask[:, :, None] > 0, w, 0.0)
+        nobs = st.mask.sum(1)
+    else:
+        nobs = np.full(n, float(n_obs))
+    ww = np.einsum("sni,snj->sij", w, w, optimize=True)
+    zw = np.asarray(st.za @ w.transpose(1, 0, 2).reshape(n_obs, -1)).reshape(st.nb, st.t, n, p1).transpose(2, 0, 1, 3)
+    u2 = np.zeros(n * st.q2 * p1)
+    studies = np.arange(n)[:, None, None]
+    for o in range(st.oidx.shape[1]):
+        idx = (studies * st.q2 + st.oidx[:, o, :, None]) * p1 + np.arange(p1)     # (n, N, p+1)
+        u2 += _counts(idx, w * st.ovals[o][:, None], u2.size)
+    nu = nobs - st.p if reml else nobs
+    return _BlockBatch(st, nu, reml, ww, u2.reshape(n, st.q2, p1), [zw[:, g.blocks] for g in st.groups],
+                       st.groups, st.g_cc)
 
 
 def _phi_k(phi: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -353,41 +515,23 @@ def _scatter(full: _Point, rows: np.ndarray, pt: _Point, sel: np.ndarray | None 
         getattr(full, name)[rows] = src if sel is None else src[sel]
 
 
-def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
+def _evaluate(bt: _Batch | _BlockBatch, gamma: np.ndarray, gradient: bool) -> _Point:
     st, p = bt.st, bt.st.p
     n = gamma.shape[0]
     lam = np.sqrt(np.maximum(gamma, 0.0))
     lam_pad = np.concatenate([lam, np.zeros((n, 1))], axis=1)   # index -1: padding slots
-    eye_t = np.eye(st.t)
-    logdet = np.zeros(n)
-    phis, ns = [], []
     r_mat = bt.g_cc.astype(float, copy=True) if bt.g_cc.shape[0] == n else np.repeat(bt.g_cc, n, axis=0)
     m = bt.u2.copy()
     waw = bt.ww.copy()
-    for c, blocks in enumerate(st.classes):
-        la = lam_pad[:, st.slot_comp[c]]                          # (n, t)
-        a = eye_t + la[:, :, None] * st.g_blocks[c] * la[:, None, :]
-        chol = np.linalg.cholesky(a)
-        logdet += 2 * len(blocks) * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(1)
-        phi = la[:, :, None] * np.linalg.inv(a) * la[:, None, :]
-        phis.append(phi)
-        ns.append(eye_t - st.g_blocks[c] @ phi)
-        if st.q2:
-            r_mat -= _phi_k(phi, bt.k[c])
-            m -= np.einsum("sef,seflj->slj", phi, bt.tt[c])
-        waw -= np.einsum("sef,sefij->sij", phi, bt.q[c])
+    inner = _inner_blocks if isinstance(bt, _BlockBatch) else _inner_classes
+    logdet, saved = inner(bt, lam_pad, r_mat, m, waw)
     lc = lam[:, st.outer_comp]                                     # (n, q2)
     if st.q2:
         s_mat = lc[:, :, None] * r_mat * lc[:, None, :]
         s_mat[:, np.arange(st.q2), np.arange(st.q2)] += 1.0
-        ls = np.linalg.cholesky(s_mat)
-        logdet += 2 * np.log(np.diagonal(ls, axis1=1, axis2=2)).sum(1)
         d = lc[:, :, None] * m
-        if gradient:
-            s_inv = np.linalg.inv(s_mat)
-            sd = s_inv @ d
-        else:
-            sd = np.linalg.solve(s_mat, d)
+        ld, sd, s_inv = _cholesky_solve(s_mat, d, gradient)
+        logdet += ld
         whw = waw - np.swapaxes(d, 1, 2) @ sd
     else:
         whw = waw
@@ -402,17 +546,94 @@ def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
     kk = st.n_comp
     trace = np.zeros((n, kk))
     omega = np.zeros((n, kk, p + 1, p + 1))
+    v = y_mat = None
     if st.q2:
         y_mat = lc[:, :, None] * s_inv * lc[:, None, :]
         v = lc[:, :, None] * sd                                      # Y m
         zchw = m - r_mat @ v                                         # Z_C' H^-1 w
-        ry = r_mat @ y_mat
-        diag = np.diagonal(r_mat, axis1=1, axis2=2) - (ry * r_mat).sum(2)
+        diag = _outer_trace(r_mat, y_mat, s_inv, lc)
         onehot = (st.outer_comp[:, None] == np.arange(kk)[None, :]).astype(float)
         trace += diag @ onehot
         omega += np.einsum("sli,slj,lk->skij", zchw, zchw, onehot, optimize=True)
+    (_inner_blocks_gradient if isinstance(bt, _BlockBatch) else _inner_classes_gradient)(
+        bt, saved, v, y_mat, trace, omega)
+    cx = np.linalg.inv(sxx)
+    if bt.reml:
+        trace -= np.einsum("sij,skji->sk", cx, omega[:, :, :p, :p])
+    cvec = np.concatenate([-beta, np.ones((n, 1))], axis=1)
+    score = np.einsum("si,skij,sj->sk", cvec, omega, cvec)
+    return _Point(dev, logdet, beta, sxx, r2, trace, omega, score)
+
+
+def _cholesky_solve(s_mat: np.ndarray, d: np.ndarray, inverse: bool
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """log det S, S^-1 d and (``inverse``) S^-1 for each study's S (positive definite), by Cholesky."""
+    from scipy.linalg import lapack
+
+    n, q = s_mat.shape[:2]
+    if q < 64:  # small: numpy's batched routines
+        ls = np.linalg.cholesky(s_mat)
+        s_inv = np.linalg.inv(s_mat) if inverse else None
+        sd = s_inv @ d if inverse else np.linalg.solve(s_mat, d)
+        return 2 * np.log(np.diagonal(ls, axis1=1, axis2=2)).sum(1), sd, s_inv
+    logdet, sd = np.empty(n), np.empty_like(d)
+    s_inv = np.empty_like(s_mat) if inverse else None
+    for j in range(n):
+        c, info = lapack.dpotrf(s_mat[j], lower=1, clean=0)
+        if info:
+            raise np.linalg.LinAlgError("the Schur complement is not positive definite")
+        logdet[j] = 2 * np.log(np.diagonal(c)).sum()
+        sd[j] = lapack.dpotrs(c, d[j], lower=1)[0]
+        if inverse:
+            inv = lapack.dpotri(c, lower=1)[0]
+            s_inv[j] = np.tril(inv) + np.tril(inv, -1).T
+    return logdet, sd, s_inv
+
+
+def _outer_trace(r_mat: np.ndarray, y_mat: np.ndarray, s_inv: np.ndarray, lc: np.ndarray) -> np.ndarray:
+    """diag(R - R Y R) (the outer effects' diag(Z_C'H^-1 Z_C)), Y = L S^-1 L, S = I + L R L.
+
+    Where ``l_i^2 R_ii`` is not small, ``(1 - S^-1_ii) / l_i^2`` (as L R Y R L = S - 2I + S^-1);
+    the other rows directly."""
+    l2 = lc**2
+    rii = np.diagonal(r_mat, axis1=1, axis2=2)
+    far = l2 * rii > 1e-3
+    out = np.where(far, (1 - np.diagonal(s_inv, axis1=1, axis2=2)) / np.where(far, l2, 1.0), 0.0)
+    near = np.flatnonzero((~far).any(0))
+    if near.size:
+        rows = r_mat[:, near, :]                                      # (n, J, q2)
+        out[:, near] = np.where(far[:, near], out[:, near], rii[:, near] - ((rows @ y_mat) * rows).sum(2))
+    return out
+
+
+def _inner_classes(bt: _Batch, lam_pad: np.ndarray, r_mat: np.ndarray, m: np.ndarray, waw: np.ndarray
+                   ) -> tuple[np.ndarray, list]:
+    """The blocks' part of the criterion, class by class: log det, and (in place) R, Z_C'H_A^-1 w, w'H_A^-1 w."""
+    st = bt.st
+    eye_t = np.eye(st.t)
+    logdet = np.zeros(lam_pad.shape[0])
+    saved = []
     for c, blocks in enumerate(st.classes):
-        phi, nmat = phis[c], ns[c]
+        la = lam_pad[:, st.slot_comp[c]]                          # (n, t)
+        a = eye_t + la[:, :, None] * st.g_blocks[c] * la[:, None, :]
+        chol = np.linalg.cholesky(a)
+        logdet += 2 * len(blocks) * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(1)
+        phi = la[:, :, None] * np.linalg.inv(a) * la[:, None, :]
+        saved.append((phi, eye_t - st.g_blocks[c] @ phi))
+        if st.q2:
+            r_mat -= _phi_k(phi, bt.k[c])
+            m -= np.einsum("sef,seflj->slj", phi, bt.tt[c])
+        waw -= np.einsum("sef,sefij->sij", phi, bt.q[c])
+    return logdet, saved
+
+
+def _inner_classes_gradient(bt: _Batch, saved: list, v: np.ndarray | None, y_mat: np.ndarray | None,
+                            trace: np.ndarray, omega: np.ndarray) -> None:
+    """The blocks' terms of the gradient (in place), class by class."""
+    st = bt.st
+    n, kk = trace.shape
+    for c, blocks in enumerate(st.classes):
+        phi, nmat = saved[c]
         xi = bt.q[c].copy()
         if st.q2:
             vt = np.einsum("sli,seflj->sefij", v, bt.tt[c], optimize=True)
@@ -431,12 +652,70 @@ def _evaluate(bt: _Batch, gamma: np.ndarray, gradient: bool) -> _Point:
         onehot = (st.slot_comp[c][:, None] == np.arange(kk)[None, :]).astype(float)  # padding: all zero
         trace += diag @ onehot
         omega += np.einsum("saij,ak->skij", om, onehot, optimize=True)
-    cx = np.linalg.inv(sxx)
-    if bt.reml:
-        trace -= np.einsum("sij,skji->sk", cx, omega[:, :, :p, :p])
-    cvec = np.concatenate([-beta, np.ones((n, 1))], axis=1)
-    score = np.einsum("si,skij,sj->sk", cvec, omega, cvec)
-    return _Point(dev, logdet, beta, sxx, r2, trace, omega, score)
+
+
+def _flat_support(sup: np.ndarray, n: int, width: int, tail: int) -> np.ndarray:
+    """Flat indices into (n, width, tail) of the support rows: (n, nbg, s, tail)."""
+    studies = np.arange(n)[:, None, None, None]
+    return (studies * width + sup[..., None]) * tail + np.arange(tail)
+
+
+def _inner_blocks(bt: _BlockBatch, lam_pad: np.ndarray, r_mat: np.ndarray, m: np.ndarray, waw: np.ndarray
+                  ) -> tuple[np.ndarray, list]:
+    """The blocks' part of the criterion, block by block (each on its support among the outer effects)."""
+    st = bt.st
+    n, q2, p1 = lam_pad.shape[0], st.q2, st.p + 1
+    eye_t = np.eye(st.t)
+    logdet = np.zeros(n)
+    saved, r_parts, m_parts = [], [], []
+    for grp, zw in zip(bt.groups, bt.zw):
+        la = lam_pad[:, grp.slot_comp]                            # (n, nbg, t)
+        a = eye_t + la[..., :, None] * grp.g * la[..., None, :]
+        chol = np.linalg.cholesky(a)
+        logdet += 2 * np.log(np.diagonal(chol, axis1=2, axis2=3)).sum((1, 2))
+        phi = la[..., :, None] * np.linalg.inv(a) * la[..., None, :]
+        saved.append((phi, eye_t - grp.g @ phi))
+        waw -= (np.swapaxes(zw, 2, 3) @ (phi @ zw)).sum(1)
+        if q2:
+            pg = phi @ grp.gc                                     # (n, nbg, t, s)
+            gct = np.swapaxes(grp.gc, 2, 3)
+            studies = np.arange(n)[:, None, None, None]
+            r_parts.append((gct @ pg, (studies * (q2 + 1) + grp.sup[..., :, None]) * (q2 + 1) + grp.sup[..., None, :]))
+            m_parts.append((np.swapaxes(pg, 2, 3) @ zw, _flat_support(grp.sup, n, q2 + 1, p1)))
+    if q2:
+        r_mat -= _counts(np.concatenate([np.broadcast_to(i, v.shape).ravel() for v, i in r_parts]),
+                         np.concatenate([v.ravel() for v, _ in r_parts]),
+                         n * (q2 + 1) ** 2).reshape(n, q2 + 1, q2 + 1)[:, :q2, :q2]
+        m -= _counts(np.concatenate([np.broadcast_to(i, v.shape).ravel() for v, i in m_parts]),
+                     np.concatenate([v.ravel() for v, _ in m_parts]), n * (q2 + 1) * p1).reshape(n, q2 + 1, p1)[:, :q2]
+    return logdet, saved
+
+
+def _inner_blocks_gradient(bt: _BlockBatch, saved: list, v: np.ndarray | None, y_mat: np.ndarray | None,
+                           trace: np.ndarray, omega: np.ndarray) -> None:
+    """The blocks' terms of the gradient (in place), block by block."""
+    n = trace.shape[0]
+    q2 = bt.st.q2
+    if q2:
+        vpad = np.concatenate([v, np.zeros((n, 1, v.shape[2]))], axis=1)
+        ypad = np.zeros((n, q2 + 1, q2 + 1))
+        ypad[:, :q2, :q2] = y_mat
+    for grp, zw, (phi, nmat) in zip(bt.groups, bt.zw, saved):
+        if q2:
+            studies = np.arange(n)[:, None, None]
+            sup = np.broadcast_to(grp.sup, (n,) + grp.sup.shape[1:])
+            a_b = zw - grp.gc @ vpad[studies, sup]                          # (n, nbg, t, p+1)
+            yg = ypad[studies[..., None], sup[..., :, None], sup[..., None, :]]   # (n, nbg, s, s)
+            u = grp.gc @ yg @ np.swapaxes(grp.gc, 2, 3)
+            cov = np.diagonal(nmat @ grp.g, axis1=2, axis2=3) - ((nmat @ u) * nmat).sum(3)
+        else:
+            a_b = zw
+            cov = np.diagonal(nmat @ grp.g, axis1=2, axis2=3)
+        r_b = nmat @ a_b
+        hot = grp.onehot.reshape(-1, trace.shape[1]).T                      # (K, nbg t)
+        p1 = r_b.shape[3]
+        omega += (hot @ (r_b[..., :, None] * r_b[..., None, :]).reshape(n, -1, p1 * p1)).reshape(n, -1, p1, p1)
+        trace += cov.reshape(n, -1) @ hot.T
 
 
 def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -452,7 +731,7 @@ def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def _gradient(bt: _Batch, pt: _Point) -> np.ndarray:
     """Gradient of the profiled deviance in the relative variances gamma."""
-    return pt.trace - bt.nu * pt.score / pt.r2[:, None]
+    return pt.trace - bt.nu[:, None] * pt.score / pt.r2[:, None]
 
 
 def _newton(bt: _Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.ndarray | None = None
@@ -605,8 +884,9 @@ def _line_search(bt: _Batch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step:
         alpha[rows[~ok]] /= 2
     rows = np.flatnonzero(late)
     if rows.size:
-        pt = _evaluate(bt.take(rows), to_gamma(new_x[rows]), True)
-        new_grad[rows] = grad_u(bt, pt, new_x[rows])
+        sub = bt.take(rows)
+        pt = _evaluate(sub, to_gamma(new_x[rows]), True)
+        new_grad[rows] = grad_u(sub, pt, new_x[rows])
         pieces.append((rows, pt, None))
     return new_x, new_dev, new_grad, accepted, pieces
 
@@ -661,9 +941,13 @@ def _contrast_stats(bt: _Batch, pt: _Point, theta: np.ndarray, sigma: np.ndarray
 # -- the public entry point -----------------------------------------------------------------------
 
 
-def _chunk_size(st: _Structure, n_obs: int, per_study_design: bool, budget: float = 1.5e8) -> int:
+def _chunk_size(st: _Structure | _BlockStructure, n_obs: int, per_study_design: bool, budget: float = 1.5e8) -> int:
     """Studies per chunk so that the per-study arrays stay within ``budget`` bytes."""
     t, q2, p1 = st.t, st.q2, st.p + 1
+    if isinstance(st, _BlockStructure):
+        blocks = sum(g.blocks.size * (g.sup.shape[2] + t) * (g.sup.shape[2] + p1) for g in st.groups)
+        per = 8 * (3 * n_obs * p1 + 6 * q2 * q2 + 4 * blocks)
+        return max(1, int(budget // per))
     per = 8 * (n_obs * p1 + st.nb * t * p1 + len(st.classes) * t * t * (3 * q2 * p1 + 2 * p1 * p1)
                + 4 * q2 * q2 + (len(st.classes) * t * t * q2 * q2 if per_study_design else 0))
     return max(1, int(budget // (4 * per)))
@@ -725,9 +1009,10 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
         try:
             if per_study:
                 st = _structure(design.subset(idx))
-                bt = _batch(st, x, y[:, idx], slice(None), reml)
+            if isinstance(st, _BlockStructure):
+                bt = _block_batch(st, x, y[:, idx], reml)
             else:
-                bt = _batch(st, x, y[:, idx], None, reml)
+                bt = _batch(st, x, y[:, idx], slice(None) if per_study else None, reml)
             if start is None or hess0 is None:
                 pilot = min(PILOT, idx.size)
                 g0, c0, _, _, h0, _ = _newton(bt.take(np.arange(pilot)),
@@ -750,7 +1035,8 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                          ("sigma", sigma), ("dev", pt.dev), ("conv", conv), ("iter", iters)):
             out[key][idx] = val
     bad = ~(np.isfinite(out["est"]).all(1) & np.isfinite(out["se"]).all(1) & np.isfinite(out["dev"]))
-    bad |= ~(out["sigma"] > 1e-8 * np.nanstd(y, axis=0))  # an exact fit: no residual variance to estimate
+    scale = np.maximum(1e-8 * np.nanstd(y, axis=0), 1e-6 * np.sqrt(np.nanmean(y**2, axis=0)))
+    bad |= ~(out["sigma"] > scale)  # an exact fit: no residual variance to estimate
     out["failed"] |= bad
     out["conv"] &= ~out["failed"]
     return BatchFit(design.names, out["est"], out["se"], out["df"], out["beta"], out["theta"], out["sigma"],

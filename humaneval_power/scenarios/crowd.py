@@ -144,7 +144,7 @@ class CrowdScenario:
         drawn = self.design.draw(rng, n)
         if not isinstance(drawn, list):
             return [self.analysis.fit(drawn, self.process.simulate(drawn, means, n, rng))]
-        return [self.analysis.fit(lay, self.process.simulate(lay, means, 1, rng)) for lay in drawn]
+        return [self.analysis.fit(drawn, [self.process.simulate(lay, means, 1, rng) for lay in drawn])]
 
 
 #: recent fits at effect 0, by (stream, analysis, chunk size, chunk seed): cells that differ only in
