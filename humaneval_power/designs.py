@@ -258,9 +258,9 @@ class PilotDesign:
 
     def record(self) -> dict[str, Any]:
         lay = self.draw(np.random.default_rng(0), 1)
-        per_item = lay.size / self.items
-        return {"items": self.items, "workers": lay.n_workers, "ratings_per_item": round(per_item, 3),
-                "systems": self.systems, "assignment": "pilot", "presentation": self.source}
+        per_output = lay.size / (self.items * self.systems)  # ratings of each (item, system) output, on average
+        return {"items": self.items, "workers": lay.n_workers, "ratings_per_item": round(per_output, 3),
+                "systems": self.systems, "assignment": "pilot", "presentation": "pilot", "source": self.source}
 
     def key(self) -> list[Any]:
         import hashlib
