@@ -8,9 +8,9 @@ workloads (1 to 192 assignments). For one dimension and one pair of systems:
    the no-R backend) and export its parameters;
 2. the pilot's own design, scaled to its 100 items: the effect it had 80% power
    to detect (its *sensitivity*) and the Type-I error of its test on that design;
-3. a new study: the cheapest *between* design (items x pool x k) reaching 80%
-   power for a 0.05 difference (0.2 points on 1-5) at $0.10 per rating plus a 20%
-   platform fee, drawing workers with the pilot's skewed workloads; the
+3. a new study: the cheapest *between* design (items x k, a pool of 40) reaching
+   80% power for a 0.05 difference (0.2 points on 1-5) at $0.10 per rating plus a
+   20% platform fee, drawing workers with the pilot's skewed workloads; the
    cost-power frontier is drawn to out/crowd_frontier.png.
 
 Run: python examples/plan_crowd_amt.py [DATA_DIR] [--sims N]   (default ../shared/data, 300 sims; a few minutes)
@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+
+import numpy as np
 
 from humaneval_power.designs import Costs, PilotDesign
 from humaneval_power.fitting.model import fit_pilot
@@ -56,10 +58,13 @@ def main() -> None:
     print(f"Type-I error of the Satterthwaite test on this design: {null.power[0]:.3f} "
           f"[{null.ci_low[0]:.3f}, {null.ci_high[0]:.3f}] at alpha 0.05")
 
-    print("\n== a new between-output study, workers drawn with the pilot's workloads ==")
-    workload = tuple(float(c) for c in frame[frame.system.isin(SYSTEMS)].worker.value_counts())
+    counts = frame[frame.system.isin(SYSTEMS)].worker.value_counts().to_numpy(float)
+    pool = 40
+    workload = tuple(np.quantile(counts, np.linspace(0, 1, pool)))  # the pilot's skew, for a pool of 40
+    print(f"\n== a new between-output study: {pool} workers drawn with the pilot's skewed workloads "
+          f"(the busiest does {workload[-1] / workload[0]:.0f}x the least busy) ==")
     costs = Costs(per_rating=0.10, fee=0.20)
-    table, best = likert_budget(params, 0.05, [100, 200, 400, 800], [len(workload)], [1, 3, 5, 8], costs=costs,
+    table, best = likert_budget(params, 0.05, [100, 200, 400, 800], [pool], [1, 3, 5, 8], costs=costs,
                                 presentation="between", workload=workload, n_sims=args.sims, seed=1)
     print(table[["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m"]]
           .to_string(index=False))
