@@ -210,3 +210,21 @@ def test_fast_tier_power_equals_lme4_refits_on_sparse_designs(design: dict, lme4
         p = (fast.power[0] + ref.power[0]) / 2
         assert abs(fast.power[0] - ref.power[0]) <= math.sqrt(2) * mc_tolerance(p, n), (effect, fast.power[0],
                                                                                          ref.power[0])
+
+
+@pytest.mark.slow
+def test_amt_pilot_example_runs_end_to_end(data_dir, tmp_path) -> None:
+    """The README's real-data crowd example: fit the DialSummEval AMT pilot, the sensitivity and
+    Type-I error of its own design, the cheapest new study and its frontier plot."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "HEPOWER_DATA": str(data_dir)}
+    run = subprocess.run([sys.executable, str(root / "examples" / "plan_crowd_amt.py"), "--sims", "60"],
+                         cwd=tmp_path, env=env, check=True, capture_output=True, text=True)
+    assert "sensitivity: smallest effect" in run.stdout and "Type-I error" in run.stdout
+    assert "cheapest reaching 80% power" in run.stdout or "not attainable" in run.stdout
+    assert (tmp_path / "out" / "crowd_frontier.png").stat().st_size > 10_000
