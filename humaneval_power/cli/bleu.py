@@ -129,8 +129,10 @@ def run(args: argparse.Namespace) -> int:
     if len(set(names)) < len(names):
         raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
     systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
-    rows = compare_with_baseline(stats_of(args.baseline), systems, "bootstrap" if args.paired_bs else "randomization",
-                                 args.trials, args.seed, args.bs_rule)
+    with ProgressBar(unit="trial") as bar:
+        rows = compare_with_baseline(stats_of(args.baseline), systems,
+                                     "bootstrap" if args.paired_bs else "randomization", args.trials, args.seed,
+                                     args.bs_rule, bar)
     rows = [{**r, "baseline": _system_name(args.baseline), "metric": args.metric, "references": len(refs)}
             for r in rows]
     table = pd.DataFrame(rows)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+import time
 from typing import Any, Callable, Sequence
 
 from ..errors import InputError
@@ -259,12 +261,20 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
 
 class ProgressBar:
     """A labelled tqdm bar on stderr (``progress(done, total, label)``) that appears only when a
-    run takes over a second; the label says what is being worked on (e.g. which cell)."""
+    run takes over a second; the label says what is being worked on (e.g. which cell).
 
-    def __init__(self, enabled: bool = True, unit: str = "sim") -> None:
+    A background tick redraws it every ``tick`` seconds, so it appears (and its clock runs) even
+    while the first chunk of a long run is still being computed.
+    """
+
+    def __init__(self, enabled: bool = True, unit: str = "sim", tick: float = 0.5) -> None:
         self.enabled = enabled
         self.unit = unit
         self.bar: Any = None
+        self._born = 0.0
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self.tick = tick
 
     def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:
@@ -275,10 +285,21 @@ class ProgressBar:
             self.close()
             self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=True, delay=1.0, file=sys.stderr,
                             leave=False, dynamic_ncols=True)
+            self._born = time.monotonic()
         else:
             self.bar.update(done - self.bar.n)
         if label:
             self.bar.set_description_str(label, refresh=False)
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._redraw, daemon=True, name="hepower-progress")
+            self._ticker.start()
+
+    def _redraw(self) -> None:
+        """Redraw the bar once it is over a second old (tqdm's own ``delay`` only acts on updates)."""
+        while not self._stop.wait(self.tick):
+            bar = self.bar
+            if bar is not None and not bar.disable and time.monotonic() - self._born >= bar.delay:
+                bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:
@@ -288,6 +309,9 @@ class ProgressBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
         self.close()
 
 
