@@ -135,7 +135,7 @@ def bleu_power(n: Sequence[int] | int, delta: Sequence[float] | float, p0: Seque
     if method == "randomization":
         flips = sum(k * permutations for k in axes["n"]) * len(axes["delta"]) * len(axes["p0"]) * len(axes["b0"])
         check_work(f"{n_sims:,} simulated studies per cell with {permutations:,} permutations each",
-                   flips * n_sims / FLIPS_PER_SECOND, _PERMUTATION_HINT)
+                   flips * n_sims / FLIPS_PER_SECOND, _PERMUTATION_HINT, warn=False)  # the engine warns
     return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
 
 

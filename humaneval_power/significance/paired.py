@@ -77,12 +77,16 @@ def paired_randomization(a: ItemStats, b: ItemStats, trials: int = 10_000, seed:
             "p_value": p, "method": "paired-ar", "trials": trials}
 
 
+def _check_bootstrap_memory(samples: int) -> None:
+    check_memory(f"the paired bootstrap's {samples:,} resampled differences", 24 * samples)
+
+
 def paired_bootstrap(a: ItemStats, b: ItemStats, samples: int = 1000, seed: int = 0, rule: str = "sacrebleu",
                      level: float = 0.95, block: int = 500, done_fn: Done = None) -> dict[str, Any]:
     """Paired bootstrap test of score(B) - score(A), with a percentile interval for the difference."""
     _check(a, b, samples)
     check_choice("bootstrap rule", rule, BOOTSTRAP_RULES)
-    check_memory(f"the paired bootstrap's {samples:,} resampled differences", 24 * samples)
+    _check_bootstrap_memory(samples)
     rng = np.random.default_rng(seed)
     sa, sb = a.stats.sum(axis=0), b.stats.sum(axis=0)
     observed = float(a.score_sums(sb) - a.score_sums(sa))
@@ -127,6 +131,8 @@ def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats],
     """
     check_choice("paired test", test, PAIRED_TESTS)
     n_trials = trials or (1000 if test == "bootstrap" else 10_000)
+    if test == "bootstrap":
+        _check_bootstrap_memory(n_trials)  # before the time estimate: its warning would add a line
     check_work(f"{len(systems)} x {n_trials:,} {test} trials over {baseline.n:,} items",
                len(systems) * n_trials * baseline.n / ITEM_TRIALS_PER_SECOND, "ask for fewer --trials")
     report = as_progress(progress)
