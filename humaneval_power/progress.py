@@ -36,3 +36,28 @@ def as_progress(fn: ProgressFn | None) -> Progress:
     except ValueError:  # a builtin without a signature: assume the labelled form
         pass
     return fn  # type: ignore[return-value]
+
+
+#: estimated run time beyond which work is refused before it starts: it cannot reasonably finish
+MAX_SECONDS = 7 * 86400
+#: estimated run time beyond which a LongRunWarning says how long the work will take
+LONG_SECONDS = 3600
+
+
+def check_work(what: str, seconds: float, hint: str, warn: bool = True) -> None:
+    """Before any work: refuse ``what`` (InputError) when it is estimated to take over
+    :data:`MAX_SECONDS`, warn (``LongRunWarning``) when over :data:`LONG_SECONDS`.
+
+    ``seconds`` comes from an operation count and an optimistic measured rate, so what is
+    refused surely cannot finish; ``hint`` says what to ask for instead.
+    """
+    import warnings
+
+    from .engine import LongRunWarning, _duration
+    from .errors import InputError
+
+    if seconds > MAX_SECONDS:
+        raise InputError(f"{what} would take about {_duration(seconds)}; {hint}")
+    if warn and seconds > LONG_SECONDS:
+        warnings.warn(LongRunWarning(f"{what} will take about {_duration(seconds)} or more; Ctrl-C stops it"),
+                      stacklevel=3)

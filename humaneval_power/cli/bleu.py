@@ -133,10 +133,11 @@ def run(args: argparse.Namespace) -> int:
     names = [_system_name(path) for path in args.systems]
     if len(set(names)) < len(names):
         raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
-    test = "bootstrap" if args.paired_bs else "randomization"
-    with stage_note(f"paired {test} tests of {len(names)} system(s) against the baseline ({args.metric}) ..."):
-        systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
-        rows = compare_with_baseline(stats_of(args.baseline), systems, test, args.trials, args.seed, args.bs_rule)
+    systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
+    with ProgressBar(unit="trial") as bar:
+        rows = compare_with_baseline(stats_of(args.baseline), systems,
+                                     "bootstrap" if args.paired_bs else "randomization", args.trials, args.seed,
+                                     args.bs_rule, bar)
     rows = [{**r, "baseline": _system_name(args.baseline), "metric": args.metric, "references": len(refs)}
             for r in rows]
     table = pd.DataFrame(rows)

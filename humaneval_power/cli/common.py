@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
@@ -342,12 +343,20 @@ def simulated(sims: int, method: str, simulating: bool = True) -> str:
 
 class ProgressBar:
     """A labelled tqdm bar on stderr (``progress(done, total, label)``) that appears only when a
-    run takes over a second; the label says what is being worked on (e.g. which cell)."""
+    run takes over a second; the label says what is being worked on (e.g. which cell).
 
-    def __init__(self, enabled: bool = True, unit: str = "sim") -> None:
+    A background tick redraws it every ``tick`` seconds, so it appears (and its clock runs) even
+    while the first chunk of a long run is still being computed.
+    """
+
+    def __init__(self, enabled: bool = True, unit: str = "sim", tick: float = 0.5) -> None:
         self.enabled = enabled
         self.unit = unit
         self.bar: Any = None
+        self._born = 0.0
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self.tick = tick
 
     def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:
@@ -359,10 +368,21 @@ class ProgressBar:
             self.close()
             self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=True, delay=BAR_DELAY, file=sys.stderr,
                             leave=False, dynamic_ncols=True)
+            self._born = time.monotonic()
         else:
             self.bar.update(done - self.bar.n)
         if label:
             self.bar.set_description_str(label, refresh=False)
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._redraw, daemon=True, name="hepower-progress")
+            self._ticker.start()
+
+    def _redraw(self) -> None:
+        """Redraw the bar once it is over a second old (tqdm's own ``delay`` only acts on updates)."""
+        while not self._stop.wait(self.tick):
+            bar = self.bar
+            if bar is not None and not bar.disable and time.monotonic() - self._born >= bar.delay:
+                bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:
@@ -372,6 +392,9 @@ class ProgressBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
         self.close()
 
 

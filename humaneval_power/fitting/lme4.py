@@ -37,6 +37,7 @@ def r_bridge_dir() -> Path:
 
 _ctrl_c = threading.Event()  # Ctrl-C arrived while R was running
 _delivered = threading.Event()  # ... and R has been told
+_armed = threading.Event()  # r_interruptible's handler is in place (main thread)
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
@@ -71,6 +72,7 @@ def r_interruptible() -> Iterator[None]:
     _ctrl_c.clear()
     _delivered.clear()
     old = signal.signal(signal.SIGINT, _on_sigint)
+    _armed.set()
     try:
         yield
     except Exception as exc:
@@ -78,6 +80,7 @@ def r_interruptible() -> Iterator[None]:
             raise KeyboardInterrupt from None
         raise
     finally:
+        _armed.clear()
         signal.signal(signal.SIGINT, old)
     if _ctrl_c.is_set():
         raise KeyboardInterrupt
@@ -99,6 +102,8 @@ def _start_r() -> Any:
         from rpy2.rinterface_lib import callbacks
     except Exception as exc:  # ImportError, or rpy2 failing to find R
         raise BackendUnavailableError(f"the lme4 backend is unavailable ({exc.__class__.__name__}: {exc}); {INSTALL_HINT}") from None
+    if _armed.is_set() and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_sigint)  # starting R, rpy2 reset it: Ctrl-C would be lost while R loads
     callbacks.processevents = _r_events
     callbacks.consolewrite_print = _r_console
     callbacks.consolewrite_warnerror = _r_console

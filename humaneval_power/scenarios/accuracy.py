@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -30,7 +30,7 @@ from scipy import optimize, stats
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError, NotAttainableError
 from ..planning import SolveResult, as_list, power_grid, solve
-from ..progress import ProgressFn
+from ..progress import ProgressFn, as_progress
 from ..significance.binomial import exact_power, sign_test
 from ..validation import check_alpha, check_choice, check_count, check_number, check_target_power
 
@@ -90,6 +90,8 @@ class McNemarScenario:
     agreement: float
     method: str = "exact"
     alpha: float = 0.05
+    #: follows the exact summation of a large n (not part of the cell; never sent to workers)
+    progress: ProgressFn | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_count("n", self.n)
@@ -125,7 +127,7 @@ class McNemarScenario:
         else:
             p01, p10 = discordant(self.delta, self.agreement)
             power, type_s, type_m = exact_power(self.n, p01, self.agreement, "drop", self.alpha,
-                                                test=self.method)
+                                                test=self.method, progress=as_progress(self.progress))
         return PowerResult.closed_form(self.cell(), power, type_s, type_m)
 
 
@@ -138,7 +140,7 @@ def mcnemar_power(n: Sequence[int] | int, delta: Sequence[float] | float, agreem
     [0.249]
     """
     def make(n: int, delta: float, agreement: float) -> McNemarScenario:
-        return McNemarScenario(n, delta, agreement, method, alpha)
+        return McNemarScenario(n, delta, agreement, method, alpha, None if method == "simulate" else progress)
 
     axes = {"n": as_list(n), "delta": as_list(delta), "agreement": as_list(agreement)}
     return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress)
