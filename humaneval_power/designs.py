@@ -23,8 +23,10 @@ gives the layouts of n studies; ``fixed`` says whether they are all the same.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -272,6 +274,30 @@ class PilotDesign:
         lay = self.draw(np.random.default_rng(0), 1)
         units = len(set(zip(lay.item.tolist(), lay.worker.tolist())))
         return {"ratings": float(lay.size), "assignments": float(units), "workers_used": float(lay.n_workers)}
+
+
+DESIGN_FIELDS = ("items", "workers", "ratings_per_item", "systems", "assignment", "presentation", "items_per_hit",
+                 "missing", "workload")
+
+
+def read_design_file(path: str | Path) -> dict[str, Any]:
+    """A design file: one JSON object with any of DESIGN_FIELDS (the keywords of :class:`CrowdDesign`),
+    e.g. ``{"items": 300, "workers": 15, "ratings_per_item": 3, "presentation": "between"}``."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"design file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read design file {p}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not a JSON design ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{p}: a design file holds one JSON object")
+    unknown = sorted(set(doc) - set(DESIGN_FIELDS))
+    if unknown:
+        raise InputError(f"{p}: unknown design field(s) {', '.join(unknown)}; known: {', '.join(DESIGN_FIELDS)}")
+    return doc
 
 
 @dataclass(frozen=True)

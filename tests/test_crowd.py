@@ -228,3 +228,19 @@ def test_amt_pilot_example_runs_end_to_end(data_dir, tmp_path) -> None:
     assert "sensitivity: smallest effect" in run.stdout and "Type-I error" in run.stdout
     assert "cheapest reaching 80% power" in run.stdout or "not attainable" in run.stdout
     assert (tmp_path / "out" / "crowd_frontier.png").stat().st_size > 10_000
+
+
+def test_design_file_sets_the_design_and_the_command_line_wins(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    design = tmp_path / "design.json"
+    design.write_text(json.dumps({"items": 80, "workers": 12, "ratings_per_item": 2, "presentation": "between"}))
+    assert main(["likert", "power", "--design", str(design), "--effect", "0.3", "--sims", "50", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert (rec["items"], rec["workers"], rec["ratings_per_item"], rec["presentation"]) == (80, 12, 2, "between")
+    assert main(["likert", "power", "--design", str(design), "--items", "40", "--effect", "0.3", "--sims", "50",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["items"] == 40
+    for text in ('{"items": 12', '{"itemz": 12}', "[1, 2]"):
+        design.write_text(text)
+        assert main(["likert", "power", "--design", str(design), "--effect", "0.3", "--sims", "50"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(design) in err[0]

@@ -100,6 +100,9 @@ def _add_common(p: argparse.ArgumentParser, sims: int, sizes: bool = True) -> No
 
 def _add_design_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("crowd design (default: fully crossed, two systems)")
+    g.add_argument("--design", metavar="FILE",
+                   help="a JSON design file with any of items, workers, ratings_per_item, systems, assignment, "
+                        "presentation, items_per_hit, missing, workload (options given on the command line win)")
     g.add_argument("--systems", type=positive, default=2, help="systems compared (the pair of interest is the "
                    "first and the last unless --pair)")
     g.add_argument("--assignment", choices=("crossed", "balanced", "random"),
@@ -224,6 +227,8 @@ def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
         counts = _pilot_frame(args.workload_from, args.where)["worker"].value_counts()
         kw["workload"] = tuple(float(c) for c in counts)
         kw["assignment"] = "random"
+    elif getattr(args, "design_workload", None):
+        kw["workload"] = args.design_workload
     return kw
 
 
@@ -234,8 +239,28 @@ def _pilot_frame(path: str, where: list[str] | None) -> Any:
     return apply_filters(frame, where_filters(where))
 
 
+def apply_design_file(args: argparse.Namespace) -> None:
+    """Fill the design options the command line left at their defaults from --design FILE."""
+    if not getattr(args, "design", None):
+        return
+    from ..designs import read_design_file
+
+    defaults = {"systems": (2,), "presentation": ("within",), "missing": (0.0,), "items_per_hit": (1, [[1]])}
+    grid = args.action in ("power", "budget")
+    for key, value in read_design_file(args.design).items():
+        current = getattr(args, key, None)
+        if key == "workload":
+            if args.workload_from:
+                raise InputError("give the workload in --design or --workload-from, not both")
+            args.design_workload = tuple(float(v) for v in value)
+        elif current is None or current in defaults.get(key, ()):
+            sizes = ("items", "workers", "ratings_per_item", "items_per_hit")
+            setattr(args, key, [[value]] if grid and key in sizes else value)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a ``likert`` command."""
+    apply_design_file(args)
     return {"power": _power, "size": _size, "mde": _mde, "budget": _budget}[args.action](args)
 
 
