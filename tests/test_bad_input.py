@@ -130,6 +130,11 @@ CASES: dict[str, Argv] = {
     "bleu test empty reference": _s(f"{BLEU_TEST}".replace("ref.txt", "empty.txt")),
     # fit
     "fit missing file": _s(FIT.replace("ratings.csv", "absent.csv")),
+    "analyze missing file": _s("analyze {d}/absent.csv --backend statsmodels"),
+    "analyze --out is a folder": _s("analyze {d}/ratings.csv --backend statsmodels --out {o}/dir.csv"),
+    "analyze --report wrong suffix": _s("analyze {d}/ratings.csv --backend statsmodels --report {o}/r.txt"),
+    "analyze unknown adjustment": _s("analyze {d}/ratings.csv --adjust sidak"),
+    "analyze unknown baseline": _s("analyze {d}/ratings.csv --backend statsmodels --baseline Z"),
     "fit unknown column": _s(FIT, "--score", "rating"),
     "fit --n-boot 0": _s(FIT, "--n-boot", "0"),
     "fit --seed -1": _s(FIT, "--seed", "-1"),
@@ -209,7 +214,7 @@ def test_the_matrix_covers_every_subcommand() -> None:
         return dict(found[0].choices) if found else {}
 
     commands = {f"{g} {c}".strip() for g, p in subparsers(build_parser()).items() for c in subparsers(p) or [""]}
-    covered = {" ".join(argv[:1] if argv[0] == "fit" else argv[:2])
+    covered = {" ".join(argv[:1] if argv[0] in ("fit", "analyze") else argv[:2])
                for argv in (make(Path("d"), Path("o")) for make in CASES.values())}
     assert commands <= covered, sorted(commands - covered)
 
