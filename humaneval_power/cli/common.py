@@ -383,6 +383,7 @@ class ProgressBar:
             bar = self.bar
             if bar is not None and not bar.disable and time.monotonic() - self._born >= bar.delay:
                 bar.refresh()
+                bar.last_print_t = bar._time()  # drawn: close() must clear it (tqdm counts only its own draws)
 
     def close(self) -> None:
         if self.bar is not None:
