@@ -54,7 +54,7 @@ def main() -> None:
     print(f"\n== the pilot's own design ({design.record()}) ==")
     mde = likert_mde(params, 0, design.items, design_from=design, n_sims=args.sims, seed=1)
     print(f"sensitivity: {mde}")
-    null = likert_power(params, 0, design.items, 0.0, design_from=design, n_sims=args.sims, seed=1)
+    null = likert_power(params, 0, design.items, 0.0, design_from=design, n_sims=args.sims, seed=1, jobs=1)
     print(f"Type-I error of the Satterthwaite test on this design: {null.power[0]:.3f} "
           f"[{null.ci_low[0]:.3f}, {null.ci_high[0]:.3f}] at alpha 0.05")
 
@@ -65,7 +65,7 @@ def main() -> None:
           f"(the busiest does {workload[-1] / workload[0]:.0f}x the least busy) ==")
     costs = Costs(per_rating=0.10, fee=0.20)
     table, best = likert_budget(params, 0.05, [100, 200, 400, 800], [pool], [1, 3, 5, 8], costs=costs,
-                                presentation="between", workload=workload, n_sims=args.sims, seed=1)
+                                presentation="between", workload=workload, n_sims=args.sims, seed=1, jobs=1)
     print(table[["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m"]]
           .to_string(index=False))
     if best.attainable:
