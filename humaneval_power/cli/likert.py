@@ -20,7 +20,6 @@ EFFECT_HELP = ("difference in mean rating, system B - system A (the pair of inte
                "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
 METHODS = ("fast", "analytic", "lme4", "statsmodels")
 INVARIANT_SDS = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system")
-COST_OPTIONS = ("cost_per_rating", "cost_per_hit", "platform_fee", "cost_per_worker")
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -68,7 +67,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     budget.add_argument("--effect", type=finite_float, required=True, help=EFFECT_HELP)
     budget.add_argument("--budget", type=finite_float, help="largest total cost to consider (currency units)")
     add_target_power(budget)
-    _add_common(budget, sims=1000, sizes=False)
+    _add_common(budget, sims=1000)
     budget.add_argument("--out", metavar="FILE", help="also write the evaluated designs to FILE (.csv, .json, .parquet)")
     add_plot_options(budget, "the cost-power frontier of the evaluated designs", type_m=False)
 
@@ -90,7 +89,7 @@ def _add_sizes(p: argparse.ArgumentParser, grid: bool) -> None:
     opt("--items-per-hit", "items (within) or outputs (between) in a HIT, done by the same workers", 1)
 
 
-def _add_common(p: argparse.ArgumentParser, sims: int, sizes: bool = True) -> None:
+def _add_common(p: argparse.ArgumentParser, sims: int) -> None:
     _add_design_options(p)
     _add_params_options(p)
     _add_method_options(p)
