@@ -4,7 +4,8 @@ A *scenario* is one design cell of a data-generating process plus the test
 applied to each simulated study. The engine splits ``n_sims`` into chunks,
 gives every chunk its own random stream derived from one seed (so results do
 not depend on the number of processes), runs the chunks (in parallel, with
-progress and an optional checkpoint file to resume from) and summarises:
+progress and an optional result store to resume from; see :mod:`.executors`
+and :mod:`.store`) and summarises:
 
 * **power**: share of studies that are significant *with the sign of the true
   effect* (failed fits count as not significant); with a zero effect, the
@@ -30,8 +31,8 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InputError, Interrupted
-from .checkpoint import Checkpoint, run_id
-from .parallel import map_tasks
+from .executors import Jobs, using
+from .store import Store, cell_key
 from .progress import Progress, ProgressFn, as_progress
 ENGINE_VERSION = 1
 
@@ -212,10 +213,13 @@ def chunk_seed(seed: int, stream_key: str, chunk: int) -> np.random.SeedSequence
     return np.random.SeedSequence(seed, spawn_key=words + (chunk,))
 
 
-def _run_task(task: tuple[int, Scenario, int, int, int]) -> PowerCounts:
+def _run_task(task: tuple[int, Scenario, int, int, int]) -> tuple[PowerCounts, float]:
+    """One chunk: its counts and the seconds it took."""
     _, scenario, seed, chunk, n = task
+    started = time.perf_counter()
     rng = np.random.default_rng(chunk_seed(seed, scenario.stream_key(), chunk))
-    return PowerCounts.from_outcomes(scenario.simulate(n, rng), scenario.effect)
+    counts = PowerCounts.from_outcomes(scenario.simulate(n, rng), scenario.effect)
+    return counts, time.perf_counter() - started
 
 
 def _chunk_sizes(s: Scenario, n_sims: int) -> tuple[int, int]:
@@ -252,72 +256,125 @@ class LongRunWarning(UserWarning):
     """A run is projected to take long (issued once, after its first chunks)."""
 
 
-def _counts_from_record(rec: dict[str, Any], expected: dict[int, tuple[int, int, int]]) -> tuple[int, int, PowerCounts]:
-    """(cell, chunk, counts) of a checkpoint record, checked against the run's plan
-    ``expected[cell] = (studies per chunk, chunks, n_sims)``."""
+def _checked_counts(where: str, j: int, n: int, raw: Any, size: int, chunks: int, n_sims: int) -> PowerCounts | None:
+    """The counts of a stored chunk ``j`` of ``n`` studies when this run needs it (None when it
+    does not: another chunking of the cell's studies); refused when inconsistent."""
+    if not (0 <= j < chunks and n == min(size, n_sims - j * size)):
+        return None
     try:
-        i, j, n = rec["cell"], rec["chunk"], rec["n"]
-        size, chunks, n_sims = expected[i]
-        counts = PowerCounts(**rec["counts"])
-    except (KeyError, TypeError):
-        raise InputError("a checkpoint record does not describe a chunk of this run") from None
+        counts = PowerCounts(**raw)
+    except TypeError:
+        raise InputError(f"{where}: a chunk record does not describe a chunk of simulated studies") from None
     ints = [getattr(counts, f.name) for f in fields(counts) if f.type in ("int", int)]
     floats = [counts.sum_abs_estimate_significant, counts.sum_estimate, counts.sum_df]
-    ok = (isinstance(j, int) and 0 <= j < chunks and n == min(size, n_sims - j * size) and counts.n == n
-          and all(isinstance(v, int) and v >= 0 for v in ints)
+    ok = (counts.n == n and all(isinstance(v, int) and v >= 0 for v in ints)
           and all(isinstance(v, (int, float)) and math.isfinite(v) for v in floats)
           and counts.n_failed + max(counts.n_singular, counts.n_significant) <= n
           and counts.n_correct_sign + counts.n_wrong_sign <= counts.n_significant
           and max(counts.n_warned, counts.n_df, counts.n_family) <= n and counts.n_all_detected <= counts.n_family
           and counts.sum_abs_estimate_significant >= 0)
     if not ok:
-        raise InputError(f"checkpoint record for cell {i}, chunk {j} is inconsistent; --restart starts over")
-    return i, j, counts
+        raise InputError(f"{where}: the record of chunk {j} is inconsistent; --restart recomputes this run's cells")
+    return counts
+
+
+@dataclass
+class RunSummary:
+    """Where the time of a sweep went (handed to ``progress.summary`` when the progress object has one)."""
+
+    cells: int
+    studies: int
+    studies_reused: int
+    chunks_run: int
+    seconds: float  #: wall time
+    compute_seconds: float  #: time spent in chunks, summed over workers
+    executor: str
+    workers: int
+    n_failed: int
+    n_singular: int
+    slowest_cell: str = ""
+    slowest_seconds: float = 0.0
+
+    def __str__(self) -> str:
+        run = self.studies - self.studies_reused
+        parts = [f"{self.cells} cells, {self.studies:,} studies"
+                 + (f" ({self.studies_reused:,} from the store)" if self.studies_reused else "")
+                 + f" in {_clock(self.seconds)} on {self.executor}"]
+        if run and self.seconds > 0:
+            busy = self.compute_seconds / (self.seconds * self.workers)
+            parts.append(f"{run / self.seconds:,.1f} studies/s; {_clock(self.compute_seconds)} computing chunks "
+                         f"({busy:.0%} of the workers' time, the rest starting workers, moving tasks and saving)")
+        if self.slowest_cell:
+            parts.append(f"slowest cell {self.slowest_cell} ({_clock(self.slowest_seconds)})")
+        parts.append(f"{self.n_failed:,} failed and {self.n_singular:,} singular fits")
+        return "; ".join(parts)
+
+
+def _clock(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, s = divmod(int(round(seconds)), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{s:02d}s"
 
 
 def run_cells(
     scenarios: Sequence[Scenario],
     n_sims: int,
     seed: int = 0,
-    jobs: int | None = None,
+    jobs: Jobs = None,
     progress: ProgressFn | None = None,
     checkpoint: str | Path | None = None,
     restart: bool = False,
+    store: str | Path | Store | None = None,
 ) -> list[PowerResult]:
     """Power of every cell. Results depend on ``seed`` only, never on ``jobs``.
 
-    Chunks are generated lazily (memory does not grow with ``n_sims``) and, with
-    ``checkpoint``, each finished chunk is saved before the next is counted; a
-    checkpoint written for other arguments is refused unless ``restart``. On
-    Ctrl-C the workers stop at once and finished chunks stay in the checkpoint.
-    ``progress(done, total, label)`` is called as chunks finish (see :mod:`.progress`).
+    ``jobs``: a number of local processes (None: all cores), an executor or a
+    ``distributed.Client`` (see :mod:`.executors`). Chunks are generated lazily
+    (memory does not grow with ``n_sims``) and, with a result ``store`` (a file
+    name; ``checkpoint`` is its former name), chunks found there are not run again
+    and each finished chunk is saved before the next is counted; ``restart``
+    recomputes this run's cells. On Ctrl-C the workers stop at once and finished
+    chunks stay in the store. ``progress(done, total, label)`` is called as chunks
+    finish (see :mod:`.progress`); a :class:`RunSummary` goes to ``progress.summary``
+    at the end when the progress object has that method.
     """
     if isinstance(n_sims, bool) or not isinstance(n_sims, (int, np.integer)) or n_sims < 1:
         raise InputError(f"the number of simulations must be a positive integer, got {n_sims!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"the seed must be a non-negative integer, got {seed!r}")
+    if checkpoint is not None and store is not None:
+        raise InputError("give the result store once (checkpoint is the former name of store)")
     n_sims, seed = int(n_sims), int(seed)
+    started = time.monotonic()
     report = as_progress(progress)
     exact = [s.exact() for s in scenarios]
     simulated = [i for i, e in enumerate(exact) if e is None]
     _check_memory([scenarios[i] for i in simulated])
     plan = {i: (*_chunk_sizes(scenarios[i], n_sims), n_sims) for i in simulated}
-    identity = [ENGINE_VERSION, seed, n_sims,
-                [[i, scenarios[i].stream_key(), scenarios[i].cell(), plan[i][0]] for i in simulated]]
-    store = (Checkpoint(checkpoint, run_id(identity), {"cells": len(simulated), "n_sims": n_sims, "seed": seed},
-                        restart) if checkpoint else None)
+    keys = {i: cell_key(scenarios[i], seed, plan[i][0], ENGINE_VERSION) for i in simulated}
+    where = store if store is not None else checkpoint
+    db = where if isinstance(where, Store) else Store(where) if where is not None else None
     sums = {i: PowerCounts() for i in simulated}
+    seconds = {i: 0.0 for i in simulated}
     done: set[tuple[int, int]] = set()
-    for rec in store or ():
-        i, j, counts = _counts_from_record(rec, plan)
-        if (i, j) in done:
-            raise InputError(f"checkpoint {checkpoint} holds chunk {j} of cell {i} twice; --restart starts over")
-        done.add((i, j))
-        sums[i] += counts
+    if db is not None:
+        if restart or db.restart:
+            db.discard(keys.values())
+        db.add_cells((keys[i], scenarios[i], scenarios[i].cell(), seed, plan[i][0]) for i in simulated)
+        for i in simulated:
+            for j, n, raw in db.chunks(keys[i]):
+                counts = _checked_counts(f"store {db.path}", j, n, raw, *plan[i])
+                if counts is not None:
+                    done.add((i, j))
+                    sums[i] += counts
+    elif restart:
+        raise InputError("restart applies to a result store")
     total = n_sims * len(simulated)
-    state = {"done": sum(c.n for c in sums.values()), "started": time.monotonic(), "warned": False}
+    reused = sum(c.n for c in sums.values())
+    state = {"done": reused, "started": started, "warned": False, "chunks": 0}
     label = {i: ", ".join(f"{k}={v}" for k, v in scenarios[i].cell().items()) for i in simulated}
-    report(state["done"], total, "resuming from the checkpoint" if done else "starting")
+    report(state["done"], total, "resuming from the store" if done else "starting")
 
     def tasks() -> Iterator[tuple[int, Scenario, int, int, int]]:
         for i in simulated:
@@ -326,24 +383,44 @@ def run_cells(
                 if (i, j) not in done:
                     yield i, scenarios[i], seed, j, min(size, n_sims - j * size)
 
-    def on_done(task: tuple[int, Scenario, int, int, int], counts: PowerCounts) -> None:
+    def on_done(task: tuple[int, Scenario, int, int, int], result: tuple[PowerCounts, float]) -> None:
         i, _, _, j, n = task
-        if store is not None:
-            store.add({"cell": i, "chunk": j, "n": n, "counts": asdict(counts)})
+        if (i, j) in done:  # an executor reported a chunk twice: it counts once
+            return
+        counts, took = result
+        if db is not None:
+            db.add(keys[i], j, n, asdict(counts), took)
+        done.add((i, j))
         sums[i] += counts
+        seconds[i] += took
         state["done"] += n
+        state["chunks"] += 1
         _warn_if_long(state, total)
+        failed = sum(c.n_failed for c in sums.values())
+        singular = sum(c.n_singular for c in sums.values())
+        fits = f"; {failed:,} failed, {singular:,} singular fits so far" if failed or singular else ""
         report(state["done"], total, f"cell {simulated.index(i) + 1}/{len(simulated)} ({label[i]}): "
-                                     f"{sums[i].n:,}/{n_sims:,} studies")
+                                     f"{sums[i].n:,}/{n_sims:,} studies{fits}")
 
     try:
-        map_tasks(_run_task, tasks(), jobs=jobs, on_done=on_done)
+        with using(jobs) as executor:
+            executor.map(_run_task, tasks(), on_done)
     except KeyboardInterrupt as exc:
-        raise Interrupted(store.resume_hint() if store is not None else
-                          "nothing was saved; add --checkpoint FILE to keep finished chunks") from exc
+        raise Interrupted(db.resume_hint() if db is not None else
+                          "nothing was saved; add --store FILE to keep finished chunks") from exc
     finally:
-        if store is not None:
-            store.close()
+        if db is not None and db is not where:
+            db.close()
+    summarise = getattr(progress, "summary", None)
+    if callable(summarise) and simulated:
+        slowest = max(simulated, key=lambda i: seconds[i])
+        summarise(RunSummary(
+            cells=len(simulated), studies=total, studies_reused=reused, chunks_run=state["chunks"],
+            seconds=time.monotonic() - started, compute_seconds=sum(seconds.values()),
+            executor=executor.describe(), workers=executor.workers,
+            n_failed=sum(c.n_failed for c in sums.values()), n_singular=sum(c.n_singular for c in sums.values()),
+            slowest_cell=label[slowest] if len(simulated) > 1 and seconds[slowest] else "",
+            slowest_seconds=seconds[slowest]))
     return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), sums[i])
             for i, s in enumerate(scenarios)]
 

@@ -1,5 +1,7 @@
 """Local process parallelism: lazy task lists, a callback per finished task, workers that stop with us.
 
+:class:`LocalProcesses` is the default executor (see :mod:`.executors`).
+
 * Tasks are submitted a few at a time, so a huge (lazy) task list costs no memory.
 * Ctrl-C (KeyboardInterrupt) or any error: the results already finished are
   handed to ``on_done`` first, then pending tasks are cancelled and the workers
@@ -23,11 +25,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from .errors import InputError
+from .executors import Executor
 
 _RUN_DIR_PREFIX = "hepower-run-"
 _PR_SET_PDEATHSIG = 1
@@ -110,56 +116,128 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
         p.join(timeout=5)
 
 
-def map_tasks(
-    fn: Callable[[Any], Any],
-    tasks: Iterable[Any],
-    jobs: int | None = None,
-    on_done: Callable[[Any, Any], None] | None = None,
-) -> None:
-    """Run ``fn`` over ``tasks`` on up to ``jobs`` processes; ``on_done(task, result)`` in this
-    process as each task ends (in completion order).
+@contextmanager
+def launch_environment() -> Iterator[None]:
+    """The environment of processes started while R runs here, without R's library path.
 
-    On Linux, workers are forked (scripts need no ``if __name__ == "__main__"``
-    guard) unless R is already running in this process, where forking is not
-    safe and ``spawn`` is used.
+    Starting R, rpy2 prepends R's ``LD_LIBRARY_PATH`` (which holds the system's library folder)
+    to this process's environment. A Python interpreter started with it may load the system's
+    ``libpython`` instead of its own: a spawned worker (or multiprocessing's resource tracker)
+    then runs another patch release of Python under this one's standard library and fails, e.g.
+    ``'_thread.RLock' object has no attribute '_recursion_count'`` (3.11.7's library on Debian's
+    3.11.2). Workers start R themselves, with rpy2 setting the path again.
     """
-    n_jobs = resolve_jobs(jobs)
-    report = on_done or (lambda task, result: None)
-    it = iter(tasks)
-    if n_jobs <= 1:
-        for task in it:
-            report(task, fn(task))
+    openrlib = sys.modules.get("rpy2.rinterface_lib.openrlib")
+    added = getattr(openrlib, "LD_LIBRARY_PATH", "") if openrlib is not None else ""
+    current = os.environ.get("LD_LIBRARY_PATH")
+    if not added or current is None or not current.startswith(added + ":"):
+        yield
         return
-    first = list(itertools.islice(it, 2 * n_jobs))
-    if len(first) <= 1:  # not worth starting processes
-        for task in first:
-            report(task, fn(task))
-        return
-    remove_stale_run_dirs()
-    tmp = tempfile.mkdtemp(prefix=f"{_RUN_DIR_PREFIX}{os.getpid()}-")
-    method = "fork" if sys.platform.startswith("linux") and "rpy2.rinterface" not in sys.modules else "spawn"
-    pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(first)), mp_context=mp.get_context(method),
-                               initializer=_init_worker, initargs=(os.getpid(), tmp))
-    pending: dict[Future[Any], Any] = {}
-    try:
-        for task in first:
-            pending[pool.submit(fn, task)] = task
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                task = pending.pop(fut)
-                report(task, fut.result())
-                nxt = next(it, _END)
-                if nxt is not _END:
-                    pending[pool.submit(fn, nxt)] = nxt
-    except BaseException:
-        _harvest(pending, report)
-        _terminate(pool)
-        raise
+    original = current[len(added) + 1:]
+    if original:
+        os.environ["LD_LIBRARY_PATH"] = original
     else:
-        pool.shutdown(wait=True)
+        del os.environ["LD_LIBRARY_PATH"]
+    try:
+        yield
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        os.environ["LD_LIBRARY_PATH"] = current
+
+
+#: times a run restarts its local workers after losing one (e.g. killed by the kernel) before giving up
+MAX_RESTARTS = 3
+
+
+class LocalProcesses(Executor):
+    """Up to ``jobs`` processes on this machine (None: all cores), started on first use and kept
+    until :meth:`close`: successive runs (the steps of a solve) reuse them and their R.
+
+    One task runs in this process, without starting workers, when no workers are running yet.
+    On Linux, workers are forked (scripts need no ``if __name__ == "__main__"`` guard) unless
+    R is already running in this process, where forking is not safe and ``spawn`` is used.
+    A worker lost mid-run (killed) has its unfinished tasks rerun on new workers, up to
+    :data:`MAX_RESTARTS` times per run.
+    """
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.workers = resolve_jobs(jobs)
+        self._pool: ProcessPoolExecutor | None = None
+        self._tmp: str | None = None
+        self.restarts = 0  #: worker pools replaced after losing a worker
+
+    def describe(self) -> str:
+        return f"{self.workers} local process{'es' if self.workers > 1 else ''}"
+
+    def _start(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            if self._tmp is None:
+                remove_stale_run_dirs()
+                self._tmp = tempfile.mkdtemp(prefix=f"{_RUN_DIR_PREFIX}{os.getpid()}-")
+            linux = sys.platform.startswith("linux")
+            method = "fork" if linux and "rpy2.rinterface" not in sys.modules else "spawn"
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context(method),
+                                             initializer=_init_worker, initargs=(os.getpid(), self._tmp))
+        return self._pool
+
+    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any], on_done: Callable[[Any, Any], None]) -> None:
+        it = iter(tasks)
+        if self.workers <= 1:
+            for task in it:
+                on_done(task, fn(task))
+            return
+        queue = deque(itertools.islice(it, 2 * self.workers))
+        if self._pool is None and len(queue) <= 1:  # not worth starting processes
+            for task in queue:
+                on_done(task, fn(task))
+            return
+        pending: dict[Future[Any], Any] = {}
+        with launch_environment():
+            try:
+                self._run(fn, it, queue, pending, on_done)
+            except BaseException:
+                _harvest(pending, on_done)
+                if self._pool is not None:
+                    _terminate(self._pool)
+                    self._pool = None
+                raise
+
+    def _run(self, fn: Callable[[Any], Any], it: Iterator[Any], queue: deque[Any], pending: dict[Future[Any], Any],
+             on_done: Callable[[Any, Any], None]) -> None:
+        lost = 0
+        while True:
+            try:
+                pool = self._start()
+                while queue or pending:
+                    while queue and len(pending) < 2 * self.workers:
+                        task = queue.popleft()
+                        pending[pool.submit(fn, task)] = task
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        result = fut.result()
+                        on_done(pending.pop(fut), result)
+                        nxt = next(it, _END)
+                        if nxt is not _END:
+                            queue.append(nxt)
+                return
+            except BrokenProcessPool:
+                lost += 1
+                if lost > MAX_RESTARTS:
+                    raise
+                _harvest(pending, on_done)  # finished chunks count; the others run again, once each
+                queue.extendleft(reversed(list(pending.values())))
+                pending.clear()
+                if self._pool is not None:
+                    _terminate(self._pool)
+                    self._pool = None
+                self.restarts += 1
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
 
 def _harvest(pending: dict[Future[Any], Any], report: Callable[[Any, Any], None]) -> None:

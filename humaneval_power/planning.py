@@ -27,6 +27,7 @@ import pandas as pd
 
 from .engine import PowerResult, Scenario, results_table, run_cells
 from .errors import InputError
+from .executors import Jobs, using
 from .progress import ProgressFn, as_progress
 from .validation import check_target_power
 
@@ -41,9 +42,10 @@ def as_list(values: Any) -> list[Any]:
 
 
 def power_grid(make: CellFactory, axes: Mapping[str, Sequence[Any]], n_sims: int, seed: int = 0,
-               jobs: int | None = None, progress: ProgressFn | None = None, checkpoint: str | None = None,
-               restart: bool = False) -> pd.DataFrame:
-    """Power of ``make(**cell)`` for every combination of ``axes`` (one row per cell, in product order)."""
+               jobs: Jobs = None, progress: ProgressFn | None = None, checkpoint: str | None = None,
+               restart: bool = False, store: str | None = None) -> pd.DataFrame:
+    """Power of ``make(**cell)`` for every combination of ``axes`` (one row per cell, in product order);
+    ``jobs`` and the result ``store`` (``checkpoint``: its former name) as in :func:`run_cells`."""
     names = list(axes)
     values = [list(axes[k]) for k in names]
     empty = [k for k, v in zip(names, values) if not v]
@@ -51,7 +53,7 @@ def power_grid(make: CellFactory, axes: Mapping[str, Sequence[Any]], n_sims: int
         raise InputError(f"the design grid is empty: give at least one value of {', '.join(empty)}")
     cells = [make(**dict(zip(names, combo))) for combo in itertools.product(*values)]
     return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
-                                   restart=restart))
+                                   restart=restart, store=store))
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ def _fmt(v: float | None) -> str:
 
 
 def solve(make: CellFactory, solve_for: str, lo: float, hi: float, target_power: float = 0.8, *,
-          integer: bool = True, n_sims: int = 2000, seed: int = 0, jobs: int | None = None,
+          integer: bool = True, n_sims: int = 2000, seed: int = 0, jobs: Jobs = None,
           progress: ProgressFn | None = None, limit: tuple[float, str] | None = None, grow: bool = False,
           sawtooth: bool = False, grid: int = 16, why: str = "") -> SolveResult:
     """Smallest ``v`` in [lo, hi] with power(make(v)) >= ``target_power``.
@@ -134,7 +136,17 @@ def solve(make: CellFactory, solve_for: str, lo: float, hi: float, target_power:
     target is reached (continuous fields only; at most 40 times). ``sawtooth``
     (exact power of a discrete test) scans around the answer for the first and
     the stable value. ``limit`` = (power as the field grows, why) explains failure.
+    Every step runs on one executor (``jobs``, see :func:`run_cells`): workers, and R in them,
+    start once per solve.
     """
+    with using(jobs) as executor:
+        return _solve(make, solve_for, lo, hi, target_power, integer=integer, n_sims=n_sims, seed=seed,
+                      jobs=executor, progress=progress, limit=limit, grow=grow, sawtooth=sawtooth, grid=grid, why=why)
+
+
+def _solve(make: CellFactory, solve_for: str, lo: float, hi: float, target_power: float, *, integer: bool,
+           n_sims: int, seed: int, jobs: Jobs, progress: ProgressFn | None, limit: tuple[float, str] | None,
+           grow: bool, sawtooth: bool, grid: int, why: str) -> SolveResult:
     check_target_power(target_power)
     if not lo < hi:
         raise InputError(f"the search range for {solve_for} is empty ({lo:g} to {hi:g})")

@@ -1,7 +1,7 @@
 """``hepower``: the command line, a thin layer over the Python API.
 
 One module per command group (``likert``, ``h2h``, ``accuracy``, ``bleu``,
-``fit``), each with ``add_parser(subparsers)`` and ``run(args)``; a group's
+``fit``, ``analyze``, ``store``), each with ``add_parser(subparsers)`` and ``run(args)``; a group's
 module (and the library behind it) is imported only when that group runs, so
 ``hepower --help`` starts at once.
 
@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Sequence
 
 from ..errors import HepowerError, Interrupted
-from .common import OutputFiles, Parser, prepare_checkpoint
+from .common import OutputFiles, Parser, prepare_run
 
 #: command group -> one-line help (the module ``humaneval_power.cli.<group>`` holds the rest)
 GROUPS = {
@@ -29,6 +29,7 @@ GROUPS = {
     "bleu": "BLEU/chrF: randomization-test power, swap-effect estimates, paired tests",
     "fit": "fit pilot data (ratings or head-to-head judgments) and export parameters",
     "analyze": "analyse a completed study: F test, marginal means, adjusted contrasts (mixed model)",
+    "store": "result stores of --store: list what a store holds",
 }
 
 
@@ -101,8 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "action", "") is None:
             parser.parse_args([args.command, "--help"])
         args.outputs = OutputFiles(args)
-        prepare_checkpoint(args)
-        return importlib.import_module(f"{__name__}.{args.command}").run(args)
+        opened = prepare_run(args)
+        try:
+            return importlib.import_module(f"{__name__}.{args.command}").run(args)
+        finally:
+            for obj in reversed(opened):
+                obj.close()
     except HepowerError as exc:
         print(f"hepower: error: {exc}", file=sys.stderr)
         return 2

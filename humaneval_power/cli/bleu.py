@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         with ProgressBar() as bar:
             table = b.bleu_power(flatten(args.n), flatten(args.delta), flatten(args.p0), flatten(args.b0),
                                  args.method, args.permutations, args.alpha, args.sims, args.seed,
-                                 args.jobs, bar, args.checkpoint)
+                                 args.jobs, bar, store=args.store)
 
         def plot(tmp: Any) -> None:
             from ..plots import plot_bleu_power

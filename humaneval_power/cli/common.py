@@ -116,6 +116,9 @@ def add_run_options(p: argparse.ArgumentParser, sims: int | None, jobs: bool = T
     if jobs:
         p.add_argument("--jobs", type=positive, default=None, metavar="N",
                        help="worker processes (default: all cores); results do not depend on it")
+        p.add_argument("--scheduler", metavar="WHERE",
+                       help="where chunks run: 'processes' (local, the default), 'dask' (a Dask LocalCluster of "
+                            "--jobs workers) or a Dask scheduler address tcp://HOST:PORT; results do not depend on it")
     add_json_option(p)
 
 
@@ -253,24 +256,37 @@ def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
 
 
 def add_checkpoint(p: argparse.ArgumentParser) -> None:
-    """--checkpoint FILE and --restart."""
-    p.add_argument("--checkpoint", metavar="FILE",
-                   help="save finished chunks to FILE; rerun the same command to resume")
-    p.add_argument("--restart", action="store_true",
-                   help="discard the --checkpoint FILE's chunks (of this or another run) and start over")
+    """--store FILE (--checkpoint: its former name) and --restart."""
+    p.add_argument("--store", metavar="FILE",
+                   help="result store (SQLite): finished chunks are saved there and not run again; rerun the "
+                        "same command to resume; several runs may share one store")
+    add_old_spelling(p, "--checkpoint", "store", str)
+    p.add_argument("--restart", action="store_true", help="recompute this run's cells in the --store FILE")
 
 
-def prepare_checkpoint(args: argparse.Namespace) -> None:
-    """With --restart, remove the checkpoint file before the run (it must be a file)."""
-    from pathlib import Path
+def prepare_run(args: argparse.Namespace) -> list[Any]:
+    """Open the result store (--store, --restart) and start the executor (--scheduler, --jobs)
+    before any work, so that a bad store or an unreachable scheduler stops the run at once;
+    returns what to close at the end."""
+    opened: list[Any] = []
+    if getattr(args, "restart", False) and not getattr(args, "store", None):
+        raise InputError("--restart applies to a --store FILE")
+    if getattr(args, "store", None):
+        from ..store import Store
 
-    if getattr(args, "restart", False):
-        if not args.checkpoint:
-            raise InputError("--restart applies to a --checkpoint FILE")
-        path = Path(args.checkpoint)
-        if path.is_dir():
-            raise InputError(f"checkpoint {path} is a folder; give a file name")
-        path.unlink(missing_ok=True)
+        args.store = Store(args.store, restart=args.restart)
+        opened.append(args.store)
+    if getattr(args, "scheduler", None) is not None:
+        from ..executors import from_options
+
+        try:
+            args.jobs = from_options(args.scheduler, args.jobs)
+        except BaseException:
+            for obj in opened:
+                obj.close()
+            raise
+        opened.append(args.jobs)
+    return opened
 
 
 def print_json(table: Any) -> None:
@@ -376,6 +392,13 @@ class ProgressBar:
         if self._ticker is None:
             self._ticker = threading.Thread(target=self._redraw, daemon=True, name="hepower-progress")
             self._ticker.start()
+
+    def summary(self, run: Any) -> None:
+        """Where the time of a finished sweep went (a :class:`~humaneval_power.engine.RunSummary`), on
+        stderr when the sweep was long enough to show a bar."""
+        if self.enabled and run.seconds >= BAR_DELAY:
+            self.close()
+            print(f"hepower: {run}", file=sys.stderr, flush=True)
 
     def _redraw(self) -> None:
         """Redraw the bar once it is over a second old (tqdm's own ``delay`` only acts on updates)."""

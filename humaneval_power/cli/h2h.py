@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             table = h.h2h_mixed_power(_h2h_params(args), flatten(args.workers), flatten(args.items), log_odds,
                                       flatten(args.judgments_per_item) or [None], args.test, args.alpha,
                                       args.sims or SIMS["power", "glmm"], args.seed, args.jobs, bar,
-                                      args.checkpoint)
+                                      store=args.store)
             columns = ["workers", "items", "judgments_per_item", "effect", "p_win", "power", "ci_low", "ci_high",
                        "type_s", "type_m", "n_failed", "n_singular", "n_warnings"]
         else:

@@ -290,7 +290,7 @@ def _power(args: argparse.Namespace) -> int:
         table = likert_power(
             params, workers, items, flatten(args.effect),
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
-            progress=bar, checkpoint=args.checkpoint, ratings_per_item=flatten(args.ratings_per_item),
+            progress=bar, store=args.store, ratings_per_item=flatten(args.ratings_per_item),
             items_per_hit=flatten(args.items_per_hit), **design,
         )
 

@@ -248,6 +248,7 @@ def h2h_mixed_power(
     jobs: int | None = None,
     progress: Progress | None = None,
     checkpoint: str | None = None,
+    store: str | None = None,
 ) -> pd.DataFrame:
     """GLMM power over workers x items x judgments per item x effect (lme4 refits)."""
     def make(workers: int, items: int, per_item: int | None, log_odds: float) -> MixedJudgments:
@@ -255,7 +256,8 @@ def h2h_mixed_power(
 
     axes = {"workers": as_list(workers), "items": as_list(items), "per_item": as_list(per_item),
             "log_odds": as_list(log_odds)}
-    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
+                      store=store)
 
 
 def h2h_mixed_sample_size(params: H2HParams, log_odds: float, workers: int, per_item: int | None = None,

@@ -24,6 +24,7 @@ import pandas as pd
 from ..designs import Costs, check_budget
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
+from ..executors import using
 from ..params import LikertParams, as_params
 from ..planning import SolveResult, as_list, power_grid, solve
 from ..processes import InvariantProcess
@@ -54,6 +55,7 @@ def likert_power(
     jobs: int | None = None,
     progress: Progress | None = None,
     checkpoint: str | None = None,
+    store: str | None = None,
     ratings_per_item: Sequence[int | None] | int | None = None,
     items_per_hit: Sequence[int] | int = 1,
     **design: Any,
@@ -76,7 +78,8 @@ def likert_power(
     make = cell_factory(_params(params), method=method, test=test, alpha=alpha, **design)
     axes = {"items": as_list(items), "workers": as_list(workers), "ratings_per_item": as_list(ratings_per_item),
             "items_per_hit": as_list(items_per_hit), "effect": as_list(effect)}
-    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint)
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
+                      store=store)
 
 
 def likert_sample_size(
@@ -232,16 +235,18 @@ def likert_budget(
     cells.sort(key=lambda c: (c[0], c[1].design.items))
     results: list[PowerResult] = []
     total = len(cells) * n_sims
-    for start in range(0, len(cells), 4):
-        done = len(results) * n_sims
+    with using(jobs) as executor:  # one set of workers (and their R) for the whole search
+        for start in range(0, len(cells), 4):
+            done = len(results) * n_sims
 
-        def report(d: int, t: int, label: str = "", done: int = done) -> None:
-            if progress is not None:
-                progress(done + d, total, f"budget search ({len(cells)} designs, cheapest first): {label}")
+            def report(d: int, t: int, label: str = "", done: int = done) -> None:
+                if progress is not None:
+                    progress(done + d, total, f"budget search ({len(cells)} designs, cheapest first): {label}")
 
-        results += run_cells([c for _, c in cells[start:start + 4]], n_sims, seed=seed, jobs=jobs, progress=report)
-        if any(r.power >= target_power for r in results):
-            break
+            results += run_cells([c for _, c in cells[start:start + 4]], n_sims, seed=seed, jobs=executor,
+                                 progress=report)
+            if any(r.power >= target_power for r in results):
+                break
     table = pd.DataFrame([r.record() for r in results])
     return table, _cheapest(results, target_power, budget, params)
 

@@ -1,0 +1,186 @@
+"""The result store: one SQLite file of finished chunks, shared by any number of sweeps.
+
+Every chunk of simulated studies is saved under the key of its cell
+(:func:`cell_key`: a hash of the scenario's class, parameters, design and
+analysis, the seed, the chunk size, the engine's and the package's versions),
+its chunk index and its number of studies. A sweep looks up the chunks of its
+cells before it starts and runs only the missing ones, so
+
+* a rerun skips finished cells and chunks, and an interrupted sweep resumes
+  (each chunk is committed as it finishes; a SIGKILL loses at most the chunks
+  running at that moment);
+* several sweeps (other grids, other commands, sweeps running at the same time)
+  share one store: cells they have in common are computed once; a sweep with
+  more studies per cell reuses the chunks of one with fewer.
+
+Why SQLite rather than a folder of Parquet files: each chunk is one small row
+committed atomically (a torn write cannot happen), several processes may write
+to it at once (write-ahead log, a lock held for milliseconds), it is one file
+to copy, and it needs nothing beyond Python's standard library.
+
+Opening a store checks it before any work, and changes nothing when it refuses
+(:class:`InputError`): a file that is not a hepower store, a store of another
+store format or written by another hepower version (its keys would never
+match, its results are not comparable), a record whose checksum fails.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import InputError
+
+FORMAT = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+    key TEXT PRIMARY KEY, scenario TEXT NOT NULL, cell TEXT NOT NULL, seed INTEGER NOT NULL,
+    chunk_size INTEGER NOT NULL, added REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (
+    cell TEXT NOT NULL REFERENCES cells(key), chunk INTEGER NOT NULL, n INTEGER NOT NULL,
+    counts TEXT NOT NULL, seconds REAL NOT NULL, sum TEXT NOT NULL, PRIMARY KEY (cell, chunk, n));
+"""
+
+
+def digest(identity: Any) -> str:
+    """A stable hash of a JSON-serialisable description."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def cell_key(scenario: Any, seed: int, chunk_size: int, engine_version: int) -> str:
+    """What determines a cell's chunks: the scenario (class, random stream = parameters and
+    design, cell record = design, effect and analysis), seed, chunk size and versions."""
+    kind = f"{type(scenario).__module__}.{type(scenario).__qualname__}"
+    return digest([kind, scenario.stream_key(), scenario.cell(), seed, chunk_size, engine_version, _version()])
+
+
+def _checksum(key: str, chunk: int, n: int, counts: str) -> str:
+    return digest([key, chunk, n, counts])[:32]
+
+
+class Store:
+    """A result store file (created when missing; its folder must exist). ``restart``: the runs
+    given this store recompute their cells (their chunks are discarded when they start)."""
+
+    def __init__(self, path: str | Path, restart: bool = False, create: bool = True) -> None:
+        self.path = Path(path)
+        self.restart = restart
+        if not create and not self.path.is_file():
+            raise InputError(f"no result store at {self.path}")
+        self._check()
+        try:
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # with WAL: a killed process loses nothing committed
+            self.db.executescript(_SCHEMA)
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('hepower', ?)",
+                            (str(FORMAT), _version()))
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot write the store {self.path}: {exc}") from None
+
+    def _check(self) -> None:
+        """Refuse, before writing anything, a file that is not a store of this format and version."""
+        if self.path.is_dir():
+            raise InputError(f"store {self.path} is a folder; give a file name")
+        if not self.path.parent.is_dir():
+            raise InputError(f"store folder does not exist: {self.path.parent}")
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        try:
+            with self.path.open("rb") as fh:
+                magic = fh.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise InputError(f"cannot read the store {self.path}: {exc.strerror or exc}") from None
+        meta = None
+        if magic == _SQLITE_MAGIC:
+            try:
+                with sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True) as ro:
+                    meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
+                ro.close()
+            except sqlite3.Error:
+                meta = None
+        if meta is None or "format" not in meta:
+            raise InputError(f"{self.path} is not a hepower result store (files of the former --checkpoint "
+                             "format are not read); give another --store FILE")
+        if meta["format"] != str(FORMAT) or meta.get("hepower") != _version():
+            raise InputError(f"store {self.path} was written by hepower {meta.get('hepower')} (store format "
+                             f"{meta['format']}), this is hepower {_version()} (format {FORMAT}); its results are "
+                             "not reused: give another --store FILE")
+
+    def add_cells(self, cells: Iterable[tuple[str, Any, dict[str, Any], int, int]]) -> None:
+        """Describe cells (key, scenario, cell record, seed, chunk size) for ``hepower store show``."""
+        rows = [(k, f"{type(s).__module__}.{type(s).__qualname__}", json.dumps(c, sort_keys=True, default=str),
+                 seed, size, time.time()) for k, s, c, seed, size in cells]
+        self._write("INSERT OR IGNORE INTO cells VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def chunks(self, key: str) -> list[tuple[int, int, dict[str, Any]]]:
+        """(chunk, n, counts) of the finished chunks of a cell; a record failing its checksum is refused."""
+        out = []
+        for chunk, n, counts, checksum in self.db.execute(
+                "SELECT chunk, n, counts, sum FROM chunks WHERE cell = ? ORDER BY chunk", (key,)):
+            if checksum != _checksum(key, chunk, n, counts):
+                raise InputError(f"store {self.path}: a record of chunk {chunk} is corrupt or was edited "
+                                 "(checksum mismatch); --restart recomputes this run's cells")
+            try:
+                out.append((chunk, n, json.loads(counts)))
+            except ValueError:
+                raise InputError(f"store {self.path}: a record of chunk {chunk} is corrupt") from None
+        return out
+
+    def add(self, key: str, chunk: int, n: int, counts: dict[str, Any], seconds: float) -> None:
+        """Save a finished chunk; it is committed when this returns (a chunk saved twice is kept once)."""
+        text = json.dumps(counts, sort_keys=True)
+        self._write("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
+                    [(key, chunk, n, text, seconds, _checksum(key, chunk, n, text))])
+
+    def discard(self, keys: Iterable[str]) -> int:
+        """Remove the chunks of these cells (``--restart``); returns how many were removed."""
+        before = self.db.total_changes
+        self._write("DELETE FROM chunks WHERE cell = ?", [(k,) for k in keys])
+        return self.db.total_changes - before
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        try:
+            with self.db:
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot write the store {self.path}: {exc}") from None
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One record per cell: its design, seed, chunk size, studies and chunks done, compute seconds."""
+        rows = self.db.execute(
+            "SELECT c.key, c.scenario, c.cell, c.seed, c.chunk_size, COUNT(k.chunk), COALESCE(SUM(k.n), 0), "
+            "COALESCE(SUM(k.seconds), 0) FROM cells c LEFT JOIN chunks k ON k.cell = c.key "
+            "GROUP BY c.key ORDER BY c.added, c.key").fetchall()
+        return [{"key": key[:12], **json.loads(cell), "scenario": scenario.rsplit(".", 1)[-1], "seed": seed,
+                 "chunk_size": size, "chunks": chunks, "studies": studies, "seconds": round(seconds, 3)}
+                for key, scenario, cell, seed, size, chunks, studies, seconds in rows]
+
+    def about(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT name, value FROM meta").fetchall())
+
+    def close(self) -> None:
+        self.db.close()
+
+    def resume_hint(self) -> str:
+        """What to tell a user whose run stopped."""
+        return (f"finished chunks are saved in {self.path}; rerun the same command to resume "
+                "(--restart recomputes them)")
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
