@@ -355,7 +355,8 @@ def run_cells(
     keys = {i: cell_key(scenarios[i], seed, plan[i][0], ENGINE_VERSION) for i in simulated}
     where = store if store is not None else checkpoint
     db = where if isinstance(where, Store) else Store(where) if where is not None else None
-    sums = {i: PowerCounts() for i in simulated}
+    parts: dict[int, dict[int, PowerCounts]] = {i: {} for i in simulated}  # summed in chunk order at the end:
+    sums = {i: PowerCounts() for i in simulated}  # float sums must not depend on the order chunks finish in
     seconds = {i: 0.0 for i in simulated}
     done: set[tuple[int, int]] = set()
     if db is not None:
@@ -367,6 +368,7 @@ def run_cells(
                 counts = _checked_counts(f"store {db.path}", j, n, raw, *plan[i])
                 if counts is not None:
                     done.add((i, j))
+                    parts[i][j] = counts
                     sums[i] += counts
     elif restart:
         raise InputError("restart applies to a result store")
@@ -391,6 +393,7 @@ def run_cells(
         if db is not None:
             db.add(keys[i], j, n, asdict(counts), took)
         done.add((i, j))
+        parts[i][j] = counts
         sums[i] += counts
         seconds[i] += took
         state["done"] += n
@@ -421,8 +424,17 @@ def run_cells(
             n_failed=sum(c.n_failed for c in sums.values()), n_singular=sum(c.n_singular for c in sums.values()),
             slowest_cell=label[slowest] if len(simulated) > 1 and seconds[slowest] else "",
             slowest_seconds=seconds[slowest]))
-    return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), sums[i])
+    return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), _in_order(parts[i]))
             for i, s in enumerate(scenarios)]
+
+
+def _in_order(parts: dict[int, PowerCounts]) -> PowerCounts:
+    """The counts of a cell's chunks, added in chunk order (the same floating-point sums whichever
+    executor ran them, in whatever order they finished)."""
+    total = PowerCounts()
+    for j in sorted(parts):
+        total += parts[j]
+    return total
 
 
 def _warn_if_long(state: dict[str, Any], total: int) -> None:

@@ -170,7 +170,7 @@ class DaskExecutor(Executor):
             with launch_environment():
                 self._cluster = distributed.LocalCluster(
                     n_workers=resolve_jobs(n_workers), threads_per_worker=1, processes=True,
-                    dashboard_address=None, silence_logs=logging.ERROR)
+                    dashboard_address=":0", silence_logs=logging.ERROR)
             self.client = distributed.Client(self._cluster, set_as_default=False)
         self.client.register_plugin(_worker_plugin())
         self.workers = max(1, sum(self.client.nthreads().values()))
@@ -184,15 +184,16 @@ class DaskExecutor(Executor):
         distributed = _distributed()
         it = iter(tasks)
         pending: dict[str, tuple[Any, Any]] = {}  # future key -> (future, task): each reported once
-        completed = distributed.as_completed()
 
-        def submit(task: Any) -> None:
+        def submit(task: Any) -> Any:
             fut = self.client.submit(_one_at_a_time, fn, task, pure=False)
             pending[fut.key] = (fut, task)
-            completed.add(fut)
+            return fut
 
-        for task in itertools.islice(it, 2 * self.workers):
-            submit(task)
+        first = [submit(task) for task in itertools.islice(it, 2 * self.workers)]
+        if not first:
+            return
+        completed = distributed.as_completed(first, loop=self.client.loop)
         try:
             for fut in completed:
                 entry = pending.pop(fut.key, None)
@@ -201,7 +202,7 @@ class DaskExecutor(Executor):
                 on_done(entry[1], fut.result())
                 nxt = next(it, _END)
                 if nxt is not _END:
-                    submit(nxt)
+                    completed.add(submit(nxt))
         except BaseException:
             for key, (fut, task) in list(pending.items()):  # finished while we stopped: keep them
                 if fut.status == "finished":
