@@ -83,11 +83,15 @@ class Store:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")  # with WAL: a killed process loses nothing committed
-            self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('hepower', ?)",
-                            (str(FORMAT), _version()))
+            with self.db:  # one transaction: a sweep opening the store meanwhile sees all of it or none
+                self.db.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA.split(";"):
+                    self.db.execute(statement)
+                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('hepower', ?)",
+                                (str(FORMAT), _version()))
         except sqlite3.Error as exc:
             raise InputError(f"cannot write the store {self.path}: {exc}") from None
+        self._check_meta(self.about())
 
     def _check(self) -> None:
         """Refuse, before writing anything, a file that is not a store of this format and version."""
@@ -105,15 +109,25 @@ class Store:
         meta = None
         if magic == _SQLITE_MAGIC:
             try:
-                with sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True) as ro:
-                    meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
+                # immutable: no lock, no -wal/-shm files made next to a file we refuse (the meta is
+                # written once; one still in another writer's log is checked again once opened)
+                with sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True) as ro:
+                    tables = ro.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+                    meta = dict(ro.execute("SELECT name, value FROM meta").fetchall()) if tables else {}
                 ro.close()
             except sqlite3.Error:
                 meta = None
+        if meta == {}:  # a new SQLite file, still empty: another sweep is creating this store
+            return
         if meta is None or "format" not in meta:
             raise InputError(f"{self.path} is not a hepower result store (files of the former --checkpoint "
                              "format are not read); give another --store FILE")
+        self._check_meta(meta)
+
+    def _check_meta(self, meta: dict[str, str]) -> None:
         if meta["format"] != str(FORMAT) or meta.get("hepower") != _version():
+            if hasattr(self, "db"):
+                self.db.close()
             raise InputError(f"store {self.path} was written by hepower {meta.get('hepower')} (store format "
                              f"{meta['format']}), this is hepower {_version()} (format {FORMAT}); its results are "
                              "not reused: give another --store FILE")
