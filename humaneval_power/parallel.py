@@ -116,6 +116,32 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
         p.join(timeout=5)
 
 
+def _without_r_library_path() -> str | None:
+    """``LD_LIBRARY_PATH`` as it was before rpy2 prepended R's to it ("" when it was unset), or
+    None when rpy2 has not changed it."""
+    openrlib = sys.modules.get("rpy2.rinterface_lib.openrlib")
+    added = getattr(openrlib, "LD_LIBRARY_PATH", "") if openrlib is not None else ""
+    current = os.environ.get("LD_LIBRARY_PATH")
+    if not added or current is None or not current.startswith(added + ":"):
+        return None
+    return current[len(added) + 1:]
+
+
+def _set_library_path(value: str) -> None:
+    if value:
+        os.environ["LD_LIBRARY_PATH"] = value
+    else:
+        os.environ.pop("LD_LIBRARY_PATH", None)
+
+
+def drop_r_library_path() -> None:
+    """Undo rpy2's change of ``LD_LIBRARY_PATH`` (see :func:`launch_environment`). It has no effect on
+    this process (the dynamic loader reads the variable at start-up), only on the processes it starts."""
+    original = _without_r_library_path()
+    if original is not None:
+        _set_library_path(original)
+
+
 @contextmanager
 def launch_environment() -> Iterator[None]:
     """The environment of processes started while R runs here, without R's library path.
@@ -125,19 +151,15 @@ def launch_environment() -> Iterator[None]:
     ``libpython`` instead of its own: a spawned worker (or multiprocessing's resource tracker)
     then runs another patch release of Python under this one's standard library and fails, e.g.
     ``'_thread.RLock' object has no attribute '_recursion_count'`` (3.11.7's library on Debian's
-    3.11.2). Workers start R themselves, with rpy2 setting the path again.
+    3.11.2). Workers start R themselves, with rpy2 setting the path again. (The lme4 bridge drops
+    the path once R has started; this covers R started by other code.)
     """
-    openrlib = sys.modules.get("rpy2.rinterface_lib.openrlib")
-    added = getattr(openrlib, "LD_LIBRARY_PATH", "") if openrlib is not None else ""
-    current = os.environ.get("LD_LIBRARY_PATH")
-    if not added or current is None or not current.startswith(added + ":"):
+    original = _without_r_library_path()
+    if original is None:
         yield
         return
-    original = current[len(added) + 1:]
-    if original:
-        os.environ["LD_LIBRARY_PATH"] = original
-    else:
-        del os.environ["LD_LIBRARY_PATH"]
+    current = os.environ["LD_LIBRARY_PATH"]
+    _set_library_path(original)
     try:
         yield
     finally:
