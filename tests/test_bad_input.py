@@ -1,5 +1,5 @@
 """The bad-input matrix (issue 18): every subcommand, every case one line on stderr, exit 2, nothing on
-stdout, no output or temporary file left, input files (checkpoints included) untouched.
+stdout, no output or temporary file left, input files (result stores included) untouched.
 
 Every case fails before any computation, so the whole matrix takes seconds.
 """
@@ -13,7 +13,7 @@ from typing import Callable
 import pandas as pd
 import pytest
 
-from humaneval_power.checkpoint import _checksum
+from humaneval_power.store import _checksum
 from humaneval_power.cli import main
 from humaneval_power.params import get_preset
 
@@ -69,15 +69,19 @@ CASES: dict[str, Argv] = {
     "fit -o is a folder": _s(FIT, "-o", "{o}/dir.json"),
     "fit -o unwritable": _s(FIT, "-o", "/proc/p.json"),
     "fit -o suffix": _s(FIT, "-o", "{o}/p.txt"),
-    # item 5: checkpoints that cannot lie
-    "checkpoint is a folder": _likert("--checkpoint", "{o}/dir.csv"),
-    "checkpoint folder missing": _likert("--checkpoint", "{o}/missing/ck.jsonl"),
-    "checkpoint of random bytes": _likert("--checkpoint", "{d}/random.jsonl"),
-    "checkpoint of text": _likert("--checkpoint", "{d}/notes.jsonl"),
-    "checkpoint of other arguments": _likert("--seed", "2", "--checkpoint", "{d}/ck.jsonl"),
-    "checkpoint record edited": _likert("--checkpoint", "{d}/edited.jsonl"),
-    "checkpoint record forged (n = -7)": _likert("--checkpoint", "{d}/forged.jsonl"),
-    "--restart without --checkpoint": _likert("--restart"),
+    # item 5: result stores that cannot lie (issue 15: --store; --checkpoint is its former name)
+    "store is a folder": _likert("--store", "{o}/dir.csv"),
+    "store folder missing": _likert("--store", "{o}/missing/s.db"),
+    "store of random bytes": _likert("--store", "{d}/random.db"),
+    "store of text": _likert("--store", "{d}/notes.db"),
+    "store of the former checkpoint format": _likert("--checkpoint", "{d}/former.jsonl"),
+    "store of another hepower version": _likert("--store", "{d}/old.db"),
+    "store record edited": _likert("--store", "{d}/edited.db"),
+    "store record forged (n = -7)": _likert("--store", "{d}/forged.db"),
+    "--restart without --store": _likert("--restart"),
+    "--scheduler unknown": _likert("--scheduler", "slurm"),
+    "store show of a missing file": _s("store show", "{o}/missing.db"),
+    "store show of text": _s("store show", "{d}/notes.db"),
     # likert
     "sims 0": _likert("--sims", "0"),
     "sims 1.5": _likert("--sims", "1.5"),
@@ -144,21 +148,32 @@ CASES: dict[str, Argv] = {
 }
 
 
-def _checkpoints(d: Path) -> None:
-    """A checkpoint of a small run (seed 1), an edited and a forged copy, and two foreign files."""
-    ck = d / "ck.jsonl"
+def _stores(d: Path) -> None:
+    """A store of a small run (seed 1), an edited, a forged and an old-version copy, and foreign files."""
+    import shutil
+    import sqlite3
+
+    ck = d / "s.db"
     assert main(["likert", "power", "--workers", "3", "--items", "20", "--effect", "0.2", "--sims", "50",
-                 "--checkpoint", str(ck), "--json"]) == 0
-    lines = ck.read_text().splitlines()
-    run = json.loads(lines[0])["run"]
-    rec = json.loads(lines[1])
-    rec["data"]["counts"]["n_correct_sign"] = rec["data"]["n"]  # power 1.0, checksum no longer matches
-    (d / "edited.jsonl").write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
-    rec["data"]["counts"]["n"] = -7
-    rec["sum"] = _checksum(run, rec["data"])  # a valid checksum over impossible counts
-    (d / "forged.jsonl").write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
-    (d / "random.jsonl").write_bytes(os.urandom(300))
-    (d / "notes.jsonl").write_text("some notes\nnot json\n")
+                 "--store", str(ck), "--json"]) == 0
+
+    def copy(name: str, sql: str, *args: Any) -> None:
+        shutil.copy(ck, d / name)
+        with sqlite3.connect(d / name) as db:
+            db.execute(sql, args)
+        db.close()
+
+    db = sqlite3.connect(ck)
+    cell, chunk, n, counts = db.execute("SELECT cell, chunk, n, counts FROM chunks").fetchone()
+    db.close()
+    edited = json.dumps({**json.loads(counts), "n_correct_sign": n}, sort_keys=True)  # power 1.0, checksum fails
+    copy("edited.db", "UPDATE chunks SET counts = ?", edited)
+    forged = json.dumps({**json.loads(counts), "n": -7}, sort_keys=True)  # a valid checksum over impossible counts
+    copy("forged.db", "UPDATE chunks SET counts = ?, sum = ?", forged, _checksum(cell, chunk, n, forged))
+    copy("old.db", "UPDATE meta SET value = '0.0.1' WHERE name = 'hepower'")
+    (d / "random.db").write_bytes(os.urandom(300))
+    (d / "notes.db").write_text("some notes\nnot json\n")
+    (d / "former.jsonl").write_text('{"about": {}, "hepower_checkpoint": 1, "run": "0123"}\n')
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +194,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "h2h.json").write_text(json.dumps(h2h))
     (d / "h2h7.json").write_text(json.dumps({**h2h, "version": 7}))
     (d / "likert7.json").write_text(json.dumps({**get_preset("card2020-low").to_json(), "version": 7}))
-    _checkpoints(d)
+    _stores(d)
     return d
 
 
@@ -201,7 +216,7 @@ def test_bad_input(case: str, inputs: Path, tmp_path: Path, capsys: pytest.Captu
     assert captured.out == ""
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["dir.csv", "dir.json", "dir.png"], f"outputs or temporary files left: {left}"
-    assert _snapshot(inputs) == before, "an input file (or checkpoint) was changed"
+    assert _snapshot(inputs) == before, "an input file (or store) was changed"
 
 
 def test_the_matrix_covers_every_subcommand() -> None:

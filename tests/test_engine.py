@@ -58,14 +58,16 @@ def test_chunking_is_invisible_to_the_result() -> None:
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_checkpoint_resumes_without_rerunning(tmp_path) -> None:
-    ck = tmp_path / "run.jsonl"
-    first = _grid(seed=4, jobs=1, checkpoint=str(ck))
-    lines = ck.read_text().splitlines()
-    # simulate an interruption: drop the last chunk and leave half a line behind
-    ck.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+def test_store_resumes_without_rerunning(tmp_path) -> None:
+    import sqlite3
+
+    path = tmp_path / "run.db"
+    first = _grid(seed=4, jobs=1, store=str(path))
+    with sqlite3.connect(path) as db:  # simulate an interruption: the last chunk was not saved
+        db.execute("DELETE FROM chunks WHERE rowid = (SELECT MAX(rowid) FROM chunks)")
+    db.close()
     seen: list[tuple[int, int]] = []
-    resumed = _grid(seed=4, jobs=1, checkpoint=str(ck), progress=lambda d, t: seen.append((d, t)))
+    resumed = _grid(seed=4, jobs=1, checkpoint=str(path), progress=lambda d, t: seen.append((d, t)))  # former name
     pd.testing.assert_frame_equal(first, resumed)
     done, total = seen[0]
     assert total - done == 3000, "only the missing chunk should run again"

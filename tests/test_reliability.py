@@ -1,10 +1,11 @@
 """Reliability (issue 18): Ctrl-C, workers that die with their parent, bounded runs, outputs
-checked first and written all-or-nothing, checkpoints that cannot lie."""
+checked first and written all-or-nothing, result stores that cannot lie."""
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -19,11 +20,11 @@ import pandas as pd
 import pytest
 
 from humaneval_power import io
-from humaneval_power.checkpoint import Checkpoint, _checksum
 from humaneval_power.engine import StudyOutcomes, run_cells
 from humaneval_power.errors import InputError
 from humaneval_power.parallel import remove_stale_run_dirs
 from humaneval_power.scenarios.bleu import BleuScenario
+from humaneval_power.store import Store, _checksum
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,93 +119,89 @@ def test_temporary_files_of_killed_writes_are_removed_by_the_next_run(tmp_path: 
     assert not stale.exists() and mine.exists()
 
 
-# ------------------------------------------------------------------ checkpoints (item 5)
+# ------------------------------------------------------------------ result stores (item 5; issue 15)
 
 def _run(ck: Path, n_sims: int = 1000, seed: int = 1, **kw: Any) -> float:
-    return run_cells([_Coin(0.3), _Coin(0.6)], n_sims, seed=seed, jobs=1, checkpoint=ck, **kw)[0].power
+    return run_cells([_Coin(0.3), _Coin(0.6)], n_sims, seed=seed, jobs=1, store=ck, **kw)[0].power
 
 
-def _records(ck: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in ck.read_text().splitlines()[1:]]
+def _rows(ck: Path, sql: str = "SELECT cell, chunk, n, counts, sum FROM chunks ORDER BY rowid") -> list[Any]:
+    with sqlite3.connect(ck) as db:
+        rows = db.execute(sql).fetchall()
+    db.close()
+    return rows
 
 
-def test_checkpoint_has_a_header_and_a_checksum_per_record(tmp_path: Path) -> None:
-    ck = tmp_path / "ck.jsonl"
+def test_a_store_keeps_a_checksum_per_chunk_and_a_rerun_computes_nothing(tmp_path: Path) -> None:
+    ck = tmp_path / "s.db"
     power = _run(ck)
-    header = json.loads(ck.read_text().splitlines()[0])
-    assert header["hepower_checkpoint"] == 1 and len(header["run"]) == 64
-    recs = _records(ck)
-    assert len(recs) == 20 and all(r["sum"] == _checksum(header["run"], r["data"]) for r in recs)
-    assert _run(ck) == power  # resumed entirely from the file
+    rows = _rows(ck)
+    assert len(rows) == 20 and all(r[4] == _checksum(*r[:4]) for r in rows)
+    seen: list[int] = []
+    assert _run(ck, progress=lambda d, t, label="": seen.append(d)) == power
+    assert seen == [2000], "resumed entirely from the store"
+
+
+def _edit(ck: Path, sql: str, *args: Any) -> None:
+    with sqlite3.connect(ck) as db:
+        db.execute(sql, args)
+    db.close()
 
 
 def test_edited_records_are_refused(tmp_path: Path) -> None:
-    ck = tmp_path / "ck.jsonl"
+    ck = tmp_path / "s.db"
     _run(ck)
-    lines = ck.read_text().splitlines()
-    rec = json.loads(lines[3])
-    rec["data"]["counts"]["n_correct_sign"] = 100  # power 1.0 for this chunk
-    ck.write_text("\n".join(lines[:3] + [json.dumps(rec)] + lines[4:]) + "\n")
-    with pytest.raises(InputError, match="line 4.*checksum"):
+    cell, chunk, n, counts, _ = _rows(ck)[3]
+    edited = json.loads(counts)
+    edited["n_correct_sign"] = 100  # power 1.0 for this chunk
+    _edit(ck, "UPDATE chunks SET counts = ? WHERE cell = ? AND chunk = ?", json.dumps(edited, sort_keys=True),
+          cell, chunk)
+    with pytest.raises(InputError, match="chunk 3.*checksum"):
         _run(ck)
 
 
 def test_forged_records_with_valid_checksums_are_still_checked(tmp_path: Path) -> None:
-    ck = tmp_path / "ck.jsonl"
+    ck = tmp_path / "s.db"
     _run(ck)
-    lines = ck.read_text().splitlines()
-    run = json.loads(lines[0])["run"]
-    rec = json.loads(lines[1])
-    rec["data"]["counts"]["n"] = -7
-    rec["sum"] = _checksum(run, rec["data"])
-    ck.write_text("\n".join(lines[:1] + [json.dumps(rec)] + lines[2:]) + "\n")
+    cell, chunk, n, counts, _ = _rows(ck)[0]
+    forged = json.dumps({**json.loads(counts), "n_significant": n + 7}, sort_keys=True)
+    _edit(ck, "UPDATE chunks SET counts = ?, sum = ? WHERE cell = ? AND chunk = ?", forged,
+          _checksum(cell, chunk, n, forged), cell, chunk)
     with pytest.raises(InputError, match="inconsistent"):
         _run(ck)
 
 
-def test_a_checkpoint_of_other_arguments_is_refused_unless_restarting(tmp_path: Path) -> None:
-    ck = tmp_path / "ck.jsonl"
+def test_runs_of_other_arguments_share_a_store_and_restart_recomputes_only_its_own(tmp_path: Path) -> None:
+    ck = tmp_path / "s.db"
     _run(ck, seed=1)
-    before = ck.read_text()
-    for other in ({"seed": 2}, {"n_sims": 999}):
-        with pytest.raises(InputError, match="other arguments.*--restart"):
-            _run(ck, **other)
-        assert ck.read_text() == before, "a refused checkpoint must not be touched"
-    fresh = _run(ck, seed=2, restart=True)
-    assert fresh == run_cells([_Coin(0.3)], 1000, seed=2)[0].power
-    assert len(_records(ck)) == 20
+    first = _rows(ck)
+    assert _run(ck, seed=2) == run_cells([_Coin(0.3)], 1000, seed=2)[0].power
+    assert _run(ck, n_sims=999) == run_cells([_Coin(0.3)], 999, seed=1)[0].power  # 9 chunks reused, 1 new
+    assert _rows(ck)[:20] == first and len(_rows(ck)) == 20 + 20 + 2
+    seen: list[int] = []
+    assert _run(ck, seed=2, restart=True, progress=lambda d, t, label="": seen.append(d)) == _run(ck, seed=2)
+    assert seen[0] == 0 and _rows(ck)[:20] == first
 
 
-@pytest.mark.parametrize("content", [os.urandom(300), b"some notes\nnot json\n", b'{"key": "abc", "counts": {}}\n'])
+@pytest.mark.parametrize("content", [os.urandom(300), b"some notes\nnot json\n",
+                                     b'{"hepower_checkpoint": 1, "run": "abc", "about": {}}\n'])
 def test_foreign_files_are_refused_before_any_work(tmp_path: Path, content: bytes) -> None:
-    ck = tmp_path / "ck.jsonl"
+    ck = tmp_path / "s.db"
     ck.write_bytes(content)
-    with pytest.raises(InputError, match="not a hepower checkpoint"):
+    with pytest.raises(InputError, match="not a hepower result store"):
         _run(ck, progress=_no_progress)
-    assert ck.read_bytes() == content
+    assert ck.read_bytes() == content and sorted(tmp_path.iterdir()) == [ck]
 
 
 def _no_progress(done: int, total: int, label: str = "") -> None:
-    assert done == 0, "work started before the checkpoint was validated"
+    assert done == 0, "work started before the store was validated"
 
 
-def test_checkpoint_path_errors_come_before_the_first_chunk(tmp_path: Path) -> None:
+def test_store_path_errors_come_before_the_first_chunk(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a folder"):
         _run(tmp_path, progress=_no_progress)
     with pytest.raises(InputError, match="does not exist"):
-        _run(tmp_path / "missing" / "ck.jsonl", progress=_no_progress)
-
-
-def test_a_torn_last_line_is_repaired_and_its_chunk_rerun(tmp_path: Path) -> None:
-    ck = tmp_path / "ck.jsonl"
-    whole = _run(ck)
-    text = ck.read_text()
-    ck.write_text(text[: len(text) - 40])  # the last record cut short, no final newline
-    seen: list[tuple[int, int, str]] = []
-    assert _run(ck, progress=lambda d, t, label="": seen.append((d, t, label))) == whole
-    assert seen[0][1] - seen[0][0] == 100, "only the torn chunk runs again"
-    assert len(_records(ck)) == 20 and all("sum" in r for r in _records(ck))
-    Checkpoint(ck, json.loads(text.splitlines()[0])["run"]).close()  # the repaired file reads back cleanly
+        _run(tmp_path / "missing" / "s.db", progress=_no_progress)
 
 
 # ------------------------------------------------------------------ unbounded work (item 3)
@@ -279,12 +276,16 @@ def _alive(pid: int) -> bool:
 
 
 def _lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
+    """Chunks saved in a store (0 before it exists)."""
+    try:
+        return len(_rows(path, "SELECT chunk FROM chunks")) if path.exists() else 0
+    except sqlite3.OperationalError:  # being created
+        return 0
 
 
 def _interrupt_and_check(proc: subprocess.Popen[str], ck: Path, sig: int = signal.SIGINT, delay: float = 0) -> None:
     """Signal the run ``delay`` seconds after its second finished chunk (inside the third)."""
-    _wait_for(lambda: _lines(ck) >= 3 or proc.poll() is not None, 120, "two finished chunks")
+    _wait_for(lambda: _lines(ck) >= 2 or proc.poll() is not None, 120, "two finished chunks")
     time.sleep(delay)
     assert proc.poll() is None, proc.communicate()
     kept = _lines(ck)
@@ -299,14 +300,15 @@ def _interrupt_and_check(proc: subprocess.Popen[str], ck: Path, sig: int = signa
     assert proc.returncode == (130 if sig == signal.SIGINT else 143), err
     assert ("interrupted" if sig == signal.SIGINT else "terminated") in err and "Traceback" not in err and "Exception ignored" not in err, err
     assert _lines(ck) >= kept, "finished chunks were lost"
-    header = json.loads(ck.read_text().splitlines()[0])
-    Checkpoint(ck, header["run"]).close()  # every record intact
+    with Store(ck) as store:  # every record intact
+        assert store.db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert all(store.chunks(key) for key in {r[0] for r in _rows(ck)})
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 def test_ctrl_c_stops_a_parallel_run_at_once_and_keeps_finished_chunks(tmp_path: Path) -> None:
-    ck = tmp_path / "ck.jsonl"
-    proc = _start(_SLOW + ["--jobs", "2", "--checkpoint", str(ck)])
+    ck = tmp_path / "s.db"
+    proc = _start(_SLOW + ["--jobs", "2", "--store", str(ck)])
     _wait_for(lambda: len(_children(proc.pid)) >= 2 or proc.poll() is not None, 30, "the workers")
     workers = _children(proc.pid)
     _interrupt_and_check(proc, ck)
@@ -318,9 +320,9 @@ def test_ctrl_c_stops_a_parallel_run_at_once_and_keeps_finished_chunks(tmp_path:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_stop_lme4_in_the_main_process(tmp_path: Path, lme4_backend: Any, sig: int) -> None:
     """SIGTERM too: raised from its handler while R runs, the exception was lost in R's callback."""
-    ck = tmp_path / "ck.jsonl"
+    ck = tmp_path / "s.db"
     proc = _start(["likert", "power", "--method", "lme4", "--jobs", "1", "--workers", "3", "--items", "30",
-                   "--effect", "0.2", "--sims", "5000", "--checkpoint", str(ck)])
+                   "--effect", "0.2", "--sims", "5000", "--store", str(ck)])
     _interrupt_and_check(proc, ck, sig, delay=1.5)  # R is refitting (a chunk of 10 refits takes seconds)
 
 
