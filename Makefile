@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	$(MAKE) --no-print-directory r-setup
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,bayes]'
+	$(PY) -m pip install -q -e '.[dev,bayes,dask]'
 	@if command -v R >/dev/null 2>&1; then $(PY) -m pip install -q -e '.[r]'; \
 	  else echo "NOTE: R not found: rpy2 not installed, lme4 backend unavailable"; fi
 	touch $(STAMP)
@@ -55,6 +55,7 @@ bench: setup
 	$(PY) benchmarks/bench_bleu.py
 	$(PY) benchmarks/bench_crowd.py
 	$(PY) benchmarks/bench_budget.py
+	$(PY) benchmarks/bench_scaleout.py
 
 example: setup
 	$(PY) examples/fig6_card2020.py
