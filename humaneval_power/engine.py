@@ -374,7 +374,8 @@ def run_cells(
         raise InputError("restart applies to a result store")
     total = n_sims * len(simulated)
     reused = sum(c.n for c in sums.values())
-    state = {"done": reused, "started": started, "warned": False, "chunks": 0}
+    state = {"done": reused, "started": started, "warned": False, "chunks": 0,
+             "cells": sum(sums[i].n == n_sims for i in simulated)}
     label = {i: ", ".join(f"{k}={v}" for k, v in scenarios[i].cell().items()) for i in simulated}
     report(state["done"], total, "resuming from the store" if done else "starting")
 
@@ -402,8 +403,10 @@ def run_cells(
         failed = sum(c.n_failed for c in sums.values())
         singular = sum(c.n_singular for c in sums.values())
         fits = f"; {failed:,} failed, {singular:,} singular fits so far" if failed or singular else ""
+        state["cells"] += sums[i].n == n_sims
+        cells = f"; {state['cells']:,}/{len(simulated):,} cells done" if len(simulated) > 1 else ""
         report(state["done"], total, f"cell {simulated.index(i) + 1}/{len(simulated)} ({label[i]}): "
-                                     f"{sums[i].n:,}/{n_sims:,} studies{fits}")
+                                     f"{sums[i].n:,}/{n_sims:,} studies{cells}{fits}")
 
     try:
         with using(jobs) as executor:
