@@ -61,43 +61,36 @@ def _frames_identical(a: pd.DataFrame, b: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
-@pytest.fixture(scope="module")
-def dask_cluster() -> Any:
+@pytest.mark.slow
+def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_killed() -> None:
+    """One LocalCluster for both checks (starting one takes seconds): (1) one process, two local
+    processes and a 2-worker Dask LocalCluster give the same table, bit for bit; (2) a worker
+    SIGKILLed mid-sweep: the sweep completes, identical, every chunk reported once."""
     pytest.importorskip("distributed")
-    with DaskExecutor(n_workers=2) as executor:
-        yield executor
+    with DaskExecutor(n_workers=2) as cluster:
+        serial = bleu_power(**GRID, jobs=1)
+        _frames_identical(bleu_power(**GRID, jobs=2), serial)
+        _frames_identical(bleu_power(**GRID, jobs=cluster), serial)
+        _frames_identical(bleu_power(**GRID, jobs=cluster.client), serial)  # a distributed.Client as is
+        assert cluster.describe() == "2 workers of a Dask LocalCluster"
 
+        cells = [_Slowed(BleuScenario(n, 0.5, 0.13, 25.8, permutations=100), pause=0.2) for n in (40, 80)]
+        expected = run_cells(cells, 400, seed=5, jobs=1)  # 16 chunks of 0.2 s
+        client = cluster.client
+        pids = client.run(os.getpid)
+        killed: list[int] = []
+        calls: list[int] = []
 
-@pytest.mark.slow
-def test_a_dask_local_cluster_gives_bit_identical_results(dask_cluster: DaskExecutor) -> None:
-    """One process, two local processes and a 2-worker Dask LocalCluster: the same table, bit for bit."""
-    serial = bleu_power(**GRID, jobs=1)
-    _frames_identical(bleu_power(**GRID, jobs=2), serial)
-    _frames_identical(bleu_power(**GRID, jobs=dask_cluster), serial)
-    _frames_identical(bleu_power(**GRID, jobs=dask_cluster.client), serial)  # a distributed.Client as is
-    assert dask_cluster.describe() == "2 workers of a Dask LocalCluster"
+        def kill_one(done: int, total: int, label: str = "") -> None:
+            calls.append(done)
+            if done and not killed:  # a chunk has finished; the others are running or queued
+                killed.append(next(iter(pids.values())))
+                os.kill(killed[0], signal.SIGKILL)
 
-
-@pytest.mark.slow
-def test_a_dask_worker_killed_mid_sweep_loses_and_double_counts_nothing(dask_cluster: DaskExecutor) -> None:
-    cells = [_Slowed(BleuScenario(n, 0.5, 0.13, 25.8, permutations=100), pause=0.2) for n in (40, 80)]
-    expected = run_cells(cells, 400, seed=5, jobs=1)  # 16 chunks of 0.2 s
-    client = dask_cluster.client
-    pids = client.run(os.getpid)
-    killed: list[int] = []
-
-    def kill_one(done: int, total: int, label: str = "") -> None:
-        if done and not killed:  # a chunk has finished; the others are running or queued
-            killed.append(next(iter(pids.values())))
-            os.kill(killed[0], signal.SIGKILL)
-
-    calls: list[int] = []
-    got = run_cells(cells, 400, seed=5, jobs=dask_cluster, progress=lambda d, t, label="": (calls.append(d),
-                                                                                           kill_one(d, t)))
-    assert killed and killed[0] not in client.run(os.getpid).values(), "the worker was not replaced"
-    _frames_identical(results_table(got), results_table(expected))
-    assert len(calls) == 1 + 16 and calls[-1] == 800  # every chunk reported once
-    client.wait_for_workers(2, timeout=60)
+        got = run_cells(cells, 400, seed=5, jobs=cluster, progress=kill_one)
+        assert killed and killed[0] not in client.run(os.getpid).values(), "the worker was not replaced"
+        _frames_identical(results_table(got), results_table(expected))
+        assert len(calls) == 1 + 16 and calls[-1] == 800  # every chunk reported once
 
 
 def test_local_processes_stay_up_across_runs_and_give_the_same_results() -> None:
