@@ -87,11 +87,23 @@ def r_interruptible() -> Iterator[None]:
 
 
 def _r() -> Any:
-    """R with the bridge loaded (started on first use), interruptible by Ctrl-C."""
+    """R with the bridge loaded (started on first use), interruptible by Ctrl-C, with rpy2's
+    conversion rules in the current context."""
     if _start_r.cache_info().currsize:
-        return _start_r()
+        return _with_conversion(_start_r())
     with r_interruptible():
-        return _start_r()
+        return _with_conversion(_start_r())
+
+
+def _with_conversion(ro: Any) -> Any:
+    """rpy2 keeps its conversion rules in a context variable set where R was started: a task run in
+    another thread or context (a Dask worker's) has none and fails with "Conversion rules for
+    `rpy2.robjects` appear to be missing". Set the default rules there."""
+    from rpy2.robjects import conversion
+
+    if conversion.get_conversion() is conversion.missingconverter:
+        conversion.set_conversion(ro.default_converter)
+    return ro
 
 
 @lru_cache(maxsize=1)
