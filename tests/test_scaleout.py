@@ -26,6 +26,8 @@ from humaneval_power.parallel import LocalProcesses
 from humaneval_power.scenarios.bleu import BleuScenario, bleu_power
 from humaneval_power.store import Store
 
+from .test_reliability_r import R_TOLERANCE
+
 ROOT = Path(__file__).resolve().parents[1]
 #: a cheap sweep: 4 cells of the BLEU randomization test, 3 chunks each
 GRID = dict(n=[40, 80], delta=[0.5, 1.0], p0=0.13, b0=25.8, permutations=100, n_sims=2500, seed=3)
@@ -62,17 +64,29 @@ def _frames_identical(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 
 @pytest.mark.slow
-def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_killed() -> None:
-    """One LocalCluster for both checks (starting one takes seconds): (1) one process, two local
-    processes and a 2-worker Dask LocalCluster give the same table, bit for bit; (2) a worker
-    SIGKILLed mid-sweep: the sweep completes, identical, every chunk reported once."""
+@pytest.mark.r
+def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_killed(lme4_backend: Any) -> None:
+    """One LocalCluster for all checks (starting one takes seconds): (1) one process, two local
+    processes and a 2-worker Dask LocalCluster give the same table, bit for bit, for a numpy tier;
+    lme4 refits run on it too (R in the workers); (2) a worker SIGKILLed mid-sweep: the sweep completes,
+    identical, every chunk reported once."""
     pytest.importorskip("distributed")
+    from humaneval_power.params import H2HParams
+    from humaneval_power.scenarios.headtohead import h2h_mixed_power
+
+    glmm = dict(params=H2HParams(sd_worker=0.5, sd_item=0.5), workers=10, items=20, log_odds=0.8, n_sims=20, seed=1)
     with DaskExecutor(n_workers=2) as cluster:
         serial = bleu_power(**GRID, jobs=1)
         _frames_identical(bleu_power(**GRID, jobs=2), serial)
         _frames_identical(bleu_power(**GRID, jobs=cluster), serial)
         _frames_identical(bleu_power(**GRID, jobs=cluster.client), serial)  # a distributed.Client as is
         assert cluster.describe() == "2 workers of a Dask LocalCluster"
+        # lme4 refits: the counts bit for bit, the rest within the documented run-to-run tolerance of
+        # lme4 (its Cholesky ordering follows the address-space layout: not bit for bit across processes)
+        on_dask, local = h2h_mixed_power(**glmm, jobs=cluster), h2h_mixed_power(**glmm, jobs=2)
+        counts = ["power", "n_sims", "n_failed", "n_singular", "n_warnings"]
+        _frames_identical(on_dask[counts], local[counts])
+        pd.testing.assert_frame_equal(on_dask, local, check_exact=False, rtol=R_TOLERANCE, atol=0)
 
         cells = [_Slowed(BleuScenario(n, 0.5, 0.13, 25.8, permutations=100), pause=0.2) for n in (40, 80)]
         expected = run_cells(cells, 400, seed=5, jobs=1)  # 16 chunks of 0.2 s
