@@ -226,13 +226,18 @@ def test_statsmodels_backend_on_simulated_study_tables():
     (_toy(), {"baseline": "Z"}, "baseline"),
     (_toy(), {"adjust": "sidak"}, "adjustment"),
     (_toy(), {"contrasts": "baseline", "adjust": "tukey"}, "tukey"),
-    (_toy(), {"random": "maximal"}, "random-effect structure"),
+    (_toy(), {"random": "crossed"}, "random-effect structure"),
+    (_toy(), {"random": "maximal"}, "--random maximal needs --backend lme4"),
+    (_toy(), {"df": "kenward-roger"}, "--df kenward-roger needs --backend lme4"),
+    (_toy(), {"df": "containment"}, "df method"),
+    (_toy(), {"backend": "bambi", "adjust": "holm"}, "does not apply to --backend bambi"),
+    (_toy(), {"by": "nocolumn"}, "--by column 'nocolumn' not found"),
     (_toy(), {"level": 1.5}, "level"),
     ("/nonexistent/ratings.csv", {}, "not found"),
 ])
 def test_bad_input_is_an_input_error(bad, kwargs, message):
     with pytest.raises(InputError, match=message):
-        analyze(bad, backend="statsmodels", **kwargs)
+        analyze(bad, **{"backend": "statsmodels", **kwargs})
 
 
 def test_cli_json_report_and_bad_input(tmp_path, capsys):
