@@ -390,9 +390,20 @@ CONVERGENCE = ("converge", "unidentifiable", "hessian", "eigenvalue")
 
 def singular_parts(design: Any, raw: Any) -> list[str]:
     """The variance components at zero and the correlations at +-1 of a fit, by name."""
-    from .fitting.types import zero_components
+    from .fitting.types import ZERO_TOL, zero_components
 
     parts = [f"{_label(design, g, t)} at zero" for g, t in zero_components(design, raw)]
+    sds = {(g, t): float(sd) for g, t, sd in zip(raw.components.group, raw.components.term, raw.components.sd)}
+    for g in dict.fromkeys(raw.correlations["group"]):
+        terms = [t for h, t in sds if h == g]
+        cov = np.diag([sds[g, t] ** 2 for t in terms])
+        for h, a, b, c in raw.correlations[["group", "term1", "term2", "cor"]].itertuples(index=False):
+            if h == g:
+                i, j = terms.index(a), terms.index(b)
+                cov[i, j] = cov[j, i] = float(c) * sds[g, a] * sds[g, b]
+        rank = int((np.linalg.eigvalsh(cov / raw.sigma**2) > ZERO_TOL**2).sum())
+        if rank < len(terms):
+            parts.append(f"the {g} covariance matrix ({len(terms)} x {len(terms)}) has rank {rank}")
     parts += [f"correlation of {_label(design, g, a)} and {_label(design, g, b)} at {c:+.4f}"
               for g, a, b, c in raw.correlations[["group", "term1", "term2", "cor"]].itertuples(index=False)
               if abs(float(c)) > 1 - 1e-4]
@@ -454,12 +465,18 @@ def _fit_ladder(data: PilotData, random: str, backend: str, kenward_roger: bool,
 
 
 def _model_text(design: Any, spec: Any) -> str:
-    """The fitted formula with the fixed part written ``score ~ system`` (and ``(system | g)`` when maximal)."""
-    text = spec.formula.replace("score ~ 1" + "".join(f" + {c}" for c in design.columns), "score ~ system")
-    if spec.correlated:
-        full = "1" + "".join(f" + {c}" for c in design.columns)
-        text = text.replace(f"({full} |", "(system |")
-    return text
+    """The fitted formula as a reader writes it: ``score ~ system``, ``(system | g)`` when maximal, ``||`` for slopes."""
+    terms = []
+    for g in dict.fromkeys(g for g, _ in spec.components):
+        kept = [t for h, t in spec.components if h == g]
+        slopes = [t for t in kept if t != "(Intercept)"]
+        inner = " + ".join((["1"] if "(Intercept)" in kept else ["0"]) + slopes)
+        if spec.correlated and len(kept) > 1:
+            terms.append("(system | " + g + ")" if len(slopes) == len(design.columns) and "(Intercept)" in kept
+                         else f"({inner} | {g})")
+        else:
+            terms.append(f"({inner} || {g})" if slopes and len(kept) > 1 else f"({inner} | {g})")
+    return "score ~ system" + "".join(f" + {t}" for t in terms)
 
 
 def _coding_note(design: Any) -> str | None:
