@@ -105,7 +105,8 @@ def test_maximal_ladder_and_slopes_on_expert_data(expert3, lme4_backend):
     no_cor = _r(lme4_backend, expert3, systems, _slopes_formula(3, "||"))
     assert maximal["singular"] == 1 and no_cor["singular"] == 1  # R: both steps singular
     assert len(result.steps) == 2 and all("singular fit" in s for s in result.steps)
-    assert "worker covariance matrix (3 x 3) has rank" in result.steps[0] or "at" in result.steps[0]
+    assert "covariance matrix (3 x 3) has rank 2" in result.steps[0]
+    assert "item slope of B vs A at zero" in result.steps[1]
     assert result.model == INVARIANT and result.fitted_structure == "invariant"
     _agree(result, _r(lme4_backend, expert3, systems, INVARIANT))
     assert "maximal structure did not fit" in result.methods()
@@ -124,17 +125,18 @@ def test_maximal_ladder_and_slopes_on_expert_data(expert3, lme4_backend):
     _agree(no_r, ref, est=1e-4, df=1e-3, p=1e-3, f_rel=1e-3)
 
 
-def _correlated_study(seed: int = 7) -> pd.DataFrame:
-    """3 systems, 30 workers x 30 items fully crossed, by-worker and by-item slopes strongly correlated."""
+def _correlated_study(seed: int = 7, n: int = 24) -> pd.DataFrame:
+    """3 systems, n workers x n items fully crossed, by-worker and by-item slopes strongly correlated."""
     rng = np.random.default_rng(seed)
     cov = np.array([[1.0, 0.6, -0.5], [0.6, 0.8, 0.2], [-0.5, 0.2, 0.9]]) * 0.5
-    w, i = rng.multivariate_normal(np.zeros(3), cov, 30), rng.multivariate_normal(np.zeros(3), cov, 30)
+    w, i = rng.multivariate_normal(np.zeros(3), cov, n), rng.multivariate_normal(np.zeros(3), cov, n)
     rows = [(f"w{a}", f"i{b}", s, 3 + 0.3 * k + w[a, 0] + i[b, 0] + (w[a, k] + i[b, k] if k else 0.0)
-             + rng.normal(0, 0.7)) for a in range(30) for b in range(30) for k, s in enumerate("ABC")]
+             + rng.normal(0, 0.7)) for a in range(n) for b in range(n) for k, s in enumerate("ABC")]
     return pd.DataFrame(rows, columns=["worker", "item", "system", "score"])
 
 
 @pytest.mark.r
+@pytest.mark.slow
 def test_maximal_kept_when_it_fits_equals_lmertest(lme4_backend):
     """A study whose maximal fit converges, non-singular: kept, and its correlated-slope inference = R's."""
     frame = _correlated_study()
@@ -148,7 +150,7 @@ def test_maximal_kept_when_it_fits_equals_lmertest(lme4_backend):
 
 
 @pytest.mark.r
-@pytest.mark.parametrize("which", ["expert", "amt"])
+@pytest.mark.parametrize("which", ["expert", pytest.param("amt", marks=pytest.mark.slow)])
 def test_kenward_roger_equals_pbkrtest(which, data_dir, lme4_backend):
     """--df kenward-roger: lmerTest's anova(ddf = "Kenward-Roger") and emmeans' lmer.df = "kenward-roger"."""
     if which == "expert":
@@ -158,7 +160,7 @@ def test_kenward_roger_equals_pbkrtest(which, data_dir, lme4_backend):
     else:  # a sparse crowd: unbalanced, so KR and Satterthwaite differ
         systems = ["A", "C", "F"]
         frame = _shared(data_dir, "dialsummeval_amt", "coherence", systems)
-        frame = frame[frame.item.isin(sorted(frame.item.unique())[:30])]
+        frame = frame[frame.item.isin(sorted(frame.item.unique())[:24])]
     ref = _r(lme4_backend, frame, systems, INVARIANT, "Kenward-Roger")
     for contrasts, adjust in (("pairs", "holm"), ("baseline", "none")):
         result = analyze(frame, backend="lme4", df="kenward-roger", contrasts=contrasts, adjust=adjust)
@@ -206,8 +208,8 @@ def test_bambi_backend_reports_posteriors_not_p_values():
     """bambi: posterior mean/SD/HDI and P(system > versus), no p-value fields, reproducible from the seed."""
     pytest.importorskip("bambi")
     frame = _toy_bayes()
-    a = analyze(frame, backend="bambi", draws=150, chains=1, seed=5)
-    b = analyze(frame, backend="bambi", draws=150, chains=1, seed=5)
+    a = analyze(frame, backend="bambi", draws=60, chains=2, seed=5)
+    b = analyze(frame, backend="bambi", draws=60, chains=2, seed=5)
     pd.testing.assert_frame_equal(a.contrasts, b.contrasts)
     rec = a.records()[0]
     assert rec["inference"] == "posterior" and not any(k.startswith("p_") for k in rec)
