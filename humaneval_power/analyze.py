@@ -430,7 +430,7 @@ def _fit_once(frame: pd.DataFrame, spec: Any, backend: str, kenward_roger: bool,
         return lme4_inference(frame, spec, kenward_roger)
     from .fitting.lmer_inference import statsmodels_inference
 
-    return statsmodels_inference(frame, spec, progress)
+    return statsmodels_inference(frame, spec, progress, kenward_roger)
 
 
 def _fit_ladder(data: PilotData, random: str, backend: str, kenward_roger: bool,
@@ -502,8 +502,8 @@ def _check_options(random: str, contrasts: str, adjust: str | None, backend: str
     if random == "maximal" and backend != "lme4":
         raise InputError("--random maximal needs --backend lme4 (correlated random slopes; the "
                          f"{backend} backend fits uncorrelated random effects only)")
-    if df == "kenward-roger" and backend != "lme4":
-        raise InputError("--df kenward-roger needs --backend lme4 (pbkrtest)")
+    if df == "kenward-roger" and backend == "bambi":
+        raise InputError("--df kenward-roger does not apply to --backend bambi (a posterior has no df)")
     if backend == "bambi":
         if adjust is not None:
             raise InputError("--adjust does not apply to --backend bambi: a posterior probability is not adjusted "

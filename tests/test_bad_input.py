@@ -136,7 +136,7 @@ CASES: dict[str, Argv] = {
     "analyze unknown adjustment": _s("analyze {d}/ratings.csv --adjust sidak"),
     "analyze unknown baseline": _s("analyze {d}/ratings.csv --backend statsmodels --baseline Z"),
     "analyze maximal without R": _s("analyze {d}/ratings.csv --backend statsmodels --random maximal"),
-    "analyze kenward-roger without R": _s("analyze {d}/ratings.csv --backend statsmodels --df kenward-roger"),
+    "analyze kenward-roger with bambi": _s("analyze {d}/ratings.csv --backend bambi --df kenward-roger"),
     "analyze --by unknown column": _s("analyze {d}/ratings.csv --backend statsmodels --by nocolumn"),
     "fit unknown column": _s(FIT, "--score", "rating"),
     "fit --n-boot 0": _s(FIT, "--n-boot", "0"),

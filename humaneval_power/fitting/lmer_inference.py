@@ -180,24 +180,75 @@ def lme4_inference(frame: pd.DataFrame, spec: LmmSpec,
     return raw, inference
 
 
-def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec,
-                          progress: Any = None) -> tuple[RawFit, FixedEffectsInference]:
+#: Kenward-Roger without R builds the ratings' covariance densely (n x n): above this many ratings it refuses
+KR_MAX_RATINGS = 4000
+
+
+def kenward_roger_dense(x: np.ndarray, beta: np.ndarray, z: Any, component: np.ndarray, variances: np.ndarray,
+                        sigma2: float) -> KenwardRogerInference:
+    """pbkrtest's ``vcovAdj`` for a variance-components model, without R (dense in the ratings).
+
+    ``Sigma = sum_r v_r Z_r Z_r' + sigma2 I`` with ``Z_r`` the columns of the sparse ``z`` whose
+    ``component`` is r; the parameters are the variances (the residual's last), as pbkrtest's
+    ``get_SigmaG``: ``P_r = -X'S^-1 G_r S^-1 X``, ``Q_rs = X'S^-1 G_r S^-1 G_s S^-1 X``,
+    ``IE2_rs = tr(S^-1 G_r S^-1 G_s) - 2 tr(Phi Q_rs) + tr(Phi P_r Phi P_s)``, ``W = 2 IE2^-1``,
+    ``Phi_A = Phi + 2 Phi U Phi``, ``U = sum_rs W_rs (Q_rs - P_r Phi P_s)`` (``G_r = Z_r Z_r'``, ``G = I``).
+    """
+    import scipy.sparse as sp
+    from scipy import linalg
+
+    n = x.shape[0]
+    zs = [z[:, component == r].tocsc() for r in range(len(variances))] + [sp.identity(n, format="csc")]
+    sigma = sigma2 * np.eye(n)
+    for v, zr in zip(variances, zs):
+        sigma += v * (zr @ zr.T).toarray()
+    sinv = linalg.cho_solve(linalg.cho_factor(sigma, lower=True), np.eye(n))
+    phi = np.linalg.inv(x.T @ sinv @ x)
+    a = [np.asarray((zr.T @ sinv).T) for zr in zs]  # S^-1 Z_r
+    b = [ar.T @ x for ar in a]                        # Z_r' S^-1 X
+    p_list = np.stack([-br.T @ br for br in b])
+    m = len(zs)
+    ie2, q = np.empty((m, m)), {}
+    for r in range(m):
+        for s in range(r, m):
+            c = np.asarray(zs[r].T @ a[s])            # Z_r' S^-1 Z_s
+            q[r, s] = b[r].T @ c @ b[s]
+            q[s, r] = q[r, s].T
+            ie2[r, s] = ie2[s, r] = (float((c**2).sum()) - 2 * float((phi * q[r, s]).sum())
+                                     + float(np.trace(phi @ p_list[r] @ phi @ p_list[s])))
+    w = 2 * (np.linalg.inv(ie2) if np.abs(np.linalg.eigvalsh(ie2)).min() > 1e-10 else np.linalg.pinv(ie2))
+    u = sum(w[r, s] * (q[r, s] - p_list[r] @ phi @ p_list[s]) for r in range(m) for s in range(m))
+    u = (u + u.T) / 2
+    return KenwardRogerInference(np.asarray(beta, float), phi, phi + 2 * phi @ u @ phi, p_list, w)
+
+
+def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec, progress: Any = None,
+                          kenward_roger: bool = False) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
     """Fit ``spec`` without R (:func:`.statsmodels_lmm.fit_lmm_statsmodels`); its beta, V, exact J and A.
 
     The fitted SDs are turned back into relative variances and the solver's model
     evaluated there (the same optimum): ``dV/dgamma_k = s^2 C X'H^-1 Z_k Z_k' H^-1 X C``
     (``C = (X'H^-1 X)^-1``), ``dV/dtheta_k = 2 theta_k dV/dgamma_k``, ``dV/dsigma = 2 s C``.
+    ``kenward_roger``: :func:`kenward_roger_dense` at the same optimum instead.
     """
     from threadpoolctl import threadpool_limits
 
+    from ..errors import InputError
     from .statsmodels_lmm import _model, fit_lmm_statsmodels
 
+    if kenward_roger and len(frame) > KR_MAX_RATINGS:
+        raise InputError(f"--df kenward-roger without R builds the {len(frame)} x {len(frame)} covariance of the "
+                         f"ratings (limit {KR_MAX_RATINGS} ratings): use --backend lme4 (pbkrtest) or --df "
+                         "satterthwaite")
     raw = fit_lmm_statsmodels(frame, spec.columns, spec.components, intervals="none", progress=progress)
     sds = raw.components.set_index(["group", "term"])["sd"]
     gamma = np.array([(float(sds.loc[c]) / raw.sigma) ** 2 for c in spec.components])
     with threadpool_limits(1):
         model = _model(frame, spec.columns, list(spec.components), True)
         fit = model.at(gamma)
+        if kenward_roger:
+            return raw, kenward_roger_dense(model.x, fit.beta, model.z, model.component, gamma * fit.sigma2,
+                                            fit.sigma2)
         satt = model.satterthwaite(fit)
         pt = model._evaluate(fit.gamma, gradient=True)
     c = np.linalg.inv(pt.s[:model.p, :model.p])
