@@ -20,7 +20,7 @@ of a single rating (the square root of the sum of the five variance components).
 ``random="maximal"`` fits ``(system | worker) + (system | item)`` with correlations and steps
 down a logged ladder (maximal -> no correlations -> invariant) when a fit fails, warns of
 non-convergence or is singular; ``random="slopes"`` is Card et al.'s ``(1 + contrasts || g)``.
-``df="kenward-roger"`` uses pbkrtest (lme4 backend). ``by`` analyses each group of a column
+``df="kenward-roger"`` is pbkrtest's (its own with lme4, recomputed without R). ``by`` analyses each group of a column
 separately (:class:`GroupedAnalysis`); ``backend="bambi"`` gives posteriors (:class:`BayesianAnalysis`).
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ RANDOM = ("invariant", "maximal", "slopes")
 DF_METHODS = ("satterthwaite", "kenward-roger")
 #: each df method in words (summary, methods paragraph)
 DF_TEXT = {"satterthwaite": "Satterthwaite's method as in lmerTest",
-           "kenward-roger": "Kenward and Roger's method (pbkrtest; standard errors from its adjusted covariance), "
+           "kenward-roger": "Kenward and Roger's method as in pbkrtest (standard errors from its adjusted covariance), "
                             "as lmerTest's ddf = \"Kenward-Roger\" and emmeans' lmer.df = \"kenward-roger\""}
 DF_NAMES = {"satterthwaite": "Satterthwaite", "kenward-roger": "Kenward-Roger"}
 #: each random-effect structure in words (methods paragraph)
@@ -545,7 +545,7 @@ def analyze(
     ``pairs`` (every pair, later system minus earlier, the baseline first) or ``baseline``
     (each system minus the baseline). ``seed`` fixes the Monte Carlo of ``adjust="dunnett"``
     and bambi's sampler. ``random``: ``invariant``, ``maximal`` (with its convergence ladder)
-    or ``slopes``; ``df``: ``satterthwaite`` or ``kenward-roger`` (lme4 backend, pbkrtest);
+    or ``slopes``; ``df``: ``satterthwaite`` or ``kenward-roger`` (pbkrtest's, either backend);
     ``adjust``: default ``holm`` (none with ``backend="bambi"``, whose result is a posterior:
     :class:`BayesianAnalysis`, ``draws`` per chain, ``chains``). ``by``: a column; each of its
     values is analysed separately (:class:`GroupedAnalysis`; adjustments within each group).
