@@ -47,7 +47,9 @@ EXPERT_SYSTEMS = ["A", "B", "C", "D", "E"]
 AMT_SYSTEMS = ["A", "C", "F", "M"]
 
 
-def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str]) -> dict[str, object]:
+def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str], source: str = R_REFERENCE,
+                 *extra: str) -> dict[str, object]:
+    """The R function ``source`` called on the coded ratings (and ``extra`` arguments): its list, as Python."""
     from rpy2.robjects import pandas2ri
     from rpy2.robjects.conversion import localconverter
 
@@ -56,12 +58,12 @@ def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str]) -
         if os.environ.get("CI"):
             pytest.fail("CI must run the emmeans comparisons but R lacks emmeans (apt-get install r-cran-emmeans)")
         pytest.skip("R lacks emmeans (Debian: apt-get install r-cran-emmeans)")
-    fun = ro.r(R_REFERENCE)
+    fun = ro.r(source)
     codes = {s: k + 1 for k, s in enumerate(systems)}
     res = fun(ro.IntVector((pd.factorize(result_frame["worker"])[0] + 1).tolist()),
               ro.IntVector((pd.factorize(result_frame["item"])[0] + 1).tolist()),
               ro.IntVector(result_frame["system"].map(codes).tolist()),
-              ro.FloatVector(result_frame["score"].tolist()), ro.StrVector(systems))
+              ro.FloatVector(result_frame["score"].tolist()), ro.StrVector(systems), *extra)
     out = {}
     with localconverter(ro.default_converter + pandas2ri.converter):
         for name in res.names:

@@ -14,7 +14,7 @@ import pytest
 from humaneval_power.analyze import analyze
 from humaneval_power.cli import main
 
-from .test_analyze import _shared, any_result_frame
+from .test_analyze import _check_f_and_means, _r_reference, _shared, any_result_frame
 
 # lmerTest + emmeans (+ pbkrtest) for any formula of the fixed part `score ~ system`; the contrast columns c1, ...
 # (indicators of the later systems) exist for slope models. ddf: "Satterthwaite" or "Kenward-Roger".
@@ -49,35 +49,12 @@ def _slopes_formula(k: int, sep: str) -> str:
 
 
 def _r(lme4_backend, frame: pd.DataFrame, systems: list[str], formula: str, ddf: str = "Satterthwaite") -> dict:
-    from rpy2.robjects import pandas2ri
-    from rpy2.robjects.conversion import localconverter
-
-    ro = lme4_backend._r()
-    f = any_result_frame(frame)
-    codes = {s: k + 1 for k, s in enumerate(systems)}
-    res = ro.r(R_REFERENCE)(ro.IntVector((pd.factorize(f["worker"])[0] + 1).tolist()),
-                            ro.IntVector((pd.factorize(f["item"])[0] + 1).tolist()),
-                            ro.IntVector(f["system"].map(codes).tolist()), ro.FloatVector(f["score"].tolist()),
-                            ro.StrVector(systems), formula, ddf)
-    out = {}
-    with localconverter(ro.default_converter + pandas2ri.converter):
-        for name in res.names:
-            value = res.rx2(name)
-            out[name] = value if isinstance(value, pd.DataFrame) else float(np.asarray(value).ravel()[0])
-    return out
+    return _r_reference(lme4_backend, any_result_frame(frame), systems, R_REFERENCE, formula, ddf)
 
 
 def _agree(result, ref: dict, est: float = 1e-5, df: float = 1e-3, p: float = 1e-4, f_rel: float = 1e-4) -> None:
     """Omnibus F, EMMs and contrasts of ``result`` (holm, pairs, or none, baseline) against the R reference."""
-    o = result.omnibus.iloc[0]
-    assert o.num_df == ref["num_df"]
-    assert o.F == pytest.approx(ref["F"], rel=f_rel)
-    assert o.den_df == pytest.approx(ref["den_df"], rel=f_rel)
-    assert o.p_value == pytest.approx(ref["p_F"], abs=p)
-    emm = ref["emm"].set_index("system").loc[result.means.system]
-    np.testing.assert_allclose(result.means.emmean, emm.emmean, atol=est)
-    np.testing.assert_allclose(result.means.se, emm.SE, atol=est)
-    np.testing.assert_allclose(result.means.df, emm.df, rtol=df)
+    _check_f_and_means(result, ref, rel_df=f_rel, abs_est=est, abs_p=p)  # F, ddf, p; EMMs, their SEs and df
     c = result.contrasts
     r = ref[f"{result.family}_{result.adjust}"].set_index("contrast").loc[[f"{s} - {v}" for s, v in
                                                                           zip(c.system, c.versus)]]
