@@ -175,6 +175,20 @@ def test_by_dimension_analyses_each_group_like_r(data_dir, lme4_backend, tmp_pat
     assert {r["group"] for r in cli} == {"coherence", "relevance"}
 
 
+def test_cli_mirrors_api_for_kenward_roger_and_slopes_without_r(tmp_path, capsys):
+    """--df kenward-roger --random slopes --backend statsmodels: the CLI's records are the API's."""
+    frame = _toy_bayes()
+    data = tmp_path / "ratings.csv"
+    frame.to_csv(data, index=False)
+    api = analyze(frame, backend="statsmodels", df="kenward-roger", random="slopes")
+    assert main(["analyze", str(data), "--backend", "statsmodels", "--df", "kenward-roger", "--random", "slopes",
+                 "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [r["df_method"] for r in cli] == ["kenward-roger"] * 3 and cli[0]["model"] == api.model
+    np.testing.assert_allclose([r["df"] for r in cli], api.contrasts.df, rtol=1e-9)
+    np.testing.assert_allclose([r["p_adjusted"] for r in cli], api.contrasts.p_adjusted, rtol=1e-9)
+
+
 def _toy_bayes() -> pd.DataFrame:
     rng = np.random.default_rng(3)
     rows = [(f"w{w}", f"i{i}", s, 2.5 + 0.8 * k + rng.normal(0, 0.5)) for w in range(4) for i in range(6)
