@@ -410,15 +410,18 @@ def singular_parts(design: Any, raw: Any) -> list[str]:
     return parts
 
 
+def singular_text(design: Any, raw: Any) -> str:
+    """What makes a fit singular, in words (lme4 may call a fit singular with no part below the tolerance)."""
+    return "; ".join(singular_parts(design, raw)) or "a random-effect covariance matrix of reduced rank"
+
+
 def _ladder_reason(design: Any, raw: Any) -> str | None:
     """Why a fit of the ladder is not kept (convergence warning, singular fit), or None."""
     warned = [w for w in raw.warnings if any(key in w.lower() for key in CONVERGENCE)]
     if warned:
         return f"convergence warning ({warned[0].strip()})"
     if raw.singular:
-        parts = singular_parts(design, raw)
-        return "singular fit (" + ("; ".join(parts) if parts else "a random-effect covariance matrix of reduced "
-                                   "rank") + ")"
+        return f"singular fit ({singular_text(design, raw)})"
     return None
 
 
@@ -599,8 +602,7 @@ def analyze(
         notes.append(coding)
     zeros = singular_parts(design, raw)
     if zeros or raw.singular:
-        notes.append("singular fit: " + ("; ".join(zeros) if zeros else "a random-effect covariance matrix of "
-                     "reduced rank") + "; the tests treat that source of variation as absent")
+        notes.append(f"singular fit: {singular_text(design, raw)}; the tests treat that source of variation as absent")
     return AnalysisResult(
         design=design_summary(data), components=components, omnibus=omnibus, means=means, contrasts=table,
         model=_model_text(design, spec), backend=backend, adjust=adjust_used, family=contrasts, level=level,
