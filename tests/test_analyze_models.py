@@ -186,6 +186,34 @@ def test_cli_mirrors_api_for_kenward_roger_and_slopes_without_r(tmp_path, capsys
     np.testing.assert_allclose([r["p_adjusted"] for r in cli], api.contrasts.p_adjusted, rtol=1e-9)
 
 
+def test_ladder_steps_down_on_failure_and_convergence_warning(monkeypatch):
+    """Each step of the maximal ladder says why it was left: a failed fit, then a convergence warning."""
+    from dataclasses import replace
+
+    from humaneval_power import analyze as module
+    from humaneval_power.errors import InputError
+    from humaneval_power.fitting.lmer_inference import statsmodels_inference
+
+    calls = []
+
+    def fake_fit(frame, spec, backend, kenward_roger, progress):
+        calls.append(spec.correlated)
+        if spec.correlated:
+            raise InputError("lme4 could not fit the model: boom")
+        raw, inference = statsmodels_inference(frame, spec)
+        if len(calls) == 2:
+            raw = replace(raw, warnings=("Model failed to converge with max|grad| = 0.0123 (tol = 0.002)",))
+        return raw, inference
+
+    monkeypatch.setattr(module, "_fit_once", fake_fit)
+    result = analyze(_toy_bayes(), random="maximal", backend="lme4")
+    assert calls == [True, False, False] and result.fitted_structure == "invariant" and result.model == INVARIANT
+    assert result.steps[0].startswith("maximal model `score ~ system + (system | worker) + (system | item)`: "
+                                      "failed (lme4 could not fit the model: boom); next: no correlations")
+    assert "convergence warning (Model failed to converge with max|grad| = 0.0123" in result.steps[1]
+    assert result.steps[1].endswith("next: invariant") and "ladder: maximal model" in str(result)
+
+
 def _toy_bayes() -> pd.DataFrame:
     rng = np.random.default_rng(3)
     rows = [(f"w{w}", f"i{i}", s, 2.5 + 0.8 * k + rng.normal(0, 0.5)) for w in range(4) for i in range(6)
