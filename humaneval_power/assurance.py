@@ -44,6 +44,8 @@ from .validation import check_target_power
 DRAW_KEYS = {"posterior_draws": "bambi posterior", "bootstrap_draws": "parametric bootstrap"}
 #: head-to-head files store draws under the fitted names; the planner's names
 H2H_DRAW_NAMES = {"sd_worker": "worker|(Intercept)", "sd_item": "item|(Intercept)"}
+#: the design fields a progress label names
+SIZES = ("n", "workers", "items", "ratings_per_item", "judgments_per_item", "effect")
 #: draws used when none is said (a file's draws are thinned to it, a prior sampled that many times)
 DEFAULT_DRAWS = 200
 
@@ -190,13 +192,15 @@ class Prior:
         return ParamDraws(values, "prior " + "; ".join(self.specs))
 
 
-def apply_draws(point: Any, draws: ParamDraws) -> list[Any]:
-    """One copy of the dataclass ``point`` per draw with the drawn fields replaced (validated by it)."""
-    known = {f.name for f in fields(point)}
+def apply_draws(point: Any, draws: ParamDraws, prefix: str = "sd_") -> list[Any]:
+    """One copy of the dataclass ``point`` per draw with the drawn fields replaced (validated by it);
+    only fields named ``prefix...`` may be drawn (the variance components)."""
+    known = sorted(f.name for f in fields(point) if f.name.startswith(prefix))
     unknown = [k for k in draws.values if k not in known]
     if unknown:
         raise InputError(f"{draws.source}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a "
-                         f"parameter of {getattr(point, 'name', type(point).__name__)}")
+                         f"parameter that can be drawn for {getattr(point, 'name', type(point).__name__)} "
+                         f"(those are {', '.join(known)})")
     out = []
     for i, row in enumerate(draws.rows()):
         try:
@@ -321,10 +325,10 @@ class AssuranceCell:
 
     def exact(self) -> PowerResult:
         report = as_progress(self.progress)
-        what = ", ".join(f"{k}={v}" for k, v in self.point.cell().items())
+        what = ", ".join(f"{k} {v}" for k, v in self.point.cell().items() if k in SIZES)
 
         def inner(done: int, total: int, label: str = "") -> None:
-            report(done, total, f"assurance over {len(self.draws)} draws ({what}): {label}")
+            report(done, total, f"assurance over {len(self.draws)} draws ({what})")
 
         results = run_cells([self.point, *self.draws], self.n_sims, seed=self.seed, jobs=self.jobs, progress=inner)
         return summarise(results[0], results[1:], self.target_power, self.source)
@@ -354,19 +358,18 @@ COLUMNS = ["conditional_power", "assurance", "assurance_se", "p_power_reaches_ta
            "power_q95", "draws"]
 
 
-def describe(result: Any, target_assurance: float, conditional: Any = None) -> str:
-    """Readable lines for a solve over assurance, and the plain (conditional) answer beside it."""
-    lines = []
+def describe_solve(result: Any, value: str, spread: str, where: str) -> str:
+    """The sentence of a solve over assurance (``SolveResult.__str__``), with the plain answer beside it."""
+    ex = result.at.extra
+    figures = (f"conditional power {ex['conditional_power']:.3f}, P(power >= {ex['target_power']:g}) "
+               f"{ex['p_power_reaches_target']:.3f}; {ex['draws']} draws, {ex['draw_source']}")
     if result.attainable:
-        ex = result.at.extra
-        spread = "" if result.low == result.high == result.value else (
-            f" (Monte-Carlo range {result.low:g}-{'beyond the search' if result.high is None else f'{result.high:g}'})")
-        lines.append(f"smallest {result.solve_for} with assurance >= {target_assurance:g}: {result.value:g}{spread}; "
-                     f"assurance there {ex['assurance']:.3f} (SE {ex['assurance_se']:.3f}), conditional power "
-                     f"{ex['conditional_power']:.3f}, P(power >= {ex['target_power']:g}) "
-                     f"{ex['p_power_reaches_target']:.3f} over {ex['draws']} draws ({ex['draw_source']})")
+        text = (f"smallest {result.solve_for} with assurance >= {result.target_power:g}: {value}{spread}; assurance "
+                f"there {ex['assurance']:.3f} {where} (SE {ex['assurance_se']:.3f}), {figures}")
     else:
-        lines.append(f"target assurance {target_assurance:g} is not attainable: {result.reason}")
-    if conditional is not None:
-        lines.append(f"at the point estimate (conditional power): {conditional}")
-    return "\n".join(lines)
+        text = f"target assurance {result.target_power:g} is not attainable: {result.reason} (there: {figures})"
+    if "conditional_value" in result.detail:
+        plain = result.detail["conditional_value"]
+        text += (f"\nat the point estimate (conditional power >= {ex['target_power']:g}): {result.solve_for} "
+                 + (f"{plain:g}" if plain is not None else "not attainable"))
+    return text

@@ -92,6 +92,8 @@ def likert_power(
     >>> t[["ratings_per_item", "assignment", "power"]].to_dict("records")
     [{'ratings_per_item': 3, 'assignment': 'balanced', 'power': 0.985}]
     """
+    if assurance is not None and checkpoint:
+        raise InputError("checkpoints do not cover assurance runs (each design cell runs its draws at once)")
     make = _factory(_params(params), assurance, draws, n_sims, seed, jobs, target_power, progress, method=method,
                     test=test, alpha=alpha, **design)
     axes = {"items": as_list(items), "workers": as_list(workers), "ratings_per_item": as_list(ratings_per_item),
