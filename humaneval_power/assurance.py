@@ -360,16 +360,17 @@ COLUMNS = ["conditional_power", "assurance", "assurance_se", "p_power_reaches_ta
 
 def describe_solve(result: Any, value: str, spread: str, where: str) -> str:
     """The sentence of a solve over assurance (``SolveResult.__str__``), with the plain answer beside it."""
-    ex = result.at.extra
+    ex = result.at.extra if result.at is not None else {}
     figures = (f"conditional power {ex['conditional_power']:.3f}, P(power >= {ex['target_power']:g}) "
-               f"{ex['p_power_reaches_target']:.3f}; {ex['draws']} draws, {ex['draw_source']}")
+               f"{ex['p_power_reaches_target']:.3f}; {ex['draws']} draws, {ex['draw_source']}") if ex else ""
     if result.attainable:
         text = (f"smallest {result.solve_for} with assurance >= {result.target_power:g}: {value}{spread}; assurance "
                 f"there {ex['assurance']:.3f} {where} (SE {ex['assurance_se']:.3f}), {figures}")
     else:
-        text = f"target assurance {result.target_power:g} is not attainable: {result.reason} (there: {figures})"
+        text = f"target assurance {result.target_power:g} is not attainable: {result.reason}"
+        text += f" (at the best design tried: {figures})" if figures else ""
     if "conditional_value" in result.detail:
         plain = result.detail["conditional_value"]
-        text += (f"\nat the point estimate (conditional power >= {ex['target_power']:g}): {result.solve_for} "
+        text += (f"\nat the point estimate (conditional power >= the target power): {result.solve_for} "
                  + (f"{plain:g}" if plain is not None else "not attainable"))
     return text

@@ -96,7 +96,7 @@ class SolveResult:
         return {self.solve_for: self.value, **{k: v for k, v in at.items() if k not in base}, **base}
 
     def __str__(self) -> str:
-        if self.at is not None and "assurance" in self.at.extra:  # an assurance cell (humaneval_power.assurance)
+        if "conditional_value" in self.detail or (self.at is not None and "assurance" in self.at.extra):  # assurance
             from .assurance import describe_solve
 
             return describe_solve(self, _fmt(self.value), *self._spread_where())

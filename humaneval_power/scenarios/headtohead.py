@@ -152,9 +152,17 @@ def h2h_sample_size(p_win: float, p_tie: float = 0.0, target_power: float = 0.8,
         return solve(lambda k: replace(cell, n=k), "n", 1, max_n, target_power, n_sims=1, sawtooth=True)
     plain = h2h_sample_size(p_win, p_tie, target_power, ties, alpha, max_n)
     make = _independent(ties, "exact", alpha, assurance, draws, 1, seed, None, target_power, None)
-    result = solve(lambda k: make(k, p_win, p_tie), "n", 1, max_n,
-                   target_power if target_assurance is None else target_assurance, n_sims=1, sawtooth=True,
-                   why="the assurance cannot exceed the prior probability that B is better")
+    target = target_power if target_assurance is None else target_assurance
+    cells = make(1, p_win, p_tie).draws
+    limit = float(np.mean([np.sign(c.effect) == np.sign(cell.effect) for c in cells]))
+    if target > limit:  # as n grows a draw's success tends to 1 on the planned side, 0 on the other
+        reason = (f"the assurance cannot exceed {limit:.3f}, the share of draws in which "
+                  f"{'B' if cell.effect > 0 else 'A'} is better (it tends to that as n grows)")
+        return SolveResult("n", target, None, None, None, False, reason, None, math.nan, limit,
+                           {"conditional_value": plain.value, "conditional_low": plain.low,
+                            "conditional_high": plain.high})
+    result = solve(lambda k: make(k, p_win, p_tie), "n", 1, max_n, target, n_sims=1, sawtooth=True, limit=(
+        limit, f"as n grows the assurance tends to {limit:.3f}, the share of draws on the planned side"))
     return replace(result, detail={**result.detail, "conditional_value": plain.value, "conditional_low": plain.low,
                                    "conditional_high": plain.high})
 
