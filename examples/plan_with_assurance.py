@@ -6,14 +6,15 @@ worker components down poorly, so a plan at the point estimates ("80% power")
 may be optimistic. This example
 
 1. fits the pilot (statsmodels backend, no R) and draws the parameters by a
-   parametric bootstrap (`hepower fit --draws 300`), and — where bambi is
-   installed — from the Bayesian posterior (`hepower fit --backend bambi`);
+   parametric bootstrap (`hepower fit --draws 300`), and with `--bambi` also
+   from the Bayesian posterior (`hepower fit --backend bambi`; slow);
 2. for 5 and 10 workers and differences of 0.1 and 0.15 (0.4 and 0.6 Likert
    points), finds the items a plan at the point estimate needs (conditional
    power 0.8), the assurance of that plan and P(power >= 0.8) under the draws,
    and the items needed for an assurance of 0.8.
 
-Run: python examples/plan_with_assurance.py [DATA_DIR]   (default ../shared/data; ~2 min, ~10 more with bambi)
+Run: python examples/plan_with_assurance.py [DATA_DIR] [--bambi]   (default ../shared/data; ~2 min; bambi adds
+~10 min on a loaded 2-core machine)
 """
 from __future__ import annotations
 
@@ -60,21 +61,18 @@ def show_draws(title: str, doc: dict, key: str) -> None:
 
 
 def main() -> None:
-    data_dir = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("HEPOWER_DATA", "../shared/data"))
+    args = [a for a in sys.argv[1:] if a != "--bambi"]
+    data_dir = Path(args[0] if args else os.environ.get("HEPOWER_DATA", "../shared/data"))
     expert = read_ratings(data_dir / "dialsummeval_expert" / "ratings.csv", where={"dimension": "relevance"},
                           systems=["A", "F"], baseline="A", scale=(1, 5))
     pd.set_option("display.width", 200)
     fits = {"parametric bootstrap (statsmodels fit, 300 refits)": ("statsmodels", "bootstrap_draws", 300)}
-    try:
-        import bambi  # noqa: F401
-
+    if "--bambi" in sys.argv:
         fits["bambi posterior (2 chains x 1000 draws)"] = ("bambi", "posterior_draws", 1000)
-    except Exception as exc:  # bambi is an optional extra: say so, plan with the bootstrap alone
-        print(f"note: the bambi backend is unavailable ({exc.__class__.__name__}); only the bootstrap is shown")
     for title, (backend, key, n) in fits.items():
         try:
             doc = fit_pilot(expert, backend, draws=n, seed=SEED).to_params_doc()
-        except BackendUnavailableError as exc:
+        except BackendUnavailableError as exc:  # bambi is an optional extra: say so, keep the bootstrap's plan
             print(f"note: {exc}")
             continue
         show_draws(f"{title}, relevance F vs A", doc, key)

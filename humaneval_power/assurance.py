@@ -288,8 +288,8 @@ class AssuranceCell:
     Its ``exact()`` runs them (``n_sims`` studies each where simulated) and returns the
     assurance as the result's ``power``, with an approximate 95% interval
     (assurance +- 1.96 SE) unless every inner cell is exact; the other figures are in its
-    ``extra`` (see :func:`summarise`). Attributes it lacks (``design``, ``closed_form``)
-    are the point cell's.
+    ``extra`` (see :func:`summarise`). Everything else (``effect``, ``cell()``, ``design``,
+    ``closed_form``) is the point cell's.
     """
 
     point: Scenario
@@ -301,21 +301,10 @@ class AssuranceCell:
     jobs: int | None = None
     progress: ProgressFn | None = field(default=None, compare=False)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # effect, chunk_size, cell(), design, closed_form, ...
         if name.startswith("__") or name == "point":
             raise AttributeError(name)
         return getattr(self.point, name)
-
-    @property
-    def effect(self) -> float:
-        return self.point.effect
-
-    @property
-    def chunk_size(self) -> int:
-        return self.point.chunk_size
-
-    def cell(self) -> dict[str, Any]:
-        return self.point.cell()
 
     def stream_key(self) -> str:
         return json.dumps(["assurance", self.point.stream_key(), len(self.draws)])
@@ -325,7 +314,8 @@ class AssuranceCell:
 
     def exact(self) -> PowerResult:
         report = as_progress(self.progress)
-        what = ", ".join(f"{k} {v}" for k, v in self.point.cell().items() if k in SIZES)
+        what = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                         for k, v in self.point.cell().items() if k in SIZES)
 
         def inner(done: int, total: int, label: str = "") -> None:
             report(done, total, f"assurance over {len(self.draws)} draws ({what})")

@@ -68,7 +68,7 @@ def test_sign_test_size_with_assurance() -> None:
     same draws), and the plain answer at the point estimate beside it."""
     from humaneval_power.scenarios.headtohead import h2h_power, h2h_sample_size
 
-    draws = Prior(("p_win=beta:26,14",)).sample(150, seed=2)
+    draws = Prior(("p_win=beta:26,14",)).sample(60, seed=2)
     r = h2h_sample_size(0.65, assurance=draws, target_assurance=0.7)
     reject = [(_win_rejections(int(k))) for k in (r.value - 1, r.value)]
     p = np.array(draws.values["p_win"])[:, None]
@@ -130,6 +130,16 @@ def test_draws_are_reproducible_and_shared_by_every_design() -> None:
     assert a.draw_source.nunique() == 1 and (a.draws == 20).all()
 
 
+def test_assurance_does_not_depend_on_jobs() -> None:
+    """The draws' cells run in parallel inside an assurance cell: jobs=1 and jobs=2 give the same table."""
+    from humaneval_power.scenarios.likert import likert_power
+
+    draws = Prior(("sd_worker_slope=lognormal:0.2,0.5",)).sample(6, 3)
+    one, two = (likert_power("card2020-high", 3, 40, 0.3, assurance=draws, n_sims=30_000, seed=2, jobs=j)
+                for j in (1, 2))
+    pd.testing.assert_frame_equal(one, two)
+
+
 def test_bootstrap_draws_start_from_the_fit(tmp_path: Path) -> None:
     """`fit --draws N` (statsmodels): N bootstrap draws of every SD in the file, identical to the
     backend's own parametric bootstrap from its optimum with the same seed."""
@@ -141,13 +151,13 @@ def test_bootstrap_draws_start_from_the_fit(tmp_path: Path) -> None:
     y = simulate_ratings(get_preset("card2020-high"), 5, 12, 0.2, 1, np.random.default_rng(3))[0]
     rows = [(f"w{w}", f"i{i}", "AB"[s], y[w, i, s]) for w in range(5) for i in range(12) for s in range(2)]
     data = read_ratings(pd.DataFrame(rows, columns=["worker", "item", "system", "score"]), baseline="A")
-    fit = fit_pilot(data, "statsmodels", draws=40, seed=6)
+    fit = fit_pilot(data, "statsmodels", draws=15, seed=6)
     doc = fit.to_params_doc()
     assert "posterior_draws" not in doc and set(doc["bootstrap_draws"]) >= {"sd_worker_slope", "sd_residual"}
-    assert all(len(v) == 40 for v in doc["bootstrap_draws"].values())
+    assert all(len(v) == 15 for v in doc["bootstrap_draws"].values())
     spec = fit.design.spec()
     model = _model(fit.design.model_frame(data), spec.columns, list(spec.components), True)
-    ref, _ = bootstrap_sd_draws(model, model.fit(), 40, seed=6)
+    ref, _ = bootstrap_sd_draws(model, model.fit(), 15, seed=6)
     keys = [f"{g}|{t}" for g, t in spec.components]
     mine = np.column_stack([fit.raw.draws[k] for k in keys] + [fit.raw.draws["sigma"]])
     np.testing.assert_allclose(mine, ref, atol=2e-6)
@@ -156,7 +166,7 @@ def test_bootstrap_draws_start_from_the_fit(tmp_path: Path) -> None:
     from humaneval_power.assurance import load_draws
 
     loaded = load_draws(str(path), ["sd_worker_slope", "sd_item_slope"])
-    assert len(loaded) == 40 and loaded.source.startswith("parametric bootstrap")
+    assert len(loaded) == 15 and loaded.source.startswith("parametric bootstrap")
 
 
 def test_prior_specs_are_checked() -> None:
