@@ -32,7 +32,7 @@ from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.params import SD_NAMES, LikertParams
 from humaneval_power.scenarios.likert import likert_power, likert_sample_size
 
-DESIGNS = [(5, 0.10), (5, 0.15), (10, 0.10), (10, 0.15)]  # (workers, effect on the 0-1 scale)
+DESIGNS = [(5, 0.10), (5, 0.15), (10, 0.10), (10, 0.15), (20, 0.10)]  # (workers, effect on the 0-1 scale)
 SIMS, DRAWS, SEED = 1000, 200, 1
 
 
@@ -42,15 +42,19 @@ def plan(params: LikertParams, draws: object) -> pd.DataFrame:
     for workers, effect in DESIGNS:
         r = likert_sample_size(params, effect, workers=workers, assurance=draws, draws=DRAWS, n_sims=SIMS, seed=SEED)
         n_cond = r.detail["conditional_value"]
-        at = likert_power(params, workers, int(n_cond), effect, assurance=draws, draws=DRAWS, n_sims=SIMS,
-                          seed=SEED).iloc[0]
-        rows.append({"workers": workers, "effect": effect, "items (power 0.8 at the estimate)": n_cond,
-                     "conditional power": at.conditional_power, "assurance there": at.assurance,
-                     "SE": at.assurance_se, "P(power >= 0.8) there": at.p_power_reaches_target,
-                     "items (assurance 0.8)": r.value,
-                     "MC range": f"{r.low}-{r.high if r.high is not None else 'beyond'}" if r.attainable else "",
-                     "extra items": (r.value - n_cond) if r.value is not None else None})
-    return pd.DataFrame(rows)
+        row = {"workers": workers, "effect": effect, "items (power 0.8 at the estimate)": n_cond}
+        if n_cond is not None:  # None: the worker-slope SD caps the power below 0.8 however many items
+            at = likert_power(params, workers, int(n_cond), effect, assurance=draws, draws=DRAWS, n_sims=SIMS,
+                              seed=SEED).iloc[0]
+            row.update({"conditional power": at.conditional_power, "assurance there": at.assurance,
+                        "SE": at.assurance_se, "P(power >= 0.8) there": at.p_power_reaches_target})
+        row.update({"items (assurance 0.8)": r.value if r.attainable else f"none (max {r.highest_power:.2f})",
+                    "MC range": f"{r.low}-{r.high if r.high is not None else 'beyond'}" if r.attainable else "",
+                    "extra items": (r.value - n_cond) if r.value is not None and n_cond is not None else None})
+        rows.append(row)
+    order = ["workers", "effect", "items (power 0.8 at the estimate)", "conditional power", "assurance there", "SE",
+             "P(power >= 0.8) there", "items (assurance 0.8)", "MC range", "extra items"]
+    return pd.DataFrame(rows).reindex(columns=order)
 
 
 def show_draws(title: str, doc: dict, key: str) -> None:
