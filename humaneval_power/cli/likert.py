@@ -8,6 +8,7 @@ keyword arguments of :func:`humaneval_power.scenarios.crowd.cell_factory`.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from ..errors import InputError
@@ -418,7 +419,8 @@ def _budget(args: argparse.Namespace) -> int:
         target = args.target_assurance or args.target_power if assure else args.target_power
         print(f"\ncheapest design reaching {what} {target:g}: {d['items']} items, {d['workers']} workers, "
               f"{d['ratings_per_item']} ratings per item, cost {result.value:g}; {what} {result.at.power:.3f} "
-              f"[{result.at.ci_low:.3f}, {result.at.ci_high:.3f}], Type-M {result.at.type_m:.3g}")
+              f"[{result.at.ci_low:.3f}, {result.at.ci_high:.3f}]"
+              + (f", Type-M {result.at.type_m:.3g}" if math.isfinite(result.at.type_m) else ""))
         sure = "none in the search" if result.high is None else f"{result.high:g}"
         print(f"cheapest whose lower 95% bound reaches it (Monte-Carlo margin): cost {sure}")
     else:
