@@ -169,6 +169,24 @@ def test_bootstrap_draws_start_from_the_fit(tmp_path: Path) -> None:
     assert len(loaded) == 15 and loaded.source.startswith("parametric bootstrap")
 
 
+@pytest.mark.r
+def test_bootstrap_draws_of_an_lme4_fit(lme4_backend: object) -> None:
+    """`fit --backend lme4 --draws N`: the refits start from lme4's estimates, whose profiled REML sigma the
+    no-R model reproduces; the draws then match those started from the statsmodels optimum (the same
+    optimum to 1e-3) within the optimisers' tolerance."""
+    from humaneval_power.fitting.model import fit_pilot
+    from humaneval_power.fitting.ratings import read_ratings
+    from humaneval_power.scenarios.crossed import simulate_ratings
+
+    y = simulate_ratings(get_preset("card2020-high"), 6, 15, 0.2, 1, np.random.default_rng(4))[0]
+    rows = [(f"w{w}", f"i{i}", "AB"[s], y[w, i, s]) for w in range(6) for i in range(15) for s in range(2)]
+    data = read_ratings(pd.DataFrame(rows, columns=["worker", "item", "system", "score"]), baseline="A")
+    by_r, no_r = (fit_pilot(data, b, draws=12, seed=2) for b in ("lme4", "statsmodels"))
+    assert by_r.to_params_doc()["provenance"]["backend"] == "lme4"
+    for k, v in no_r.raw.draws.items():
+        np.testing.assert_allclose(by_r.raw.draws[k], v, atol=2e-3, err_msg=k)
+
+
 def test_prior_specs_are_checked() -> None:
     for bad in ("p_win", "p_win=beta:1", "p_win=cauchy:0,1", "p_win=beta:0,2", "sd=normal:0,-1", "x=lognormal:a,b"):
         with pytest.raises(InputError):
