@@ -52,9 +52,9 @@ def test_sign_test_assurance_is_the_beta_binomial_sum(n: int, a: float, b: float
 
     reject = _win_rejections(n)
     closed = float(stats.betabinom.pmf(np.arange(n + 1), n, a, b) @ reject)
-    draws = Prior((f"p_win=beta:{a},{b}",)).sample(2500, seed=11)
+    draws = Prior((f"p_win=beta:{a},{b}",)).sample(1500, seed=11)
     row = h2h_power(n, a / (a + b), assurance=draws, draws=None).iloc[0]
-    assert row.draws == 2500 and row.power == row.assurance
+    assert row.draws == 1500 and row.power == row.assurance
     assert abs(row.assurance - closed) <= Z * row.assurance_se, (row.assurance, closed, row.assurance_se)
     per_draw = stats.binom.pmf(np.arange(n + 1)[None, :], n, np.array(draws.values["p_win"])[:, None]) @ reject
     assert row.assurance == pytest.approx(per_draw.mean(), rel=1e-9)
