@@ -187,6 +187,19 @@ def test_bootstrap_draws_of_an_lme4_fit(lme4_backend: object) -> None:
         np.testing.assert_allclose(by_r.raw.draws[k], v, atol=2e-3, err_msg=k)
 
 
+def test_assurance_plot_shows_assurance_and_conditional_power() -> None:
+    from humaneval_power.plots import plot_likert_power
+    from humaneval_power.scenarios.likert import likert_power
+
+    table = likert_power("card2020-high", 3, [30, 60], [0.2, 0.3], method="analytic",
+                         assurance=Prior(("sd_worker_slope=lognormal:0.22,0.5",)).sample(10, 1))
+    ax = plot_likert_power(table).axes[0]
+    assert ax.get_ylabel() == "assurance"
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(dotted) == 2 and [list(line.get_ydata()) for line in dotted] == [
+        list(table[table.effect == e].sort_values("items").conditional_power) for e in (0.2, 0.3)]
+
+
 def test_prior_specs_are_checked() -> None:
     for bad in ("p_win", "p_win=beta:1", "p_win=cauchy:0,1", "p_win=beta:0,2", "sd=normal:0,-1", "x=lognormal:a,b"):
         with pytest.raises(InputError):
