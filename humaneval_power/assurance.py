@@ -354,8 +354,10 @@ def describe_solve(result: Any, value: str, spread: str, where: str) -> str:
     figures = (f"conditional power {ex['conditional_power']:.3f}, P(power >= {ex['target_power']:g}) "
                f"{ex['p_power_reaches_target']:.3f}; {ex['draws']} draws, {ex['draw_source']}") if ex else ""
     if result.attainable:
+        how = (f"(power exact per draw; SE {ex['assurance_se']:.3f} from the draws)" if where == "exact"
+               else f"{where} (SE {ex['assurance_se']:.3f})")
         text = (f"smallest {result.solve_for} with assurance >= {result.target_power:g}: {value}{spread}; assurance "
-                f"there {ex['assurance']:.3f} {where} (SE {ex['assurance_se']:.3f}), {figures}")
+                f"there {ex['assurance']:.3f} {how}, {figures}")
     else:
         text = f"target assurance {result.target_power:g} is not attainable: {result.reason}"
         text += f" (at the best design tried: {figures})" if figures else ""
