@@ -62,6 +62,7 @@ example: setup
 	$(PY) examples/gsm8k_accuracy.py
 	$(PY) examples/wmt23_bleu.py
 	$(PY) examples/plan_crowd_amt.py
+	$(PY) examples/plan_with_assurance.py
 
 # Build the wheel and run it from a fresh venv outside the repository (CI runs this too).
 wheel-check: setup

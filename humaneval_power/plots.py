@@ -93,12 +93,16 @@ def plot_power(
                 handles.setdefault(drawn.get_label(), drawn)
                 if metric == "power" and (g["ci_high"] > g["ci_low"]).any():
                     ax.fill_between(g[x], g["ci_low"], g["ci_high"], color=drawn.get_color(), alpha=0.2, lw=0)
+                if metric == "power" and "conditional_power" in g:  # an assurance table: power is the assurance
+                    cond = ax.plot(g[x], g["conditional_power"], ls=":", lw=1.2, color=drawn.get_color(),
+                                   label="dotted: conditional power (at the estimate)")[0]
+                    handles.setdefault(cond.get_label(), cond)
             _reference_line(ax, metric, target, handles)
             ax.grid(alpha=0.3)
             if m == 0 and panel_title is not None:
                 ax.set_title(panel_title(dict(zip(panels, key))), fontsize=10)
             if p % columns == 0:
-                ax.set_ylabel(METRIC_LABELS[metric])
+                ax.set_ylabel("assurance" if metric == "power" and "assurance" in table else METRIC_LABELS[metric])
             else:
                 ax.tick_params(labelleft=False)
             if m == len(metrics) - 1:
@@ -279,7 +283,7 @@ def _reference_line(ax: Axes, metric: str, target: float, handles: dict[str, Art
 
 
 def _is_reference(label: str) -> bool:
-    return label.startswith(("target power", "Type-M 1"))
+    return label.startswith(("target power", "Type-M 1", "dotted: conditional"))
 
 
 def _fit_x_ticks(fig: Figure, ax: Axes, labelled: Sequence[Axes], values: np.ndarray) -> None:
