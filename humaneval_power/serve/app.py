@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
-from typing import Any
+from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
@@ -35,14 +36,17 @@ def create_app(limits: Limits | None = None, warm_up: bool = True) -> FastAPI:
     """The app; ``warm_up`` starts the worker fork server at once (in the background)."""
     limits = limits or Limits()
     jobs = Jobs(limits)
-    app = FastAPI(title="hepower", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm_up:
+            asyncio.get_running_loop().run_in_executor(None, jobs.warm_up)
+        yield
+        await asyncio.get_running_loop().run_in_executor(None, jobs.shutdown)
+
+    app = FastAPI(title="hepower", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.jobs = jobs
     app.add_middleware(BodyLimit, limit=limits.max_body)
-
-    if warm_up:
-        @app.on_event("startup")
-        async def _start_workers() -> None:
-            asyncio.get_running_loop().run_in_executor(None, jobs.warm_up)
 
     @app.exception_handler(HepowerError)
     async def _input_error(request: Request, exc: HepowerError) -> JSONResponse:

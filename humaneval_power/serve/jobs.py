@@ -11,6 +11,7 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -105,6 +106,15 @@ class Jobs:
     def cancel(self, job: Job) -> None:
         job.cancel_requested = True
 
+    def shutdown(self) -> None:
+        """Cancel every running computation and wait for its worker to end."""
+        with self.lock:
+            running = [j for j in self.jobs.values() if j.state == "running"]
+        for job in running:
+            self.cancel(job)
+        for job in running:
+            job.finished.wait(10)
+
     def _run(self, job: Job) -> None:
         folder = tempfile.mkdtemp(prefix="hepower-serve-")
         try:
@@ -125,7 +135,8 @@ class Jobs:
         if job.function == "likert_budget":
             argv += ["--out", DESIGNS_FILE]
         receive, send = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=_work, args=(argv, send, folder), daemon=True)
+        # not a daemon: some commands run a pool of their own; the worker leads a process group, killed whole
+        process = self.context.Process(target=_work, args=(argv, send, folder))
         process.start()
         send.close()
         deadline = job.started + self.limits.time_limit
@@ -152,9 +163,7 @@ class Jobs:
                     return self._finish(job, "failed", 500, f"internal error: the worker process ended "
                                         f"(exit code {process.exitcode})")
         finally:
-            if process.is_alive():
-                process.kill()
-            process.join()
+            _kill(process)
             receive.close()
 
     def _outcome(self, job: Job, code: int, out: str, err: str, folder: str) -> None:
@@ -177,6 +186,16 @@ class Jobs:
         job.finished.set()
 
 
+def _kill(process: Any) -> None:
+    """End a worker and everything it started (its process group)."""
+    if process.pid is not None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    process.join()
+
+
 def _parser_of(function: str) -> Any:
     from .commands import command_parser
 
@@ -194,6 +213,7 @@ def _work(argv: list[str], send: Any, folder: str) -> None:
 
     from ..cli import common, main
 
+    os.setpgid(0, 0)  # a process group of its own: cancelling kills its pool too
     os.chdir(folder)
     last = [0.0]
 
