@@ -165,6 +165,7 @@ async function cancelAll() {
   state.generation += 1;
   await Promise.all([...state.running].map((id) => api("DELETE", `/api/jobs/${id}`).catch(() => {})));
   $("#progress").hidden = true;
+  delete document.body.dataset.busy;
   showError("cancelled; change an input to compute again");
 }
 
@@ -233,6 +234,7 @@ function showMain(job) {
   $("#command-note").innerHTML = "The same numbers from the command line (add <code>--json</code> for every digit)"
     + (file ? "; save the parameter file as <code>params.json</code> first (Download params JSON):" : ":");
   $("#cheapest").textContent = "searching …";
+  delete $("#cheapest").dataset.value;
   $("#frontier").getContext("2d").clearRect(0, 0, $("#frontier").width, $("#frontier").height);
 }
 
