@@ -91,6 +91,7 @@ def browser() -> Iterator[Any]:
 def page(browser: Any, server: str) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1200, "height": 1000}, accept_downloads=True)
     pg = context.new_page()
+    pg.set_default_timeout(120_000)  # a loaded 2-core machine; the waits end as soon as the page is ready
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     yield pg
@@ -121,7 +122,16 @@ def _settled(page: Any, command: str, what: str = "#power") -> None:
     page.wait_for_function(
         """([tokens, what]) => !document.body.dataset.busy && document.querySelector(what).dataset.value
              && JSON.stringify(document.querySelector('#command').textContent.split(/\\s+/).filter(Boolean).sort())
-                === JSON.stringify(tokens)""", arg=[tokens, what], timeout=60_000)
+                === JSON.stringify(tokens)""", arg=[tokens, what], timeout=120_000)
+
+
+def _download(page: Any, button: str, folder: Path) -> Path:
+    """Click a download button; the file, saved in ``folder`` under the name the page gives it."""
+    with page.expect_download() as info:
+        page.click(button)
+    path = folder / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
 
 
 def _value(page: Any, selector: str) -> Any:
@@ -178,8 +188,14 @@ def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_pat
     assert _cli_records(command, tmp_path)[0] == record  # the command shown reproduces the page's numbers
     table = _snippet_table(page.text_content("#python"), tmp_path)
     assert float(table.power.iloc[0]) == record["power"] and float(table.type_m.iloc[0]) == record["type_m"]
+    design = _download(page, "#dl-design", tmp_path)  # a --design FILE giving the same power
+    assert json.loads(design.read_text()) == {"items": 60, "workers": 6, "ratings_per_item": 3, "items_per_hit": 1,
+                                              "systems": 2, "presentation": "within"}
+    again = _cli_records(f"hepower likert power --design {design} --effect 0.25 --cost-per-rating 0.1 --sims 300 "
+                         "--seed 2", tmp_path)
+    assert again[0] == record
 
-    page.wait_for_function("document.querySelector('#cheapest').dataset.value !== undefined", timeout=60_000)
+    page.wait_for_function("document.querySelector('#cheapest').dataset.value !== undefined", timeout=120_000)
     budget = {"params": "card2020-high", "effect": 0.25, "items": [40, 80, 160], "workers": [6, 12],
               "ratings_per_item": [3], "items_per_hit": [1], "costs": {"per_rating": 0.1}, "target_power": 0.8,
               "systems": 2, "presentation": "within", "method": "fast", "test": "satterthwaite", "alpha": 0.05,
@@ -232,15 +248,15 @@ def test_upload_a_fitted_parameter_file(page: Any, server: str, fitted_params: P
     _settled(page, command)
     status, api = _post(server, "/api/likert_power", kwargs)
     assert status == 200 and _value(page, "#power") == api["records"][0]["power"]
-    shutil.copy(fitted_params, tmp_path / "params.json")  # as the page says: save the file as params.json
+    _download(page, "#dl-params", tmp_path)  # as the page says: save the parameter file as params.json
+    assert json.loads((tmp_path / "params.json").read_text()) == doc
     assert _cli_records(command, tmp_path)[0] == api["records"][0]
 
 
 def test_shared_link_reopens_the_design(page: Any, browser: Any, server: str) -> None:
-    _open(page, server)
-    page.select_option("#scenario", "accuracy")
+    _open(page, server, {"scenario": "accuracy", "method": "normal"})
     _fill(page, "accuracy", {"n": "800", "delta": "0.04", "agreement": "0.88"})
-    _settled(page, "hepower accuracy power --n 800 --delta 0.04 --agreement 0.88 --method=exact --alpha=0.05 "
+    _settled(page, "hepower accuracy power --n 800 --delta 0.04 --agreement 0.88 --method=normal --alpha=0.05 "
                    "--sims=10000 --seed=0")
     power = _value(page, "#power")
     page.click("#share")
@@ -253,7 +269,8 @@ def test_shared_link_reopens_the_design(page: Any, browser: Any, server: str) ->
         assert other.input_value("#scenario") == "accuracy"
         assert other.input_value("[data-scenario=accuracy] [name=delta]") == "0.04"
         assert _value(other, "#power") == power
-        status, api = _post(server, "/api/mcnemar_power", {"n": [800], "delta": [0.04], "agreement": [0.88]})
+        status, api = _post(server, "/api/mcnemar_power", {"n": [800], "delta": [0.04], "agreement": [0.88],
+                                                           "method": "normal"})
         assert status == 200 and api["records"][0]["power"] == power
     finally:
         other.context.close()
