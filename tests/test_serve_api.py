@@ -223,6 +223,18 @@ def test_time_limit_and_busy_server() -> None:
         assert r.status_code == 504 and "\n" not in r.json()["detail"]
 
 
+def test_localhost_server_answers_only_localhost_host_names() -> None:
+    """A page of another site reaching the server through DNS rebinding sends its own Host: refused."""
+    from humaneval_power.cli.serve import LOCAL_HOSTS
+
+    with TestClient(create_app(warm_up=False, hosts=LOCAL_HOSTS), base_url="http://127.0.0.1:8000") as c:
+        assert c.get("/api").status_code == 200
+        assert c.get("/api", headers={"host": "localhost:8000"}).status_code == 200
+        assert c.get("/api", headers={"host": "[::1]:8000"}).status_code == 200
+        r = c.post("/api/h2h_mde", json={"n": 100}, headers={"host": "evil.example:8000"})
+        assert r.status_code == 400 and "not for the host 'evil.example'" in r.json()["detail"]
+
+
 def test_presets_and_parameter_upload(client: TestClient) -> None:
     assert client.get("/api/presets").json() == {k: json.loads(json.dumps(p.to_json())) for k, p in PRESETS.items()}
     r = client.post("/api/params", files={"file": ("pilot.json", json.dumps(FIT_DOC).encode())})

@@ -10,6 +10,9 @@ from ..errors import InputError
 from .common import finite_float, positive
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")  #: Host headers a server on localhost answers
+
+
 def add_parser(sub: Any, name: str, text: str) -> None:
     """The ``serve`` command."""
     from ..serve.commands import Limits
@@ -50,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"hepower: warning: listening on {args.host}: anyone who can reach this machine can run computations",
               file=sys.stderr)
     print(f"hepower: planner at http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
-    uvicorn.run(create_app(limits), host=args.host, port=args.port, log_level="warning")
+    hosts = LOCAL_HOSTS if _is_loopback(args.host) else None  # on localhost: no DNS rebinding
+    uvicorn.run(create_app(limits, hosts=hosts), host=args.host, port=args.port, log_level="warning")
     return 0
 
 

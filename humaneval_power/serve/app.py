@@ -19,7 +19,7 @@ import json
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from fastapi import FastAPI, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
@@ -32,8 +32,10 @@ from .jobs import Busy, Jobs
 STATIC = resources.files("humaneval_power.serve") / "static"
 
 
-def create_app(limits: Limits | None = None, warm_up: bool = True) -> FastAPI:
-    """The app; ``warm_up`` starts the worker fork server at once (in the background)."""
+def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequence[str] | None = None) -> FastAPI:
+    """The app; ``warm_up`` starts the worker fork server at once (in the background); ``hosts``: the only
+    Host headers answered (None: any), so that a page of another site cannot reach a server on localhost
+    through DNS rebinding."""
     limits = limits or Limits()
     jobs = Jobs(limits)
 
@@ -46,7 +48,7 @@ def create_app(limits: Limits | None = None, warm_up: bool = True) -> FastAPI:
 
     app = FastAPI(title="hepower", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.jobs = jobs
-    app.add_middleware(BodyLimit, limit=limits.max_body)
+    app.add_middleware(Guard, limit=limits.max_body, hosts=hosts)
 
     @app.exception_handler(HepowerError)
     async def _input_error(request: Request, exc: HepowerError) -> JSONResponse:
@@ -156,17 +158,24 @@ def _error(status: int, message: Any) -> JSONResponse:
     return JSONResponse({"detail": text[0] if text else message.__class__.__name__}, status_code=status)
 
 
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes (HTTP 413), by Content-Length or as they arrive."""
+class Guard:
+    """Refuse a Host header not in ``hosts`` (HTTP 400) and request bodies over ``limit`` bytes (HTTP 413),
+    by Content-Length or as they arrive."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, hosts: Sequence[str] | None = None) -> None:
+        self.app, self.limit, self.hosts = app, limit, hosts
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        if self.hosts is not None:
+            host = _host_name(headers.get(b"host", b"").decode("latin-1"))
+            if host not in self.hosts:
+                return await _send_error(send, 400, f"this server answers only for {', '.join(self.hosts)}, not "
+                                                    f"for the host {host!r}")
         message = f"the request body exceeds this server's limit of {self.limit:,} bytes"
-        length = dict(scope.get("headers") or []).get(b"content-length")
+        length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             return await _send_error(send, 413, message)
         seen = 0
@@ -191,6 +200,11 @@ class BodyLimit:
         except _TooLarge:
             if not started:
                 await _send_error(send, 413, message)
+
+
+def _host_name(header: str) -> str:
+    """The host of a Host header, without its port ("[::1]:8000" -> "[::1]")."""
+    return header.split("]")[0] + "]" if header.startswith("[") else header.rsplit(":", 1)[0]
 
 
 class _TooLarge(Exception):

@@ -51,6 +51,7 @@ COST_OPTIONS = {"per_rating": "--cost-per-rating", "per_hit": "--cost-per-hit", 
                 "per_worker": "--cost-per-worker"}
 PARAMS_FILE = "params.json"  #: the name an uploaded parameter file has in the command shown
 SIZE_KEYS = ("items", "workers", "n", "ratings_per_item", "items_per_hit")
+NOT_AXES = ("pair", "means")  #: list arguments that are not grid axes
 
 
 @dataclass(frozen=True)
@@ -210,8 +211,8 @@ def check_limits(kwargs: Mapping[str, Any], limits: Limits) -> None:
         for v in values(key):
             if _big(v, limits.max_size):
                 raise InputError(f"{key} {v} exceeds this server's limit of {limits.max_size:,}")
-    cells = math.prod(len(v) for v in kwargs.values() if isinstance(v, (list, tuple)) and v and
-                      all(isinstance(x, (int, float)) for x in v))
+    cells = math.prod(len(v) for k, v in kwargs.items() if k not in NOT_AXES and isinstance(v, (list, tuple)) and v
+                      and all(isinstance(x, (int, float)) for x in v))
     cells = 1 if cells == 0 else cells
     if cells > limits.max_cells:
         raise InputError(f"the grid has {cells:,} cells, more than this server's limit of {limits.max_cells:,}")
