@@ -88,7 +88,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any, server: str) -> Iterator[Any]:
+def page(server: str, browser: Any) -> Iterator[Any]:  # the server outlives the browser's connections
     context = browser.new_context(viewport={"width": 1200, "height": 1000}, accept_downloads=True)
     pg = context.new_page()
     pg.set_default_timeout(120_000)  # a loaded 2-core machine; the waits end as soon as the page is ready

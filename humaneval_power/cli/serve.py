@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     print(f"hepower: planner at http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
     hosts = LOCAL_HOSTS if _is_loopback(args.host) else None  # on localhost: no DNS rebinding
-    uvicorn.run(create_app(limits, hosts=hosts), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(create_app(limits, hosts=hosts), host=args.host, port=args.port, log_level="warning",
+                timeout_graceful_shutdown=3)  # Ctrl-C: open browser connections do not keep it running
     return 0
 
 
