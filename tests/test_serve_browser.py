@@ -262,6 +262,12 @@ def test_shared_link_reopens_the_design(page: Any, browser: Any, server: str) ->
     page.click("#share")
     url = page.input_value("#share-url")
     assert url.startswith(server + "/#") and "n=800" in url
+    _fill(page, "accuracy", {"n": "900"})  # a link pasted into the same tab (only the hash changes) restores it
+    page.wait_for_function("document.querySelector('#command').textContent.includes('--n 900 ')")
+    page.goto(url)
+    page.wait_for_function("document.querySelector('#command').textContent.includes('--n 800 ') "
+                           "&& !document.body.dataset.busy")
+    assert page.input_value("[data-scenario=accuracy] [name=n]") == "800" and _value(page, "#power") == power
     other = browser.new_context().new_page()
     try:
         other.goto(url)

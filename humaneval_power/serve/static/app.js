@@ -43,7 +43,8 @@ function showPanels() {
   for (const el of document.querySelectorAll("[data-source]")) el.hidden = el.dataset.source !== source;
   $("#params-name").textContent = state.paramsDoc ? `loaded: ${state.paramsName} (${state.paramsDoc.name || "fitted"})`
                                                   : "no file loaded";
-  $("#frontier-figure").hidden = scenario() !== "likert";
+  $("#frontier-figure").hidden = $("#dl-params").hidden = scenario() !== "likert";
+  $("#dl-design").textContent = scenario() === "likert" ? "Download design JSON" : "Download request JSON";
 }
 
 // ---------- requests ----------
@@ -272,7 +273,8 @@ function axes(ctx, box, xs, xlabel, ylabel, log) {
   }
   const step = Math.ceil(xs.length / 7);  // at most 7 labels
   xs.filter((x, i) => i % step === 0 || i === xs.length - 1)
-    .forEach((x) => ctx.fillText(Number(x).toLocaleString(), X(x) - 8, box.b + 14));
+    .forEach((x) => { ctx.textAlign = "center"; ctx.fillText(Number(x).toLocaleString(), X(x), box.b + 14); });
+  ctx.textAlign = "left";
   ctx.fillText(xlabel, (box.l + box.r) / 2 - 20, box.b + 30);
   ctx.save(); ctx.translate(12, (box.t + box.b) / 2 + 16); ctx.rotate(-Math.PI / 2); ctx.fillText(ylabel, 0, 0); ctx.restore();
   return { X, Y };
@@ -287,7 +289,7 @@ function targetLine(ctx, box, Y, target) {
 function drawCurve(records, xkey, current) {
   const c = $("#curve"), ctx = c.getContext("2d");
   ctx.clearRect(0, 0, c.width, c.height);
-  const box = { l: 40, r: c.width - 12, t: 10, b: c.height - 40 };
+  const box = { l: 40, r: c.width - 24, t: 10, b: c.height - 40 };
   const pts = records.map((r) => ({ x: r[xkey], y: r.power, lo: r.ci_low, hi: r.ci_high })).sort((a, b) => a.x - b.x);
   const { X, Y } = axes(ctx, box, pts.map((p) => p.x), xkey, "power", true);
   targetLine(ctx, box, Y, num(values().target_power));
@@ -307,7 +309,7 @@ function drawCurve(records, xkey, current) {
 function drawFrontier(designs, target, answer) {
   const c = $("#frontier"), ctx = c.getContext("2d");
   ctx.clearRect(0, 0, c.width, c.height);
-  const box = { l: 40, r: c.width - 12, t: 10, b: c.height - 40 };
+  const box = { l: 40, r: c.width - 24, t: 10, b: c.height - 40 };
   const costs = [...new Set(designs.map((d) => d.cost))].sort((a, b) => a - b);
   const { X, Y } = axes(ctx, box, costs.length > 1 ? costs : [costs[0], costs[0] * 1.01], "cost", "power", false);
   targetLine(ctx, box, Y, target);
@@ -369,6 +371,7 @@ function init() {
   $("#inputs").addEventListener("change", (e) => { if (e.target.id !== "params-file") schedule(); });
   $("#params-file").addEventListener("change", (e) => { if (e.target.files[0]) uploadParams(e.target.files[0]); });
   $("#cancel").addEventListener("click", cancelAll);
+  window.addEventListener("hashchange", () => { restoreState(location.hash); showPanels(); update(); });  // a link pasted
   $("#share").addEventListener("click", async () => {
     const url = location.href.split("#")[0] + "#" + encodeState();
     $("#share-url").value = url; $("#share-url").hidden = false; $("#share-url").select();
