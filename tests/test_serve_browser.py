@@ -27,6 +27,8 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SHOT = bool(os.environ.get("HEPOWER_DOCS_SCREENSHOT"))  #: write the docs' screenshot (a smoother curve: more sims)
+SIMS = 400 if SHOT else 100
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -169,12 +171,12 @@ def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_pat
     from humaneval_power.serve.commands import shell_command, to_argv
 
     _open(page, server, {"scenario": "likert", "items": "60", "workers": "6", "ratings_per_item": "3",
-                         "n_sims": "100", "seed": "2", "search_items": "40 160", "search_workers": "6 12",
+                         "n_sims": str(SIMS), "seed": "2", "search_items": "40 160", "search_workers": "6 12",
                          "search_k": "3"})
     _fill(page, "likert", {"effect": "0.25", "per_rating": "0.1"})  # typed into the inputs
     kwargs = {"params": "card2020-high", "workers": [6], "items": [60], "effect": [0.25], "ratings_per_item": [3],
               "items_per_hit": [1], "systems": 2, "presentation": "within", "costs": {"per_rating": 0.1},
-              "method": "fast", "test": "satterthwaite", "alpha": 0.05, "n_sims": 100, "seed": 2}
+              "method": "fast", "test": "satterthwaite", "alpha": 0.05, "n_sims": SIMS, "seed": 2}
     command = shell_command(to_argv("likert_power", kwargs))
     _settled(page, command)
     status, api = _post(server, "/api/likert_power", kwargs)
@@ -191,7 +193,7 @@ def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_pat
     design = _download(page, "#dl-design", tmp_path)  # a --design FILE giving the same power
     assert json.loads(design.read_text()) == {"items": 60, "workers": 6, "ratings_per_item": 3, "items_per_hit": 1,
                                               "systems": 2, "presentation": "within"}
-    again = _cli_records(f"hepower likert power --design {design} --effect 0.25 --cost-per-rating 0.1 --sims 100 "
+    again = _cli_records(f"hepower likert power --design {design} --effect 0.25 --cost-per-rating 0.1 --sims {SIMS} "
                          "--seed 2", tmp_path)
     assert again[0] == record
 
@@ -199,7 +201,7 @@ def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_pat
     budget = {"params": "card2020-high", "effect": 0.25, "items": [40, 160], "workers": [6, 12],
               "ratings_per_item": [3], "items_per_hit": [1], "costs": {"per_rating": 0.1}, "target_power": 0.8,
               "systems": 2, "presentation": "within", "method": "fast", "test": "satterthwaite", "alpha": 0.05,
-              "n_sims": 100, "seed": 2}
+              "n_sims": SIMS, "seed": 2}
     status, best = _post(server, "/api/likert_budget", budget)
     assert status == 200 and _value(page, "#cheapest") == best["records"][0]["value"]
     points = json.loads(page.locator("#frontier").get_attribute("data-points"))
@@ -208,7 +210,7 @@ def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_pat
     assert [p["x"] for p in curve] == [15, 30, 60, 120, 240]
     assert next(p["y"] for p in curve if p["x"] == 60) == record["power"]  # the curve goes through the design
 
-    shot = ROOT / "docs" / "img" / "serve.png" if os.environ.get("HEPOWER_DOCS_SCREENSHOT") else tmp_path / "serve.png"
+    shot = ROOT / "docs" / "img" / "serve.png" if SHOT else tmp_path / "serve.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
 
