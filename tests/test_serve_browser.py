@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one server and browser (--dist loadgroup)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -225,8 +225,8 @@ def fitted_params(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("fit")
     rng = np.random.default_rng(1)
-    rows = [(w, i, s, 0.5 + 0.1 * (s == "B") + rng.normal(0, 0.1) + 0.05 * w / 6 + 0.05 * (i % 7) / 7)
-            for w in range(6) for i in range(30) for s in "AB"]
+    rows = [(w, i, s, 0.5 + 0.1 * (s == "B") + rng.normal(0, 0.1) + 0.05 * w / 5 + 0.05 * (i % 7) / 7)
+            for w in range(5) for i in range(12) for s in "AB"]
     pd.DataFrame(rows, columns=["worker", "item", "system", "score"]).to_csv(folder / "pilot.csv", index=False)
     with redirect_stdout(io.StringIO()):
         assert main(["fit", str(folder / "pilot.csv"), "--backend", "statsmodels", "-o",
