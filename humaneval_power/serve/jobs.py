@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .commands import FUNCTIONS, PARAMS_FILE, Limits, python_snippet, shell_command, to_argv
+from .commands import PARAMS_FILE, Limits, python_snippet, shell_command, to_argv
 
 #: modules the fork server imports once for every worker
 PRELOAD = ["humaneval_power.serve.worker"]
@@ -231,4 +231,3 @@ def _work(argv: list[str], send: Any, folder: str) -> None:
     send.close()
 
 
-__all__ = ["Busy", "FUNCTIONS", "Job", "Jobs"]

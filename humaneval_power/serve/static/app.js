@@ -186,7 +186,6 @@ async function update() {
   try { plan = PLANS[scenario()](values()); } catch (e) { showError(e.message); return; }
   state.last = plan;
   document.body.dataset.busy = "1";
-  $("#results").classList.add("stale-results");
   try {
     const main = await runJob("power", ...plan.main, generation);
     if (!main) return;
