@@ -141,6 +141,10 @@ CASES: dict[str, Argv] = {
     "fit unknown column": _s(FIT, "--score", "rating"),
     "fit --n-boot 0": _s(FIT, "--n-boot", "0"),
     "fit --seed -1": _s(FIT, "--seed", "-1"),
+    # serve (each refused before anything listens)
+    "serve --port 0": _s("serve --port 0"),
+    "serve --port 70000": _s("serve --port 70000"),
+    "serve --time-limit 0": _s("serve --time-limit 0"),
     # usage
     "unknown group": _s("planets power"),
     "unknown command": _s("likert fly"),
@@ -217,7 +221,7 @@ def test_the_matrix_covers_every_subcommand() -> None:
         return dict(found[0].choices) if found else {}
 
     commands = {f"{g} {c}".strip() for g, p in subparsers(build_parser()).items() for c in subparsers(p) or [""]}
-    covered = {" ".join(argv[:1] if argv[0] in ("fit", "analyze") else argv[:2])
+    covered = {" ".join(argv[:1] if argv[0] in ("fit", "analyze", "serve") else argv[:2])
                for argv in (make(Path("d"), Path("o")) for make in CASES.values())}
     assert commands <= covered, sorted(commands - covered)
 

@@ -383,6 +383,8 @@ def _mde(args: argparse.Namespace) -> int:
 
 
 def _budget(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from ..io import table_writer
     from ..scenarios.likert import likert_budget
 
@@ -406,8 +408,8 @@ def _budget(args: argparse.Namespace) -> int:
         plot_cost_frontier(table, target=args.target_power).savefig(tmp, dpi=args.dpi)
 
     args.outputs.write(out=args.out and table_writer(table, args.out), plot=plot)
-    if args.json:
-        emit_solve(result, args)
+    if args.json:  # the answer; --out keeps the evaluated designs
+        print_json(pd.DataFrame([result.record()]))
         return 0
     what = "assurance" if assure else "power"
     print_table(table, ["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m",
