@@ -71,6 +71,7 @@ class AnalysisResult:
     singular: bool
     notes: tuple[str, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
+    data: PilotData | None = field(default=None, repr=False)  #: the ratings analysed (for the report's design check)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The five tables by name: design, components, omnibus, means, contrasts."""
@@ -298,10 +299,9 @@ def adjusted(t: np.ndarray, df: np.ndarray, p: np.ndarray, corr: np.ndarray, adj
     if adjust == "none" or n == 1:
         return p, stats.t.ppf(1 - (1 - level) / 2, df)
     if adjust in ("holm", "bonferroni", "fdr"):
-        from statsmodels.stats.multitest import multipletests
+        from .analyses import adjust_pvalues
 
-        method = {"fdr": "fdr_bh"}.get(adjust, adjust)
-        return multipletests(p, method=method)[1], stats.t.ppf(1 - (1 - level) / n / 2, df)
+        return adjust_pvalues(p, adjust), stats.t.ppf(1 - (1 - level) / n / 2, df)
     if adjust == "tukey":
         return (stats.studentized_range.sf(math.sqrt(2) * np.abs(t), n_means, df),
                 stats.studentized_range.ppf(level, n_means, df) / math.sqrt(2))
@@ -418,4 +418,4 @@ def analyze(
         model=spec.formula.replace("score ~ 1" + "".join(f" + {c}" for c in design.columns), "score ~ system"),
         backend=backend, adjust=adjust, family=contrasts, level=level, seed=seed, source=data.source,
         scale=data.scale, singular=bool(raw.singular or zeros), notes=tuple(dict.fromkeys(notes)),
-        versions=dict(raw.versions))
+        versions=dict(raw.versions), data=data)

@@ -1,0 +1,269 @@
+"""The report of ``hepower analyze``: Markdown or self-contained HTML, with its figure and a design check.
+
+:func:`design_check` measures, by simulation with the crowd-design planner
+(:func:`~humaneval_power.scenarios.likert.likert_power` / ``likert_mde`` on the
+study's own layout, :class:`~humaneval_power.designs.PilotDesign`, and its fitted
+variance components), the Type-I error of the analysis' test of one pair on this
+design and the study's sensitivity: the smallest difference its adjusted test
+detected with 80% power. :func:`report_sections` lays out design, model, ANOVA,
+marginal means, contrasts, variance components, that check, warnings and a
+methods paragraph; :func:`render` writes them as Markdown or HTML (the figure
+embedded as a base64 PNG: no external file). :func:`analysis_figure` is the
+means + forest plot (``--plot``).
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence, Union
+
+import pandas as pd
+
+from .errors import InputError
+
+REPORT_FORMATS = (".md", ".html")
+#: fewer workers than this: the worker components rest on few levels, and the report says so
+FEW_WORKERS = 10
+#: target power of the sensitivity (MDE) in the report
+TARGET_POWER = 0.8
+
+Block = Union[str, pd.DataFrame, "Figure"]  # noqa: F821  (a paragraph, a table or a matplotlib figure)
+Section = tuple[str, Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class DesignCheck:
+    """Type-I error and sensitivity of a finished study's design, simulated from its fitted components."""
+
+    pair: tuple[str, str]      #: the pair the planner tests (baseline, last system; others evenly between)
+    alpha: float
+    n_sims: int
+    type1: float
+    type1_low: float
+    type1_high: float
+    adjust: str                #: the adjustment of the sensitivity's test (over the analysis' family)
+    family: str
+    mde: float | None          #: difference (analysis scale) detected with TARGET_POWER, None if not attainable
+    mde_low: float | None
+    mde_high: float | None
+    mde_reason: str
+    rating_sd: float
+
+    def sentences(self) -> str:
+        """The check in words (the report's section and its methods paragraph)."""
+        a, b = self.pair
+        text = (f"Simulating {self.n_sims} studies with this study's own layout (who rated which item under which "
+                "system) and its fitted variance components, all systems equal, the unadjusted t test of one pair "
+                f"({b} vs {a}) rejected at alpha = {self.alpha:g} in {self.type1:.3f} of them "
+                f"(95% Clopper-Pearson interval {self.type1_low:.3f} to {self.type1_high:.3f}).")
+        family = "all pairs" if self.family == "pairs" else "the comparisons with the baseline"
+        adj = ("unadjusted test of that pair" if self.adjust == "none"
+               else f"test of that pair, {self.adjust}-adjusted over {family}")
+        if self.mde is None:
+            return text + f" The sensitivity could not be established: {self.mde_reason}."
+        return text + (f" The study had {TARGET_POWER:.0%} power to detect a difference of {self.mde:.3g} "
+                       f"({self.mde / self.rating_sd:.2f} SD of a single rating) between {b} and {a} by the "
+                       f"{adj} (other systems evenly between; Monte Carlo range "
+                       f"{_fmt(self.mde_low)} to {_fmt(self.mde_high)}).")
+
+
+def _fmt(v: float | None) -> str:
+    return "?" if v is None else f"{v:.3g}"
+
+
+def design_check(result: Any, n_sims: int = 200, seed: int = 0, progress: Callable[[str], None] | None = None
+                 ) -> DesignCheck:
+    """Simulate the analysed design under its fitted components: Type-I error of one pair's t test and the
+    MDE at 80% power of the analysis' adjusted test (``holm``/``bonferroni``/``none`` as analysed; the
+    others, which the planner does not simulate, by Bonferroni, a conservative stand-in)."""
+    from .analyses import ADJUSTMENTS
+    from .designs import PilotDesign
+    from .processes import InvariantProcess
+    from .scenarios.likert import likert_mde, likert_power
+
+    if result.data is None:
+        raise InputError("the design check needs the analysed ratings (an AnalysisResult from analyze())")
+    if n_sims < 20:
+        raise InputError(f"the design check needs at least 20 simulated studies, got {n_sims}")
+    data = result.data
+    sd = dict(zip(result.components["component"], result.components["sd"]))
+    k = len(data.systems)
+    process = InvariantProcess(sd["worker"], sd["worker x system"], sd["item"], sd["item x system"],
+                               max(sd["residual"], 1e-12), k, float(result.means["emmean"].mean()),
+                               f"{Path(result.source).name} (fitted)")
+    design = PilotDesign.from_ratings(data.frame, systems=list(data.systems), source=data.source)
+    alpha = round(1 - result.level, 12)
+    report = progress or (lambda message: None)
+    report(f"design check: Type-I error on this layout ({n_sims} simulated studies)")
+    null = likert_power(process, 0, design.items, 0.0, design_from=design, alpha=alpha, n_sims=n_sims, seed=seed,
+                        jobs=1)
+    adjust = result.adjust if result.adjust in ADJUSTMENTS else "bonferroni"
+    report(f"design check: sensitivity ({TARGET_POWER:.0%} power, {adjust}, {n_sims} simulated studies per effect)")
+    mde = likert_mde(process, 0, design.items, target_power=TARGET_POWER, alpha=alpha, n_sims=n_sims, seed=seed,
+                     design_from=design, compare=result.family, adjust=adjust)
+    total = math.sqrt(float(result.components["variance"].sum()))
+    row = null.iloc[0]
+    return DesignCheck((data.systems[0], data.systems[-1]), alpha, n_sims, float(row.power), float(row.ci_low),
+                       float(row.ci_high), adjust, result.family, mde.value if mde.attainable else None,
+                       mde.low, mde.high, "" if mde.attainable else mde.reason, total)
+
+
+# -- figure ----------------------------------------------------------------------------------------
+
+
+def analysis_figure(result: Any) -> Any:
+    """Marginal means (left) and the contrasts with their adjusted intervals (right, a forest plot)."""
+    from .plots import plot_intervals
+
+    alpha = 1 - result.level
+    means = result.means.rename(columns={"system": "label", "emmean": "estimate"})
+    con = result.contrasts.assign(label=result.contrasts["system"] + " - " + result.contrasts["versus"],
+                                  significant=result.contrasts["p_adjusted"] <= alpha)
+    unit = "score (rescaled to [0, 1])" if result.scale else "score"
+    return plot_intervals([
+        (means, f"estimated marginal means, {result.level:.0%} intervals", unit, None),
+        (con, f"contrasts, {result.adjust}-adjusted {result.level:.0%} intervals (filled: p_adj <= {alpha:g})",
+         f"difference in {unit}", 0.0)], title=Path(result.source).name)
+
+
+def figure_png(fig: Any, dpi: float = 110) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+# -- sections ------------------------------------------------------------------------------------------
+
+
+def warnings_of(result: Any, check: DesignCheck | None) -> list[str]:
+    """What a reader should know before trusting the tests: singular fits, few workers, a liberal test, notes."""
+    d = dict(zip(result.design["name"], result.design["value"]))
+    out = []
+    if result.singular:
+        out.append("Singular fit: at least one variance component is estimated at zero (see the variance "
+                   "components); the tests treat that source of variation as absent, which can make them liberal "
+                   "if it is merely small.")
+    workers = int(d["workers"])
+    measured = (f" The measured Type-I error of one pair's test on this design is {check.type1:.3f} "
+                f"[{check.type1_low:.3f}, {check.type1_high:.3f}] at alpha = {check.alpha:g}." if check else
+                " Run the report's design check (sims > 0) to measure the test's Type-I error on this design.")
+    if workers < FEW_WORKERS:
+        out.append(f"Few workers ({workers}): the worker components rest on {workers} levels, so their estimates "
+                   "and the Satterthwaite df are uncertain." + measured)
+    if check and check.type1_low > check.alpha:
+        out.append(f"The test is liberal on this design: its simulated Type-I error {check.type1:.3f} "
+                   f"[{check.type1_low:.3f}, {check.type1_high:.3f}] exceeds alpha = {check.alpha:g}.")
+    if check and check.mde is None:
+        out.append(f"Sensitivity: {check.mde_reason}.")
+    out += [n for n in result.notes if not n.startswith("singular fit")]
+    return out
+
+
+def report_sections(result: Any, check: DesignCheck | None = None) -> tuple[str, list[Section]]:
+    """Title and sections of the Gaussian analysis' report."""
+    o = result.omnibus.iloc[0]
+    model_text = (
+        f"`{result.model}`, fitted by REML ({'lme4 + lmerTest in R' if result.backend == 'lme4' else 'the no-R solver'})."
+        " Ratings by one worker, and ratings of one item, are correlated: random intercepts for workers and items "
+        "take that into account, and their interactions with the system let each worker and each item favour "
+        "some systems. The model is coding-invariant: every system shares the same five variance components, "
+        "whichever system is the baseline. The F test and the contrasts use Satterthwaite degrees of freedom "
+        "(lmerTest), the means and contrasts are emmeans' estimated marginal means.")
+    methods = result.methods() + (" " + check.sentences() if check else "")
+    means = result.means.rename(columns={"emmean": "mean"})
+    scale = (f" Scores were rescaled from [{result.scale[0]:g}, {result.scale[1]:g}] to [0, 1]."
+             if result.scale else "")
+    sections: list[Section] = [
+        ("Methods (for the paper)", [methods]),
+        ("Design", [result.design]),
+        ("Model and why", [model_text]),
+        ("ANOVA: all systems equal", [result.omnibus.rename(columns={"test": "hypothesis"}),
+                                      f"F({o.num_df:.0f}, {o.den_df:.4g}) = {o.F:.4g}, p = {o.p_value:.3g} "
+                                      "(Satterthwaite denominator df)."]),
+        (f"Estimated marginal means ({result.level:.0%} intervals)", [means, analysis_figure(result)]),
+        ("Contrasts", [f"Family: {result.family}; adjustment: {result.adjustment_text()}. effect_size = difference "
+                       "/ SD of a single rating." + scale, result.contrasts,
+                       "The figure above shows the contrasts' adjusted intervals (right; filled: significant "
+                       "after adjustment)."]),
+        ("Variance components", [result.components]),
+    ]
+    if check:
+        sections.append(("Design check: Type-I error and sensitivity", [check.sentences()]))
+    warns = warnings_of(result, check)
+    if warns:
+        sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
+    return f"Analysis of {Path(result.source).name}", sections
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+
+def check_report_path(path: str | Path, option: str = "--report") -> Path:
+    """A report path: .md or .html (else one line, exit 2)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in REPORT_FORMATS:
+        raise InputError(f"{option} must end in {' or '.join(REPORT_FORMATS)}, got {Path(path).name!r}")
+    return Path(path)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def render(title: str, sections: Sequence[Section], fmt: str) -> str:
+    """The report as Markdown (``md``) or a self-contained HTML page (``html``)."""
+    from .analyze import _markdown_table
+
+    if fmt == "md":
+        out = [f"# {title}", ""]
+        for name, blocks in sections:
+            out += [f"## {name}", ""]
+            for b in blocks:
+                if isinstance(b, pd.DataFrame):
+                    out += [_markdown_table(b), ""]
+                elif isinstance(b, str):
+                    out += [b, ""]
+                else:
+                    png = base64.b64encode(figure_png(b)).decode()
+                    out += [f"![{name}](data:image/png;base64,{png})", ""]
+        return "\n".join(out)
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for name, blocks in sections:
+        body.append(f"<h2>{html.escape(name)}</h2>")
+        for b in blocks:
+            if isinstance(b, pd.DataFrame):
+                body.append(b.to_html(index=False, border=0, formatters={c: _cell for c in b.columns}, escape=True))
+            elif isinstance(b, str):
+                lines = b.split("\n")
+                if all(line.startswith("- ") for line in lines):
+                    body.append("<ul>" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in lines) + "</ul>")
+                else:
+                    body.append(f"<p>{html.escape(b)}</p>")
+            else:
+                png = base64.b64encode(figure_png(b)).decode()
+                body.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{png}">')
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
+             "table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}"
+             "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}img{max-width:100%}")
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(title) + "</title><style>"
+            + style + "</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def report_text(result: Any, path: str | Path, check: DesignCheck | None = None) -> str:
+    """The report of ``result`` in the format of ``path``'s suffix (.md or .html)."""
+    fmt = check_report_path(path).suffix.lower().lstrip(".")
+    sections_of = getattr(result, "report_sections", None)
+    title, sections = sections_of(check) if sections_of else report_sections(result, check)
+    return render(title, sections, fmt)
+
+
+def figure_of(result: Any) -> Any:
+    """The ``--plot`` figure of either kind of analysis."""
+    own = getattr(result, "figure", None)
+    return own() if own else analysis_figure(result)
