@@ -28,6 +28,8 @@ from .errors import InputError
 REPORT_FORMATS = (".md", ".html")
 #: fewer workers than this: the worker components rest on few levels, and the report says so
 FEW_WORKERS = 10
+#: fewest simulated studies of a design check
+MIN_SIMS = 20
 #: target power of the sensitivity (MDE) in the report
 TARGET_POWER = 0.8
 
@@ -87,8 +89,8 @@ def design_check(result: Any, n_sims: int = 200, seed: int = 0, progress: Callab
 
     if result.data is None:
         raise InputError("the design check needs the analysed ratings (an AnalysisResult from analyze())")
-    if n_sims < 20:
-        raise InputError(f"the design check needs at least 20 simulated studies, got {n_sims}")
+    if n_sims < MIN_SIMS:
+        raise InputError(f"the design check needs at least {MIN_SIMS} simulated studies, got {n_sims}")
     data = result.data
     sd = dict(zip(result.components["component"], result.components["sd"]))
     k = len(data.systems)
