@@ -134,20 +134,13 @@ def read_pairwise(source: str | Path | pd.DataFrame, worker: str | None = None, 
     Returns the system order (baseline first), ``{(i, j): frame}`` for i < j with ``score`` 1 when system j
     won, 0 when it lost, 1/2 for a tie, and the source's name. Pairs never compared are absent.
     """
-    from .fitting.ratings import _order_systems, read_judgments
+    from .fitting.ratings import judged_systems, read_judgments
     from .io import apply_filters, read_table, resolve_column
 
     raw, name, _ = read_table(source)
     raw = apply_filters(raw, where)
     a, b = resolve_column(raw, "system_a", system_a), resolve_column(raw, "system_b", system_b)
-    present_systems = sorted(set(raw[a].astype(str)) | set(raw[b].astype(str)))
-    if systems:
-        unknown = sorted(set(systems) - set(present_systems))
-        if unknown:
-            raise InputError(f"system(s) not in the data: {', '.join(unknown)}")
-    order = _order_systems(systems or present_systems, baseline, systems)
-    if len(order) < 2:
-        raise InputError("only one system in the data: nothing to compare")
+    order = judged_systems(raw[a], raw[b], baseline, systems)
     present = _pairs_present(raw, a, b)
     out = {}
     for i, j in itertools.combinations(range(len(order)), 2):

@@ -69,12 +69,16 @@ class DesignCheck:
             return text + f" The sensitivity could not be established: {self.mde_reason}."
         return text + (f" The study had {TARGET_POWER:.0%} power to detect a difference of {self.mde:.3g} "
                        f"({self.mde / self.rating_sd:.2f} SD of a single rating) between {b} and {a} by the "
-                       f"{adj} (other systems evenly between; Monte Carlo range "
-                       f"{_fmt(self.mde_low)} to {_fmt(self.mde_high)}).")
+                       f"{adj} (other systems evenly between; {_mc_range(self.mde_low, self.mde_high)}).")
 
 
-def _fmt(v: float | None) -> str:
-    return "?" if v is None else f"{v:.3g}"
+def _mc_range(low: float | None, high: float | None) -> str:
+    """The MDE's Monte Carlo range in words (an end the search did not bracket is said so)."""
+    if low is not None and high is not None:
+        return f"Monte Carlo range {low:.3g} to {high:.3g}"
+    if low is not None:
+        return f"Monte Carlo range from {low:.3g}, its upper end beyond the search"
+    return "Monte Carlo range not bracketed by the search"
 
 
 def design_check(result: Any, n_sims: int = 200, seed: int = 0, progress: Callable[[str], None] | None = None
