@@ -6,7 +6,8 @@
 
 Each: the F test of "all systems equal", all 91 pairs Holm-adjusted, and a report with the design check
 (the Type-I error of one pair's test on this very layout and the study's sensitivity, simulated by the
-crowd-design planner from the fitted components): out/analyze_expert.html, out/analyze_amt.md and their
+crowd-design planner from the fitted components; on the AMT layout, 2,526 worker and worker x system effects,
+it is skipped as too costly, and the report says so): out/analyze_expert.html, out/analyze_amt.md and their
 figures. The backend is lme4 when R is there, else the no-R solver (the same numbers to ~1e-5).
 
 Run: python examples/analyze_dialsummeval.py [DATA_DIR] [--sims N]   (default ../shared/data, 100 sims)
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 from humaneval_power.analyze import analyze
-from humaneval_power.analyze_report import analysis_figure, design_check, report_text
+from humaneval_power.analyze_report import analysis_figure, check_skipped, design_check, report_text
 from humaneval_power.io import write_outputs
 from humaneval_power.plots import figure_writer
 
@@ -41,7 +42,8 @@ def main() -> None:
         result = analyze(Path(args.data_dir) / folder / "ratings.csv", where={"dimension": DIMENSION},
                          scale=(1, 5), backend=backend)
         fitted = time.perf_counter() - start
-        check = design_check(result, n_sims=args.sims, seed=1)
+        skipped = check_skipped(result)
+        check = None if skipped else design_check(result, n_sims=args.sims, seed=1)
         o = result.omnibus.iloc[0]
         sig = result.contrasts[result.contrasts.p_adjusted <= 0.05]
         print(f"== DialSummEval {name}, {DIMENSION} ({backend}; fit and tables {fitted:.1f} s, design check "
@@ -50,9 +52,9 @@ def main() -> None:
         print(f"all systems equal: F({o.num_df:.0f}, {o.den_df:.1f}) = {o.F:.2f}, p = {o.p_value:.3g}")
         print(f"{len(sig)} of {len(result.contrasts)} pairs differ after Holm adjustment")
         print(result.components.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-        print(check.sentences())
+        print(check.sentences() if check else skipped)
         fig_path = Path("out") / report.replace(".html", ".png").replace(".md", ".png")
-        text = report_text(result, Path("out") / report, check)
+        text = report_text(result, Path("out") / report, check, skipped)
         write_outputs([(Path("out") / report, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8")),
                        (fig_path, figure_writer(analysis_figure(result), fig_path))])
         print(f"wrote out/{report} and {fig_path}\n")

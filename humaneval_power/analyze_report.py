@@ -30,6 +30,10 @@ REPORT_FORMATS = (".md", ".html")
 FEW_WORKERS = 10
 #: fewest simulated studies of a design check
 MIN_SIMS = 20
+#: the design check simulates with the planner's batched fits, whose cost grows with the cube of the worker and
+#: worker x system effects: above this many it is skipped, with a note (DialSummEval AMT, 4 systems: 869 effects,
+#: a 40-study check took 140 s on a loaded machine; all 14 systems: 2,526 effects, hours)
+MAX_WORKER_EFFECTS = 1000
 #: target power of the sensitivity (MDE) in the report
 TARGET_POWER = 0.8
 
@@ -81,7 +85,18 @@ def _mc_range(low: float | None, high: float | None) -> str:
     return "Monte Carlo range not bracketed by the search"
 
 
-def design_check(result: Any, n_sims: int = 200, seed: int = 0, progress: Callable[[str], None] | None = None
+def check_skipped(result: Any) -> str:
+    """Why the design check of ``result`` is skipped (too costly a layout), or ''."""
+    f = result.data.frame
+    effects = f["worker"].nunique() + len(f.groupby(["worker", "system"]))
+    if effects <= MAX_WORKER_EFFECTS:
+        return ""
+    return (f"design check skipped: this layout has {effects:,} worker and worker x system effects (more than "
+            f"{MAX_WORKER_EFFECTS:,}), too many for the planner's simulated fits in reasonable time; simulate a "
+            "subset of the systems with `hepower likert power --design-from`")
+
+
+def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callable[[str], None] | None = None
                  ) -> DesignCheck:
     """Simulate the analysed design under its fitted components: Type-I error of one pair's t test and the
     MDE at 80% power of the analysis' adjusted test (``holm``/``bonferroni``/``none`` as analysed; the
@@ -95,6 +110,9 @@ def design_check(result: Any, n_sims: int = 200, seed: int = 0, progress: Callab
         raise InputError("the design check needs the analysed ratings (an AnalysisResult from analyze())")
     if n_sims < MIN_SIMS:
         raise InputError(f"the design check needs at least {MIN_SIMS} simulated studies, got {n_sims}")
+    skipped = check_skipped(result)
+    if skipped:
+        raise InputError(skipped)
     data = result.data
     sd = dict(zip(result.components["component"], result.components["sd"]))
     k = len(data.systems)
@@ -145,7 +163,7 @@ def figure_png(fig: Any, dpi: float = 110) -> bytes:
 # -- sections ------------------------------------------------------------------------------------------
 
 
-def warnings_of(result: Any, check: DesignCheck | None) -> list[str]:
+def warnings_of(result: Any, check: DesignCheck | None, skipped: str = "") -> list[str]:
     """What a reader should know before trusting the tests: singular fits, few workers, a liberal test, notes."""
     d = dict(zip(result.design["name"], result.design["value"]))
     out = []
@@ -156,6 +174,7 @@ def warnings_of(result: Any, check: DesignCheck | None) -> list[str]:
     workers = int(d["workers"])
     measured = (f" The measured Type-I error of one pair's test on this design is {check.type1:.3f} "
                 f"[{check.type1_low:.3f}, {check.type1_high:.3f}] at alpha = {check.alpha:g}." if check else
+                "" if skipped else
                 " Run the report's design check (sims > 0) to measure the test's Type-I error on this design.")
     if workers < FEW_WORKERS:
         out.append(f"Few workers ({workers}): the worker components rest on {workers} levels, so their estimates "
@@ -165,11 +184,13 @@ def warnings_of(result: Any, check: DesignCheck | None) -> list[str]:
                    f"[{check.type1_low:.3f}, {check.type1_high:.3f}] exceeds alpha = {check.alpha:g}.")
     if check and check.mde is None:
         out.append(f"Sensitivity: {check.mde_reason}.")
+    if skipped:
+        out.append(skipped[0].upper() + skipped[1:] + ".")
     out += [n for n in result.notes if not n.startswith("singular fit")]
     return out
 
 
-def report_sections(result: Any, check: DesignCheck | None = None) -> tuple[str, list[Section]]:
+def report_sections(result: Any, check: DesignCheck | None = None, skipped: str = "") -> tuple[str, list[Section]]:
     """Title and sections of the Gaussian analysis' report."""
     o = result.omnibus.iloc[0]
     model_text = (
@@ -199,7 +220,7 @@ def report_sections(result: Any, check: DesignCheck | None = None) -> tuple[str,
     ]
     if check:
         sections.append(("Design check: Type-I error and sensitivity", [check.sentences()]))
-    warns = warnings_of(result, check)
+    warns = warnings_of(result, check, skipped)
     if warns:
         sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
     return f"Analysis of {Path(result.source).name}", sections
@@ -261,11 +282,12 @@ def render(title: str, sections: Sequence[Section], fmt: str) -> str:
             + style + "</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-def report_text(result: Any, path: str | Path, check: DesignCheck | None = None) -> str:
-    """The report of ``result`` in the format of ``path``'s suffix (.md or .html)."""
+def report_text(result: Any, path: str | Path, check: DesignCheck | None = None, skipped: str = "") -> str:
+    """The report of ``result`` in the format of ``path``'s suffix (.md or .html); ``skipped``: why the
+    design check was not run (:func:`check_skipped`)."""
     fmt = check_report_path(path).suffix.lower().lstrip(".")
     sections_of = getattr(result, "report_sections", None)
-    title, sections = sections_of(check) if sections_of else report_sections(result, check)
+    title, sections = sections_of(check) if sections_of else report_sections(result, check, skipped)
     return render(title, sections, fmt)
 
 

@@ -115,3 +115,21 @@ def test_bad_input_writes_nothing(study, tmp_path, capsys, args, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not out.exists() and not report.exists()
+
+
+def test_design_check_skipped_on_a_costly_layout(result, tmp_path):
+    """More worker and worker x system effects than MAX_WORKER_EFFECTS: no check, and the report says why."""
+    from dataclasses import replace
+
+    from humaneval_power.analyze_report import MAX_WORKER_EFFECTS, check_skipped
+
+    assert check_skipped(result) == ""
+    frame = pd.concat([result.data.frame] * 3, ignore_index=True)
+    many = frame.assign(worker=[f"x{j}" for j in range(len(frame))])  # every rating by its own worker
+    big = replace(result, data=replace(result.data, frame=many))
+    assert len(many) * 2 > MAX_WORKER_EFFECTS
+    reason = check_skipped(big)
+    assert f"{len(many) * 2:,} worker and worker x system effects" in reason
+    with pytest.raises(Exception, match="design check skipped"):
+        design_check(big, 20)
+    assert "Design check skipped" in report_text(big, tmp_path / "r.md", None, reason)

@@ -41,7 +41,7 @@ def add_report_options(p: Any) -> None:
     from .common import non_negative
 
     p.add_argument("--plot", metavar="FILE", help="write the means + forest plot figure (.png, .pdf or .svg)")
-    p.add_argument("--sims", type=non_negative, default=200, metavar="N",
+    p.add_argument("--sims", type=non_negative, default=100, metavar="N",
                    help="--report: studies simulated on this design for its Type-I error and sensitivity (0: skip)")
     p.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian",
                    help="gaussian (ratings) or binomial (head-to-head judgments: a logistic GLMM per pair and a "
@@ -93,19 +93,24 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
 
     import pandas as pd
 
-    from ..analyze_report import design_check, figure_of, report_text
+    from ..analyze_report import check_skipped, design_check, figure_of, report_text
     from ..io import check_output_paths, json_records, table_writer, write_outputs
     from ..plots import figure_writer
 
     out, report, plot = check_output_paths(*output_options(args))
-    check = (design_check(result, args.sims, args.seed, progress)
-             if report is not None and args.family == "gaussian" and args.sims else None)
+    check, skipped = None, ""
+    if report is not None and args.family == "gaussian" and args.sims:
+        skipped = check_skipped(result)
+        if skipped:
+            progress(skipped)
+        else:
+            check = design_check(result, args.sims, args.seed, progress)
     records = pd.DataFrame(result.records())
     writes = []
     if out is not None:
         writes.append((out, table_writer(records, out)))
     if report is not None:
-        text = report_text(result, report, check)
+        text = report_text(result, report, check, skipped)
         writes.append((report, lambda tmp: tmp.write_text(text, encoding="utf-8")))
     if plot is not None:
         writes.append((plot, figure_writer(figure_of(result), plot)))
