@@ -61,8 +61,9 @@ class JudgmentAnalysis:
                 "Each tie counted as half a win and half a loss (a weighted likelihood).")
         adj = {"none": "without adjustment", "fdr": "by Benjamini-Hochberg's false discovery rate",
                "holm": "by Holm's step-down method", "bonferroni": "by Bonferroni's method"}[self.adjust]
-        text = (f"For every pair of systems we fitted a logistic mixed model to the {self.ties == 'drop' and 'decisive ' or ''}"
-                "judgments, with random intercepts for workers and items (`won ~ 1 + (1 | worker) + (1 | item)`, "
+        decisive = "decisive " if self.ties == "drop" else ""
+        text = (f"For every pair of systems we fitted a logistic mixed model to the {decisive}judgments,"
+                " with random intercepts for workers and items (`won ~ 1 + (1 | worker) + (1 | item)`, "
                 "lme4's glmer, Laplace approximation); its intercept is the log-odds that one system is preferred "
                 f"for a typical worker and item, tested against 0 by a Wald z test. {ties} p-values were adjusted "
                 f"over the {len(self.pairs)} pairs {adj}; intervals are {self.level:.0%} Wald intervals"
@@ -264,7 +265,8 @@ def analyze_judgments(
                      "singular": bool(raw.singular), "separation": reason is not None})
     pairs = pd.DataFrame(rows)
     m = len(pairs)
-    pairs.insert(pairs.columns.get_loc("p_value") + 1, "p_adjusted", adjust_pvalues(pairs["p_value"].to_numpy(), adjust))
+    p_adj = adjust_pvalues(pairs["p_value"].to_numpy(), adjust)
+    pairs.insert(pairs.columns.get_loc("p_value") + 1, "p_adjusted", p_adj)
     crit = stats.norm.ppf(1 - (1 - level) / 2 / (1 if adjust == "none" else m))
     at = pairs.columns.get_loc("p_adjusted") + 1
     pairs.insert(at, "ci_low", pairs["log_odds"] - crit * pairs["se"])
@@ -287,7 +289,8 @@ def analyze_judgments(
     n_all = sum(sum(c) for c in counted.values())
     n_ties = sum(c[2] for c in counted.values())
     notes.insert(0, f"{n_ties} of {n_all} judgments are ties, "
-                 + ("dropped" if ties == "drop" else "each split into half a win and half a loss (weighted likelihood)"))
+                 + ("dropped" if ties == "drop" else
+                    "each split into half a win and half a loss (weighted likelihood)"))
     missing = [f"{order[b]} vs {order[a]}" for a, b in itertools.combinations(range(len(order)), 2)
                if (a, b) not in frames]
     if missing:

@@ -19,7 +19,7 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -37,7 +37,7 @@ MAX_WORKER_EFFECTS = 1000
 #: target power of the sensitivity (MDE) in the report
 TARGET_POWER = 0.8
 
-Block = Union[str, pd.DataFrame, "Figure"]  # noqa: F821  (a paragraph, a table or a matplotlib figure)
+#: a report section: its title and its blocks (a paragraph, a DataFrame or a matplotlib figure)
 Section = tuple[str, Sequence[Any]]
 
 
@@ -193,8 +193,9 @@ def warnings_of(result: Any, check: DesignCheck | None, skipped: str = "") -> li
 def report_sections(result: Any, check: DesignCheck | None = None, skipped: str = "") -> tuple[str, list[Section]]:
     """Title and sections of the Gaussian analysis' report."""
     o = result.omnibus.iloc[0]
+    engine = "lme4 + lmerTest in R" if result.backend == "lme4" else "the no-R solver"
     model_text = (
-        f"`{result.model}`, fitted by REML ({'lme4 + lmerTest in R' if result.backend == 'lme4' else 'the no-R solver'})."
+        f"`{result.model}`, fitted by REML ({engine})."
         " Ratings by one worker, and ratings of one item, are correlated: random intercepts for workers and items "
         "take that into account, and their interactions with the system let each worker and each item favour "
         "some systems. The model is coding-invariant: every system shares the same five variance components, "

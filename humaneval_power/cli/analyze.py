@@ -127,8 +127,8 @@ def run_judgments(args: argparse.Namespace) -> int:
     from ..errors import InputError
 
     gaussian_only = {"--score": args.score, "--system": args.system, "--scale": args.scale,
-                     "--contrasts baseline": args.contrasts == "baseline", "--backend statsmodels":
-                     args.backend == "statsmodels", "--duplicates": args.duplicates != "error"}
+                     "--contrasts baseline": args.contrasts == "baseline", "--random": args.random != "invariant",
+                     "--backend statsmodels": args.backend == "statsmodels", "--duplicates": args.duplicates != "error"}
     given = [k for k, v in gaussian_only.items() if v]
     if given:
         raise InputError(f"{', '.join(given)} apply to ratings (--family gaussian); judgments are analysed with "
