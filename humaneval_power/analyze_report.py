@@ -86,7 +86,14 @@ def _mc_range(low: float | None, high: float | None) -> str:
 
 
 def check_skipped(result: Any) -> str:
-    """Why the design check of ``result`` is skipped (too costly a layout), or ''."""
+    """Why the design check of ``result`` is skipped, or '': the planner simulates the invariant model's
+    Satterthwaite test of a single analysis, on a layout with at most MAX_WORKER_EFFECTS worker effects."""
+    if getattr(result, "data", None) is None or not hasattr(result, "omnibus"):
+        return ("design check not run: it simulates a single frequentist analysis (not --by groups or a "
+                "posterior)")
+    if result.fitted_structure != "invariant" or result.df_method != "satterthwaite":
+        return (f"design check not run: the planner simulates the invariant model's Satterthwaite tests, this "
+                f"analysis fitted the {result.fitted_structure} structure with {result.df_method} df")
     f = result.data.frame
     effects = f["worker"].nunique() + len(f.groupby(["worker", "system"]))
     if effects <= MAX_WORKER_EFFECTS:
@@ -143,11 +150,20 @@ def analysis_figure(result: Any) -> Any:
     """Marginal means (left) and the contrasts with their adjusted intervals (right, a forest plot)."""
     from .plots import plot_intervals
 
+    unit = "score (rescaled to [0, 1])" if result.scale else "score"
+    label = result.contrasts["system"] + " - " + result.contrasts["versus"]
+    if not hasattr(result, "omnibus"):  # the posterior: HDIs, filled where P(greater) is beyond the level
+        hdi = {"hdi_low": "ci_low", "hdi_high": "ci_high"}
+        means = result.means.rename(columns={"system": "label", "mean": "estimate", **hdi})
+        p = result.contrasts["prob_greater"]
+        con = result.contrasts.rename(columns=hdi).assign(label=label, significant=(p >= result.level) |
+                                                          (p <= 1 - result.level))
+        return plot_intervals([(means, f"posterior means, {result.level:.0%} HDI", unit, None),
+                               (con, f"contrasts, {result.level:.0%} HDI", f"difference in {unit}", 0.0)],
+                              title=Path(result.source).name)
     alpha = 1 - result.level
     means = result.means.rename(columns={"system": "label", "emmean": "estimate"})
-    con = result.contrasts.assign(label=result.contrasts["system"] + " - " + result.contrasts["versus"],
-                                  significant=result.contrasts["p_adjusted"] <= alpha)
-    unit = "score (rescaled to [0, 1])" if result.scale else "score"
+    con = result.contrasts.assign(label=label, significant=result.contrasts["p_adjusted"] <= alpha)
     return plot_intervals([
         (means, f"estimated marginal means, {result.level:.0%} intervals", unit, None),
         (con, f"contrasts, {result.adjust}-adjusted {result.level:.0%} intervals (filled: p_adj <= {alpha:g})",
@@ -190,17 +206,48 @@ def warnings_of(result: Any, check: DesignCheck | None, skipped: str = "") -> li
     return out
 
 
+def _model_text(result: Any) -> str:
+    """The report's "Model and why" paragraph."""
+    from .analyze import DF_NAMES, RANDOM_TEXT
+
+    engine = {"lme4": "lme4 + lmerTest in R", "statsmodels": "the no-R solver"}.get(result.backend, result.backend)
+    fitted = result.fitted_structure
+    why = (" The model is coding-invariant: every system shares the same five variance components, whichever "
+           "system is the baseline." if fitted == "invariant" else
+           " System slopes per worker and per item let each worker and each item favour some systems with their own "
+           "variance per contrast.")
+    ladder = f" The {result.random} structure did not fit: {'; '.join(result.steps)}." if result.steps else ""
+    return (f"`{result.model}`, fitted by REML ({engine}), with {RANDOM_TEXT[fitted]}.{ladder} Ratings by one "
+            "worker, and ratings of one item, are correlated: random effects for workers and items take that into "
+            f"account, and their interactions with the system let each worker and each item favour some systems.{why}"
+            f" The F test and the contrasts use {DF_NAMES[result.df_method]} degrees of freedom; the means and "
+            "contrasts are emmeans' estimated marginal means.")
+
+
 def report_sections(result: Any, check: DesignCheck | None = None, skipped: str = "") -> tuple[str, list[Section]]:
-    """Title and sections of the Gaussian analysis' report."""
+    """Title and sections of the report of any analysis (``--family binomial``, ``--by`` and bambi included)."""
+    own = getattr(result, "report_sections", None)
+    if own is not None:
+        return own(check)
+    if hasattr(result, "results"):  # --by: each group's sections, titled with its group
+        sections: list[Section] = [("Groups", [f"Analysed by {result.by}: {result.family_text()}."])]
+        for g, res in result.results.items():
+            _, inner = report_sections(res, None, skipped)
+            sections += [(f"{result.by} = {g}: {name}", blocks) for name, blocks in inner]
+        return f"Analysis of {Path(next(iter(result.results.values())).source).name} by {result.by}", sections
+    if not hasattr(result, "omnibus"):  # the posterior (bambi)
+        sections = [("Methods (for the paper)", [result.methods()]), ("Design", [result.design]),
+                    (f"Posterior of each system's mean rating ({result.level:.0%} HDI)",
+                     [result.means, analysis_figure(result)]),
+                    ("Posterior of each contrast", [result.contrasts]),
+                    ("Variance components (posterior medians)", [result.components])]
+        if result.notes:
+            sections.append(("Warnings", ["\n".join(f"- {n}" for n in result.notes)]))
+        return f"Bayesian analysis of {Path(result.source).name}", sections
+    from .analyze import DF_NAMES
+
     o = result.omnibus.iloc[0]
-    engine = "lme4 + lmerTest in R" if result.backend == "lme4" else "the no-R solver"
-    model_text = (
-        f"`{result.model}`, fitted by REML ({engine})."
-        " Ratings by one worker, and ratings of one item, are correlated: random intercepts for workers and items "
-        "take that into account, and their interactions with the system let each worker and each item favour "
-        "some systems. The model is coding-invariant: every system shares the same five variance components, "
-        "whichever system is the baseline. The F test and the contrasts use Satterthwaite degrees of freedom "
-        "(lmerTest), the means and contrasts are emmeans' estimated marginal means.")
+    model_text = _model_text(result)
     methods = result.methods() + (" " + check.sentences() if check else "")
     means = result.means.rename(columns={"emmean": "mean"})
     scale = (f" Scores were rescaled from [{result.scale[0]:g}, {result.scale[1]:g}] to [0, 1]."
@@ -211,7 +258,7 @@ def report_sections(result: Any, check: DesignCheck | None = None, skipped: str 
         ("Model and why", [model_text]),
         ("ANOVA: all systems equal", [result.omnibus.rename(columns={"test": "hypothesis"}),
                                       f"F({o.num_df:.0f}, {o.den_df:.4g}) = {o.F:.4g}, p = {o.p_value:.3g} "
-                                      "(Satterthwaite denominator df)."]),
+                                      f"({DF_NAMES[result.df_method]} denominator df)."]),
         (f"Estimated marginal means ({result.level:.0%} intervals)", [means, analysis_figure(result)]),
         ("Contrasts", [f"Family: {result.family}; adjustment: {result.adjustment_text()}. effect_size = difference "
                        "/ SD of a single rating." + scale, result.contrasts,
@@ -287,8 +334,7 @@ def report_text(result: Any, path: str | Path, check: DesignCheck | None = None,
     """The report of ``result`` in the format of ``path``'s suffix (.md or .html); ``skipped``: why the
     design check was not run (:func:`check_skipped`)."""
     fmt = check_report_path(path).suffix.lower().lstrip(".")
-    sections_of = getattr(result, "report_sections", None)
-    title, sections = sections_of(check) if sections_of else report_sections(result, check, skipped)
+    title, sections = report_sections(result, check, skipped)
     return render(title, sections, fmt)
 
 

@@ -5,29 +5,42 @@ import argparse
 import sys
 from typing import Any
 
-from .common import StageNotes, add_json_option, add_ratings_input, add_seed, finite_float, where_filters
+from .common import (StageNotes, add_json_option, add_ratings_input, add_seed, finite_float, positive,
+                     where_filters)
 
 TABLE = ["system", "versus", "estimate", "se", "df", "t", "p_value", "p_adjusted", "ci_low", "ci_high", "effect_size"]
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
     """The ``analyze`` command."""
-    from ..analyze import ADJUSTMENTS, BACKENDS, CONTRASTS, RANDOM
+    from ..analyze import ADJUSTMENTS, BACKENDS, CONTRASTS, DF_METHODS, RANDOM
 
     p = sub.add_parser(name, help=text, description=text)
     add_ratings_input(p)
     p.add_argument("--baseline", metavar="SYSTEM", help="system listed first and compared with (default: first, sorted)")
     p.add_argument("--random", choices=RANDOM, default="invariant",
-                   help="random effects: (1|worker) + (1|worker:system) + (1|item) + (1|item:system)")
+                   help="random effects: invariant (1|worker) + (1|worker:system) + (1|item) + (1|item:system); "
+                        "maximal (system|worker) + (system|item) with correlations, stepping down to no "
+                        "correlations, then invariant, on a failed, non-converged or singular fit (logged; lme4 "
+                        "only); slopes: Card et al.'s (1 + contrasts || worker) + (1 + contrasts || item)")
+    p.add_argument("--df", choices=DF_METHODS, default="satterthwaite",
+                   help="denominator df of the F test and the contrasts (kenward-roger: pbkrtest's method; without R up to 4,000 ratings)")
+    p.add_argument("--by", metavar="COLUMN",
+                   help="analyse each value of COLUMN (e.g. dimension) separately; each adjustment covers the "
+                        "contrasts within one group")
     p.add_argument("--contrasts", choices=CONTRASTS, default="pairs",
                    help="all pairs of systems, or each system against the baseline")
-    p.add_argument("--adjust", choices=ADJUSTMENTS, default="holm",
-                   help="multiplicity adjustment over the family of contrasts (fdr: Benjamini-Hochberg; "
-                        "tukey: pairs only; dunnett: multivariate t, emmeans' mvt)")
+    p.add_argument("--adjust", choices=ADJUSTMENTS, default=None,
+                   help="multiplicity adjustment over the family of contrasts (default holm; fdr: "
+                        "Benjamini-Hochberg; tukey: pairs only; dunnett: multivariate t, emmeans' mvt; "
+                        "not with --backend bambi)")
     p.add_argument("--backend", choices=BACKENDS, default="lme4",
-                   help="lme4 (R, lmerTest) or statsmodels (no R, the same REML fit and Satterthwaite df)")
+                   help="lme4 (R, lmerTest), statsmodels (no R, the same REML fit and Satterthwaite df) or "
+                        "bambi (Bayesian: posterior mean, SD, HDI and P(system > versus) of each contrast)")
+    p.add_argument("--draws", type=positive, default=1000, metavar="N", help="bambi: posterior draws per chain")
+    p.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
     p.add_argument("--level", type=finite_float, default=0.95, help="confidence level of the intervals")
-    add_seed(p, " (Monte Carlo of --adjust dunnett)", default=0)
+    add_seed(p, " (Monte Carlo of --adjust dunnett; bambi's sampler)", default=0)
     p.add_argument("--out", metavar="FILE", help="also write the contrasts to FILE (.csv, .json or .parquet)")
     p.add_argument("--report", metavar="FILE",
                    help="also write a report for the paper: Markdown (.md) or self-contained HTML (.html)")
@@ -71,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         result = analyze(args.data, args.worker, args.item, args.system, args.score, where_filters(args.where),
                          args.baseline, tuple(args.scale) if args.scale else None, args.random, args.contrasts,
                          args.adjust, args.backend, args.level, args.seed, args.systems, args.duplicates,
-                         progress=progress)
+                         progress=progress, df=args.df, by=args.by, draws=args.draws, chains=args.chains)
         return finish(args, result, progress)
 
 
@@ -81,6 +94,8 @@ def output_options(args: argparse.Namespace) -> list[tuple[Any, tuple[str, ...],
     from ..errors import InputError
     from ..io import PLOT_FORMATS
 
+    if args.plot and args.by:
+        raise InputError("--plot draws one analysis; with --by, --report holds one figure per group")
     if 0 < args.sims < MIN_SIMS:
         raise InputError(f"--sims must be 0 (no design check) or at least {MIN_SIMS}, got {args.sims}")
     return [(args.out, (".csv", ".json", ".parquet"), "--out"), (args.report, REPORT_FORMATS, "--report"),
@@ -128,7 +143,8 @@ def run_judgments(args: argparse.Namespace) -> int:
 
     gaussian_only = {"--score": args.score, "--system": args.system, "--scale": args.scale,
                      "--contrasts baseline": args.contrasts == "baseline", "--random": args.random != "invariant",
-                     "--backend statsmodels": args.backend == "statsmodels", "--duplicates": args.duplicates != "error"}
+                     f"--backend {args.backend}": args.backend != "lme4", "--duplicates": args.duplicates != "error",
+                     f"--df {args.df}": args.df != "satterthwaite", "--by": args.by}
     given = [k for k, v in gaussian_only.items() if v]
     if given:
         raise InputError(f"{', '.join(given)} apply to ratings (--family gaussian); judgments are analysed with "
