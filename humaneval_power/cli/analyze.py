@@ -152,5 +152,5 @@ def run_judgments(args: argparse.Namespace) -> int:
     with StageNotes("hepower analyze") as progress:
         result = analyze_judgments(args.data, args.worker, args.item, args.system_a, args.system_b, args.outcome,
                                    where_filters(args.where), args.baseline, args.systems, args.ties,
-                                   args.tie_values, args.adjust, args.level, progress=progress)
+                                   args.tie_values, args.adjust or "holm", args.level, progress=progress)
         return finish(args, result, progress)
