@@ -96,8 +96,8 @@ class JudgmentAnalysis:
         panels = []
         if len(self.ranking):
             panels.append((self.ranking.rename(columns={"system": "label", "ability": "estimate"}),
-                           f"Bradley-Terry abilities, {self.level:.0%} intervals", "log-odds vs the baseline", 0.0))
-        panels.append((pairs, f"pairwise GLMMs, {self.adjust}-adjusted {self.level:.0%} intervals",
+                           f"Bradley-Terry abilities, {self.level:.0%} CIs", "log-odds vs the baseline", 0.0))
+        panels.append((pairs, f"pairwise GLMMs, {self.adjust}-adjusted {self.level:.0%} CIs",
                        "log-odds that the first system wins", 0.0))
         return plot_intervals(panels, title=Path(self.source).name)
 

@@ -165,8 +165,8 @@ def analysis_figure(result: Any) -> Any:
     means = result.means.rename(columns={"system": "label", "emmean": "estimate"})
     con = result.contrasts.assign(label=label, significant=result.contrasts["p_adjusted"] <= alpha)
     return plot_intervals([
-        (means, f"estimated marginal means, {result.level:.0%} intervals", unit, None),
-        (con, f"contrasts, {result.adjust}-adjusted {result.level:.0%} intervals (filled: p_adj <= {alpha:g})",
+        (means, f"estimated marginal means, {result.level:.0%} CIs", unit, None),
+        (con, f"contrasts, {result.adjust}-adjusted {result.level:.0%} CIs (filled: p_adj <= {alpha:g})",
          f"difference in {unit}", 0.0)], title=Path(result.source).name)
 
 
