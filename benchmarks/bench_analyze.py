@@ -109,6 +109,7 @@ def main() -> None:
                 rows.append({"ratings": n, "what": label, "seconds": round(rec["seconds"], 2),
                              "peak_mb": round(rec["peak_mb"]), "F": round(rec["F"], 6),
                              "den_df": round(rec["den_df"], 4), "pairs": rec["pairs"]})
+                print(f"  {rows[-1]}", file=sys.stderr, flush=True)
     table = pd.DataFrame(rows)
     print(f"{SYSTEMS} systems, {PER_OUTPUT} ratings per output from a pool of {POOL} workers (sparse, between); "
           "seconds: the analysis alone (not the start-up of R or Python); peak_mb: the whole process")
