@@ -68,6 +68,7 @@ bench: setup
 	$(PY) benchmarks/bench_bleu.py
 	$(PY) benchmarks/bench_crowd.py
 	$(PY) benchmarks/bench_budget.py
+	$(PY) benchmarks/bench_analyze.py
 
 example: setup
 	$(PY) examples/fig6_card2020.py
@@ -76,6 +77,7 @@ example: setup
 	$(PY) examples/wmt23_bleu.py
 	$(PY) examples/plan_crowd_amt.py
 	$(PY) examples/plan_with_assurance.py
+	$(PY) examples/analyze_dialsummeval.py
 
 # Build the wheel and run it from a fresh venv outside the repository (CI runs this too).
 wheel-check: setup

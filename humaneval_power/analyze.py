@@ -92,6 +92,7 @@ class AnalysisResult:
     df_method: str = "satterthwaite"  #: "satterthwaite" or "kenward-roger"
     random: str = "invariant"         #: the structure asked for (``model`` is the one fitted)
     steps: tuple[str, ...] = ()       #: the convergence ladder's steps, in words (maximal)
+    data: PilotData | None = field(default=None, repr=False)  #: the ratings analysed (the report's design check)
 
     @property
     def fitted_structure(self) -> str:
@@ -327,10 +328,9 @@ def adjusted(t: np.ndarray, df: np.ndarray, p: np.ndarray, corr: np.ndarray, adj
     if adjust == "none" or n == 1:
         return p, stats.t.ppf(1 - (1 - level) / 2, df)
     if adjust in ("holm", "bonferroni", "fdr"):
-        from statsmodels.stats.multitest import multipletests
+        from .analyses import adjust_pvalues
 
-        method = {"fdr": "fdr_bh"}.get(adjust, adjust)
-        return multipletests(p, method=method)[1], stats.t.ppf(1 - (1 - level) / n / 2, df)
+        return adjust_pvalues(p, adjust), stats.t.ppf(1 - (1 - level) / n / 2, df)
     if adjust == "tukey":
         return (stats.studentized_range.sf(math.sqrt(2) * np.abs(t), n_means, df),
                 stats.studentized_range.ppf(level, n_means, df) / math.sqrt(2))
@@ -608,7 +608,7 @@ def analyze(
         model=_model_text(design, spec), backend=backend, adjust=adjust_used, family=contrasts, level=level,
         seed=seed, source=data.source, scale=data.scale, singular=bool(raw.singular or zeros),
         notes=tuple(dict.fromkeys(notes)), versions=dict(raw.versions), df_method=df,
-        random=random, steps=tuple(steps))
+        random=random, steps=tuple(steps), data=data)
 
 
 # -- the posterior (bambi) -------------------------------------------------------------------------
