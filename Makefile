@@ -9,7 +9,7 @@ R_PACKAGES := r-base-dev $(shell grep -v "^#" r_bridge/DEPENDENCIES)
 PYTEST_SELECT ?= $(if $(CI),,-m "not slow")
 PYTEST_JOBS ?= 2
 
-.PHONY: setup r-setup demo test test-all bench example wheel-check clean
+.PHONY: setup r-setup chromium-setup demo test test-all bench example wheel-check clean
 
 # R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
 # (the lme4 backend and its tests then skip with that reason).
@@ -23,11 +23,24 @@ r-setup:
 	  echo "NOTE: cannot install R here (needs apt-get as root): the lme4 backend will be unavailable"; \
 	fi
 
+# Debian's chromium for the browser tests of `hepower serve` (Playwright drives it; nothing is downloaded
+# by Playwright itself); without it those tests skip with that reason.
+chromium-setup:
+	@if command -v chromium >/dev/null 2>&1; then echo "chromium: present"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing chromium with apt-get"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
+	    || echo "NOTE: could not install chromium: the browser tests will skip"; \
+	else \
+	  echo "NOTE: cannot install chromium here (needs apt-get as root): the browser tests will skip"; \
+	fi
+
 $(STAMP): pyproject.toml
 	$(MAKE) --no-print-directory r-setup
+	$(MAKE) --no-print-directory chromium-setup
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,bayes,dask]'
+	$(PY) -m pip install -q -e '.[dev,bayes,serve,dask]'
 	@if command -v R >/dev/null 2>&1; then $(PY) -m pip install -q -e '.[r]'; \
 	  else echo "NOTE: R not found: rpy2 not installed, lme4 backend unavailable"; fi
 	touch $(STAMP)
@@ -41,7 +54,7 @@ demo: setup
 	  --out out/demo_power.csv --plot out/demo_power.png
 
 test: setup
-	$(PY) -m pytest -q -n $(PYTEST_JOBS) $(PYTEST_SELECT) tests --doctest-modules humaneval_power
+	$(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(PYTEST_SELECT) tests --doctest-modules humaneval_power
 
 test-all: setup
 	$(MAKE) --no-print-directory test PYTEST_SELECT=
@@ -55,6 +68,7 @@ bench: setup
 	$(PY) benchmarks/bench_bleu.py
 	$(PY) benchmarks/bench_crowd.py
 	$(PY) benchmarks/bench_budget.py
+	$(PY) benchmarks/bench_analyze.py
 	$(PY) benchmarks/bench_scaleout.py
 
 example: setup
@@ -63,6 +77,8 @@ example: setup
 	$(PY) examples/gsm8k_accuracy.py
 	$(PY) examples/wmt23_bleu.py
 	$(PY) examples/plan_crowd_amt.py
+	$(PY) examples/plan_with_assurance.py
+	$(PY) examples/analyze_dialsummeval.py
 
 # Build the wheel and run it from a fresh venv outside the repository (CI runs this too).
 wheel-check: setup

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from humaneval_power.analyses import MixedModelAnalysis, pad_layouts
+from humaneval_power.designs import CrowdDesign, PilotDesign
 from humaneval_power.fitting import batched, lme4
 
 PILOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dialsummeval_amt" / "ratings.csv"
@@ -32,18 +34,16 @@ PILOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dialsu
 def _pilot(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
     import pandas as pd
 
-    from humaneval_power.analyses import MixedModelAnalysis
-    from humaneval_power.designs import PilotDesign
-
     frame = pd.read_csv(PILOT)
     layout = PilotDesign.from_ratings(frame[frame.dimension == "coherence"], systems=["A", "F"]).draw(rng, 1)
     return MixedModelAnalysis().design(layout)
 
 
-def _missing(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
-    from humaneval_power.analyses import MixedModelAnalysis, pad_layouts
-    from humaneval_power.designs import CrowdDesign
+def _crowd(design: CrowdDesign, n: int, rng: np.random.Generator) -> batched.ComponentDesign:
+    return MixedModelAnalysis().design(design.draw(rng, n))
 
+
+def _missing(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
     layouts = CrowdDesign(200, 30, 3, missing=0.1).draw(rng, n)
     layout, weights, _ = pad_layouts(layouts, [np.zeros(lay.size) for lay in layouts])
     return MixedModelAnalysis().design(layout, weights)
@@ -51,14 +51,14 @@ def _missing(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
 
 DESIGNS = {
     "balanced": ("within, balanced, 3 of 15 workers, 300 items, 2 systems",
-                 lambda n, rng: batched.crowd_design(2, 300, 15, 3, "within", "balanced"),
+                 lambda n, rng: _crowd(CrowdDesign(300, 15, 3), n, rng),
                  [0.4, 0.1, 0.5, 0.15, 0.9]),
     "pilot": ("DialSummEval AMT layout (coherence, A vs F): 100 items, 199 workers, 5 per output",
               _pilot, [0.2, 0.05, 0.05, 0.05, 0.15]),
     "missing": ("within, balanced, 3 of 30 workers, 200 items, 2 systems, 10% of ratings missing",
                 _missing, [0.3, 0.15, 0.3, 0.15, 0.8]),
     "random4": ("between, random, 3 of 20 workers, 150 items, 4 systems",
-                lambda n, rng: batched.crowd_design(4, 150, 20, 3, "between", "random", n_studies=n, rng=rng),
+                lambda n, rng: _crowd(CrowdDesign(150, 20, 3, 4, "random", "between"), n, rng),
                 [0.3, 0.15, 0.3, 0.15, 0.8]),
 }
 

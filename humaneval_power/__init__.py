@@ -33,6 +33,9 @@ _EXPORTS = {
     "PilotDesign": "designs",
     "Costs": "designs",
     "InvariantProcess": "processes",
+    "ParamDraws": "assurance",
+    "Prior": "assurance",
+    "load_draws": "assurance",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -35,23 +35,33 @@ MODELS = ("invariant", "slopes")
 TIERS = ("fast", "analytic", "lme4", "statsmodels")  #: analytic, statsmodels: fully crossed designs only
 COMPARISONS = ("pair", "baseline", "pairs")
 ADJUSTMENTS = ("holm", "bonferroni", "none")
+#: what :func:`adjust_pvalues` computes (the planner's family tests: :data:`ADJUSTMENTS`)
+P_ADJUSTMENTS = ("holm", "bonferroni", "fdr", "none")
 
 
 def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
-    """Family-wise adjusted p-values along the last axis (Holm's step-down or Bonferroni).
+    """Adjusted p-values along the last axis: Holm's step-down, Bonferroni (family-wise error) or
+    ``fdr`` (Benjamini-Hochberg's step-up, false discovery rate).
 
     >>> adjust_pvalues(np.array([0.01, 0.04, 0.03]), "holm").round(2).tolist()
     [0.03, 0.06, 0.06]
+    >>> adjust_pvalues(np.array([0.01, 0.04, 0.03]), "fdr").round(2).tolist()
+    [0.03, 0.04, 0.04]
     """
-    check_choice("adjustment", method, ADJUSTMENTS)
+    check_choice("adjustment", method, P_ADJUSTMENTS)
+    p = np.asarray(p, float)
     m = p.shape[-1]
     if method == "none" or m == 1:
         return p
     if method == "bonferroni":
         return np.minimum(p * m, 1.0)
     order = np.argsort(p, axis=-1)
-    ranked = np.take_along_axis(p, order, axis=-1) * (m - np.arange(m))
-    ranked = np.minimum(np.maximum.accumulate(ranked, axis=-1), 1.0)
+    ranked = np.take_along_axis(p, order, axis=-1)
+    if method == "holm":
+        ranked = np.minimum(np.maximum.accumulate(ranked * (m - np.arange(m)), axis=-1), 1.0)
+    else:  # Benjamini-Hochberg: p_(i) m / i, the running minimum from the largest down
+        ranked = ranked * m / np.arange(1, m + 1)
+        ranked = np.minimum(np.flip(np.minimum.accumulate(np.flip(ranked, -1), axis=-1), -1), 1.0)
     out = np.empty_like(p)
     np.put_along_axis(out, order, ranked, axis=-1)
     return out

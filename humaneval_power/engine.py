@@ -17,6 +17,7 @@ and :mod:`.store`) and summarises:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -464,6 +465,12 @@ def results_table(results: Sequence[PowerResult]) -> pd.DataFrame:
     return pd.DataFrame([r.record() for r in results])
 
 
+@functools.lru_cache(maxsize=1)
+def _legendre_nodes() -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights of t_power (an eigenvalue problem: computed once)."""
+    return np.polynomial.legendre.leggauss(200)
+
+
 def t_power(ncp: float, df: float, crit: float, one_sided: bool = False) -> tuple[float, float, float]:
     """Power (correct sign), Type-S and Type-M of a t-test with known noncentrality.
 
@@ -478,7 +485,7 @@ def t_power(ncp: float, df: float, crit: float, one_sided: bool = False) -> tupl
         v = np.array([1.0])
         w = np.array([1.0])
     else:
-        x, w = np.polynomial.legendre.leggauss(200)
+        x, w = _legendre_nodes()
         v = stats.chi2.ppf((x + 1) / 2, df) / df
         w = w / 2
     k = crit * np.sqrt(v)

@@ -98,21 +98,30 @@ class SolveResult:
         return {self.solve_for: self.value, **{k: v for k, v in at.items() if k not in base}, **base}
 
     def __str__(self) -> str:
+        if "conditional_value" in self.detail or (self.at is not None and "assurance" in self.at.extra):  # assurance
+            from .assurance import describe_solve
+
+            return describe_solve(self, _fmt(self.value), *self._spread_where())
         if not self.attainable:
             return f"target power {self.target_power:g} is not attainable: {self.reason}"
         r = self.at
         assert r is not None and self.value is not None
-        value = _fmt(self.value)
-        if self.low == self.high == self.value:
+        spread, where = self._spread_where()
+        type_m = f", Type-M {r.type_m:.3g}" if math.isfinite(r.type_m) else ""
+        return f"smallest {self.solve_for}: {_fmt(self.value)}{spread}; power there {r.power:.3f} {where}{type_m}"
+
+    def _spread_where(self) -> tuple[str, str]:
+        """How far the answer may move (its range) and the power interval there, as text."""
+        r = self.at
+        if self.low == self.high == self.value or not self.attainable:
             spread = ""
         elif self.exact:
             spread = f" (power first reaches it at {_fmt(self.low)} and stays there from {_fmt(self.high)})"
         else:
             high = "beyond the search" if self.high is None else _fmt(self.high)
             spread = f" (Monte-Carlo range {_fmt(self.low)}-{high})"
-        where = ("exact" if self.exact else f"[{r.ci_low:.3f}, {r.ci_high:.3f}]")
-        type_m = f", Type-M {r.type_m:.3g}" if math.isfinite(r.type_m) else ""
-        return f"smallest {self.solve_for}: {value}{spread}; power there {r.power:.3f} {where}{type_m}"
+        where = "" if r is None else ("exact" if self.exact else f"[{r.ci_low:.3f}, {r.ci_high:.3f}]")
+        return spread, where
 
 
 def _fmt(v: float | None) -> str:

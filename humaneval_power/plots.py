@@ -35,7 +35,7 @@ from .io import PLOT_FORMATS, check_output_path, write_outputs
 from .validation import check_target_power
 
 __all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
-           "plot_cost_frontier",
+           "plot_cost_frontier", "plot_intervals",
            "figure_writer", "save_figure"]
 
 METRIC_LABELS = {"power": "power", "type_m": "Type-M (exaggeration)", "type_s": "Type-S (wrong sign)"}
@@ -93,12 +93,16 @@ def plot_power(
                 handles.setdefault(drawn.get_label(), drawn)
                 if metric == "power" and (g["ci_high"] > g["ci_low"]).any():
                     ax.fill_between(g[x], g["ci_low"], g["ci_high"], color=drawn.get_color(), alpha=0.2, lw=0)
+                if metric == "power" and "conditional_power" in g:  # an assurance table: power is the assurance
+                    cond = ax.plot(g[x], g["conditional_power"], ls=":", lw=1.2, color=drawn.get_color(),
+                                   label="dotted: conditional power (at the estimate)")[0]
+                    handles.setdefault(cond.get_label(), cond)
             _reference_line(ax, metric, target, handles)
             ax.grid(alpha=0.3)
             if m == 0 and panel_title is not None:
                 ax.set_title(panel_title(dict(zip(panels, key))), fontsize=10)
             if p % columns == 0:
-                ax.set_ylabel(METRIC_LABELS[metric])
+                ax.set_ylabel("assurance" if metric == "power" and "assurance" in table else METRIC_LABELS[metric])
             else:
                 ax.tick_params(labelleft=False)
             if m == len(metrics) - 1:
@@ -255,6 +259,40 @@ def plot_bleu_power(table: pd.DataFrame, *, x: str | None = None, target: float 
                       target=target, title=title)
 
 
+def plot_intervals(panels: Sequence[tuple[pd.DataFrame, str, str, float | None]], *, title: str = "") -> Figure:
+    """Point estimates with intervals, one row each, side by side: e.g. marginal means and a forest plot of
+    contrasts (``hepower analyze --plot``).
+
+    Each panel is ``(table, panel title, x label, reference)``: ``table`` has columns ``label``,
+    ``estimate``, ``ci_low``, ``ci_high`` and optionally ``significant`` (drawn filled; others hollow);
+    ``reference`` draws a vertical line there (e.g. 0 for differences), or None.
+    """
+    for table, *_ in panels:
+        _check_table(table, ["label", "estimate", "ci_low", "ci_high"])
+    rows = max(len(t) for t, *_ in panels)
+    height = min(1.2 + 0.22 * rows, 40.0)
+    fig = Figure(figsize=(4.2 * len(panels), height), layout="constrained")
+    FigureCanvasAgg(fig)
+    for ax, (table, name, x_label, ref) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
+        y = np.arange(len(table))[::-1]
+        est = table["estimate"].to_numpy(float)
+        err = np.vstack([est - table["ci_low"].to_numpy(float), table["ci_high"].to_numpy(float) - est])
+        sig = table["significant"].to_numpy(bool) if "significant" in table else np.ones(len(table), bool)
+        ax.errorbar(est, y, xerr=err, fmt="none", ecolor="C0", elinewidth=1.2, capsize=2)
+        ax.plot(est[sig], y[sig], "o", color="C0", ms=4)
+        ax.plot(est[~sig], y[~sig], "o", mfc="white", mec="C0", ms=4)
+        if ref is not None:
+            ax.axvline(ref, color="0.5", lw=0.8, ls="--")
+        ax.set_yticks(y, [str(v) for v in table["label"]], fontsize=8 if len(table) < 30 else 6)
+        ax.set_ylim(-0.7, len(table) - 0.3)
+        ax.set_title(name, fontsize=9, loc="left")
+        ax.set_xlabel(x_label, fontsize=9)
+        ax.grid(axis="x", color="0.9")
+    if title:
+        fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+    return fig
+
+
 def _metrics(type_m: bool, type_s: bool = False) -> tuple[str, ...]:
     return ("power",) + ("type_m",) * type_m + ("type_s",) * type_s
 
@@ -279,7 +317,7 @@ def _reference_line(ax: Axes, metric: str, target: float, handles: dict[str, Art
 
 
 def _is_reference(label: str) -> bool:
-    return label.startswith(("target power", "Type-M 1"))
+    return label.startswith(("target power", "Type-M 1", "dotted: conditional"))
 
 
 def _fit_x_ticks(fig: Figure, ax: Axes, labelled: Sequence[Axes], values: np.ndarray) -> None:

@@ -79,6 +79,7 @@ class Store:
         if not create and not self.path.is_file():
             raise InputError(f"no result store at {self.path}")
         self._check()
+        self._created = not self.path.exists() or self.path.stat().st_size == 0
         try:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -186,7 +187,13 @@ class Store:
         return dict(self.db.execute("SELECT name, value FROM meta").fetchall())
 
     def close(self) -> None:
+        """Close the store; one this run created and saved nothing in is removed (a run refused
+        after the store was opened leaves no file behind)."""
+        empty = self._created and not self.db.execute("SELECT 1 FROM chunks LIMIT 1").fetchone()
         self.db.close()
+        if empty:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     def resume_hint(self) -> str:
         """What to tell a user whose run stopped."""

@@ -1,8 +1,14 @@
 """Simulated sparse crowd Likert studies for the fitting tests and benchmarks."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
+
+from humaneval_power.analyses import MixedModelAnalysis
+from humaneval_power.designs import CrowdDesign
+from humaneval_power.fitting.batched import ComponentDesign
 
 
 def crowd_ratings(items: int = 250, systems: int = 20, raters: int = 3, pool: int = 100, seed: int = 1,
@@ -23,3 +29,21 @@ def crowd_ratings(items: int = 250, systems: int = 20, raters: int = 3, pool: in
          + rng.normal(0, sd_residual, len(item)))
     return pd.DataFrame({"worker": [f"w{w}" for w in worker], "item": [f"i{i}" for i in item],
                          "system": [f"S{s:02d}" for s in system], "score": y})
+
+
+def crowd_component_design(systems: int, items: int, workers: int, k: int, presentation: str = "within",
+                           assignment: str = "balanced", model: str = "invariant", n_studies: int | None = None,
+                           rng: np.random.Generator | None = None) -> ComponentDesign:
+    """The planner's own design and analysis model (designs.CrowdDesign, analyses.MixedModelAnalysis) as a
+    component design blocked by item; ``random`` with ``n_studies=None``: one drawn layout for every study.
+
+    With k = 1 the item:system component is confounded with the residual and is left out (lme4 refuses it).
+    """
+    layout = CrowdDesign(items, workers, k, systems, assignment, presentation).draw(
+        rng or np.random.default_rng(), n_studies or 1)
+    if n_studies is None and layout.worker.ndim == 2:
+        layout = dataclasses.replace(layout, worker=layout.worker[0])
+    design = dataclasses.replace(MixedModelAnalysis(model).design(layout), block="item")
+    if k == 1 and model == "invariant":
+        design = dataclasses.replace(design, components=design.components[:3])
+    return design

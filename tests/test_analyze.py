@@ -47,7 +47,9 @@ EXPERT_SYSTEMS = ["A", "B", "C", "D", "E"]
 AMT_SYSTEMS = ["A", "C", "F", "M"]
 
 
-def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str]) -> dict[str, object]:
+def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str], source: str = R_REFERENCE,
+                 *extra: str) -> dict[str, object]:
+    """The R function ``source`` called on the coded ratings (and ``extra`` arguments): its list, as Python."""
     from rpy2.robjects import pandas2ri
     from rpy2.robjects.conversion import localconverter
 
@@ -56,12 +58,12 @@ def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str]) -
         if os.environ.get("CI"):
             pytest.fail("CI must run the emmeans comparisons but R lacks emmeans (apt-get install r-cran-emmeans)")
         pytest.skip("R lacks emmeans (Debian: apt-get install r-cran-emmeans)")
-    fun = ro.r(R_REFERENCE)
+    fun = ro.r(source)
     codes = {s: k + 1 for k, s in enumerate(systems)}
     res = fun(ro.IntVector((pd.factorize(result_frame["worker"])[0] + 1).tolist()),
               ro.IntVector((pd.factorize(result_frame["item"])[0] + 1).tolist()),
               ro.IntVector(result_frame["system"].map(codes).tolist()),
-              ro.FloatVector(result_frame["score"].tolist()), ro.StrVector(systems))
+              ro.FloatVector(result_frame["score"].tolist()), ro.StrVector(systems), *extra)
     out = {}
     with localconverter(ro.default_converter + pandas2ri.converter):
         for name in res.names:
@@ -226,13 +228,19 @@ def test_statsmodels_backend_on_simulated_study_tables():
     (_toy(), {"baseline": "Z"}, "baseline"),
     (_toy(), {"adjust": "sidak"}, "adjustment"),
     (_toy(), {"contrasts": "baseline", "adjust": "tukey"}, "tukey"),
-    (_toy(), {"random": "maximal"}, "random-effect structure"),
+    (_toy(), {"random": "crossed"}, "random-effect structure"),
+    (_toy(), {"random": "maximal"}, "--random maximal needs --backend lme4"),
+    (_toy(), {"df": "kenward-roger", "backend": "bambi"}, "does not apply to --backend bambi"),
+    (_toy(n_items=400), {"df": "kenward-roger"}, "limit 4000 ratings"),
+    (_toy(), {"df": "containment"}, "df method"),
+    (_toy(), {"backend": "bambi", "adjust": "holm"}, "does not apply to --backend bambi"),
+    (_toy(), {"by": "nocolumn"}, "--by column 'nocolumn' not found"),
     (_toy(), {"level": 1.5}, "level"),
     ("/nonexistent/ratings.csv", {}, "not found"),
 ])
 def test_bad_input_is_an_input_error(bad, kwargs, message):
     with pytest.raises(InputError, match=message):
-        analyze(bad, backend="statsmodels", **kwargs)
+        analyze(bad, **{"backend": "statsmodels", **kwargs})
 
 
 def test_cli_json_report_and_bad_input(tmp_path, capsys):

@@ -139,9 +139,19 @@ CASES: dict[str, Argv] = {
     "analyze --report wrong suffix": _s("analyze {d}/ratings.csv --backend statsmodels --report {o}/r.txt"),
     "analyze unknown adjustment": _s("analyze {d}/ratings.csv --adjust sidak"),
     "analyze unknown baseline": _s("analyze {d}/ratings.csv --backend statsmodels --baseline Z"),
+    "analyze maximal without R": _s("analyze {d}/ratings.csv --backend statsmodels --random maximal"),
+    "analyze kenward-roger with bambi": _s("analyze {d}/ratings.csv --backend bambi --df kenward-roger"),
+    "analyze --by unknown column": _s("analyze {d}/ratings.csv --backend statsmodels --by nocolumn"),
+    "analyze --plot wrong suffix": _s("analyze {d}/ratings.csv --backend statsmodels --plot {o}/p.gif"),
+    "analyze unknown family": _s("analyze {d}/ratings.csv --family poisson"),
+    "analyze binomial on ratings": _s("analyze {d}/ratings.csv --family binomial"),
     "fit unknown column": _s(FIT, "--score", "rating"),
     "fit --n-boot 0": _s(FIT, "--n-boot", "0"),
     "fit --seed -1": _s(FIT, "--seed", "-1"),
+    # serve (each refused before anything listens)
+    "serve --port 0": _s("serve --port 0"),
+    "serve --port 70000": _s("serve --port 70000"),
+    "serve --time-limit 0": _s("serve --time-limit 0"),
     # usage
     "unknown group": _s("planets power"),
     "unknown command": _s("likert fly"),
@@ -229,7 +239,7 @@ def test_the_matrix_covers_every_subcommand() -> None:
         return dict(found[0].choices) if found else {}
 
     commands = {f"{g} {c}".strip() for g, p in subparsers(build_parser()).items() for c in subparsers(p) or [""]}
-    covered = {" ".join(argv[:1] if argv[0] in ("fit", "analyze") else argv[:2])
+    covered = {" ".join(argv[:1] if argv[0] in ("fit", "analyze", "serve") else argv[:2])
                for argv in (make(Path("d"), Path("o")) for make in CASES.values())}
     assert commands <= covered, sorted(commands - covered)
 

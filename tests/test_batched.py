@@ -17,15 +17,19 @@ from humaneval_power.fitting import batched as B
 from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 from humaneval_power.params import LikertParams
+from humaneval_power.designs import CrowdDesign
+from humaneval_power.errors import InputError
 from humaneval_power.scenarios.likert import simulate_ratings
+
+from .crowd import crowd_component_design
 
 SDS = np.array([0.3, 0.1, 0.3, 0.12, 0.8])  # worker, worker:system, item, item:system, residual
 
 
 def _simulated(systems: int, items: int, workers: int, k: int, presentation: str, assignment: str, n: int,
                rng: np.random.Generator, model: str = "invariant") -> tuple[B.ComponentDesign, np.ndarray, np.ndarray]:
-    design = B.crowd_design(systems, items, workers, k, presentation, assignment, model,
-                            n_studies=n if assignment == "random" else None, rng=rng)
+    design = crowd_component_design(systems, items, workers, k, presentation, assignment, model,
+                                    n_studies=n if assignment == "random" else None, rng=rng)
     p = design.x.shape[1]
     sds = SDS if len(design.components) == 4 else np.r_[SDS[:3], SDS[4]]
     y = B.simulate(design, np.r_[3.0, rng.normal(0, 0.3, p - 1)], sds, n, rng)
@@ -87,10 +91,9 @@ def test_irregular_layout_by_blocks() -> None:
     """One irregular layout (every item its own class, as a pilot's): blocked by the cheaper factor,
     evaluated block by block; the same fits as the one-study solver and as the class-by-class evaluation."""
     rng = np.random.default_rng(21)
-    lay = B.crowd_layout(2, 25, 30, 2, "between", "random", rng=rng)
-    design = B.crowd_design(2, 25, 30, 2, "between", "random", n_studies=None, rng=np.random.default_rng(21))
+    design = crowd_component_design(2, 25, 30, 2, "between", "random", rng=rng)
     design = dataclasses.replace(design, block=None)
-    assert (design.components[0].levels == lay["worker"]).all()
+    assert design.components[0].levels.ndim == 1
     assert isinstance(B._structure(design), B._BlockStructure)
     y = B.simulate(design, np.array([3.0, 0.2]), SDS, 3, rng)
     _assert_as_one_study(design, y, np.array([0.0, 1.0]), True)
@@ -117,7 +120,7 @@ def test_fully_crossed_slope_model_equals_the_closed_form(reml: bool) -> None:
     rng = np.random.default_rng(8)
     params = LikertParams(0.5, 0.1, 0.15, 0.12, 0.02, 0.3)  # a small item slope: singular fits among them
     ratings = simulate_ratings(params, workers, items, 0.2, n, rng)  # (n, W, I, 2)
-    design = B.crowd_design(2, items, workers, workers, "within", "balanced", "slopes")
+    design = crowd_component_design(2, items, workers, workers, "within", "balanced", "slopes")
     y = ratings.transpose(0, 2, 1, 3).reshape(n, -1).T  # rows: item, its workers (0..W-1), system
     fit = B.fit_many(design, y, np.array([0.0, 1.0]), reml=reml)
     closed = (fit_reml if reml else fit_ml)(stats_from_ratings(ratings))
@@ -144,18 +147,18 @@ def test_degenerate_studies_are_flagged_not_raised() -> None:
 
 
 def test_design_layouts() -> None:
-    lay = B.crowd_layout(2, 5, 4, 2, "within", "balanced")
-    assert lay["worker"].tolist()[:8] == [0, 0, 1, 1, 2, 2, 3, 3]
-    lay = B.crowd_layout(2, 5, 4, 2, "between", "random", n_studies=3, rng=np.random.default_rng(0))
-    w = lay["worker"].reshape(3, 5 * 2, 2)
+    """The layouts the batched tests fit: rows item-major, then workers, then systems (within)."""
+    lay = CrowdDesign(5, 4, 2).draw(np.random.default_rng(0), 1)
+    assert lay.worker.tolist()[:8] == [0, 0, 1, 1, 2, 2, 3, 3]
+    lay = CrowdDesign(5, 4, 2, assignment="random", presentation="between").draw(np.random.default_rng(0), 3)
+    w = lay.worker.reshape(3, 5 * 2, 2)
     assert w.shape == (3, 10, 2) and (w[..., 0] != w[..., 1]).all()  # k distinct workers per output
-    full = B.crowd_layout(3, 4, 5, 5, "within", "balanced")  # k = W: fully crossed
-    assert len(set(zip(full["item"], full["worker"], full["system"]))) == 4 * 5 * 3
+    full = CrowdDesign(4, 5, 5, 3).draw(np.random.default_rng(0), 1)  # k = W: fully crossed
+    assert len(set(zip(full.item, full.worker, full.system))) == 4 * 5 * 3
     for bad in ({"ratings_per_item": 6}, {"ratings_per_item": 0}, {"presentation": "mixed"},
                 {"assignment": "skewed"}):
-        args = {"systems": 2, "items": 3, "workers": 5, "ratings_per_item": 2} | bad
-        with pytest.raises(ValueError):
-            B.crowd_layout(**args)
+        with pytest.raises(InputError):
+            CrowdDesign(**({"items": 3, "workers": 5, "ratings_per_item": 2} | bad))
 
 
 # -- lme4 + lmerTest ---------------------------------------------------------------------------

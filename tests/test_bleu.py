@@ -313,3 +313,43 @@ def test_compare_with_baseline_is_the_cli_loop_in_the_library(tmp_path: Path,
     assert code == 0
     cli = json.loads(capsys.readouterr().out)
     assert [(r["system"], r["p_value"]) for r in cli] == [(r["system"], r["p_value"]) for r in rows]
+
+
+def test_adjust_pvalues_equals_statsmodels_multipletests() -> None:
+    """analyses.adjust_pvalues (one home for holm / bonferroni / fdr, used by `analyze`, `bleu test` and the
+    planner) against statsmodels' multipletests, on random families with ties and tiny p-values."""
+    from statsmodels.stats.multitest import multipletests
+
+    from humaneval_power.analyses import adjust_pvalues
+
+    rng = np.random.default_rng(4)
+    for m in (2, 3, 7, 40):
+        for _ in range(10):
+            p = np.round(rng.uniform(size=m) ** 3, 3)
+            for ours, theirs in (("holm", "holm"), ("bonferroni", "bonferroni"), ("fdr", "fdr_bh")):
+                np.testing.assert_allclose(adjust_pvalues(p, ours), multipletests(p, method=theirs)[1], rtol=1e-13)
+    batch = rng.uniform(size=(5, 6))
+    assert np.array_equal(adjust_pvalues(batch, "fdr")[2], adjust_pvalues(batch[2], "fdr"))
+
+
+def test_bleu_test_adjust(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bleu test --adjust` adds p_adjusted over the systems compared; p_value is unchanged."""
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(8)
+    words = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]
+    ref = [" ".join(rng.choice(words, 6)) for _ in range(40)]
+    for name in ("ref", "A", "B", "C", "D"):
+        lines = ref if name == "ref" else [" ".join(rng.choice(words, 6)) for _ in range(40)]
+        (tmp_path / f"system.{name}.txt").write_text("\n".join(lines) + "\n")
+    base = ["bleu", "test", "--ref", str(tmp_path / "system.ref.txt"), "--baseline", str(tmp_path / "system.A.txt"),
+            "--systems", *(str(tmp_path / f"system.{s}.txt") for s in "BCD"), "--trials", "400", "--json"]
+    for adjust, method in (("fdr", "fdr_bh"), ("bonferroni", "bonferroni"), ("holm", "holm"), ("none", None)):
+        assert main(base + ["--adjust", adjust]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        p = np.array([r["p_value"] for r in rows])
+        expected = p if method is None else multipletests(p, method=method)[1]
+        np.testing.assert_allclose([r["p_adjusted"] for r in rows], expected, rtol=1e-13)
+        assert {r["adjust"] for r in rows} == {adjust}
+    assert main(base + ["--adjust", "tukey"]) == 2
+    assert "invalid choice" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from typing import Callable
 
 import pytest
 
+from humaneval_power.assurance import Prior, apply_draws, assured
 from humaneval_power.engine import Scenario, run_cells
 from humaneval_power.params import get_preset
 from humaneval_power.scenarios.accuracy import McNemarScenario
@@ -29,6 +30,8 @@ HIGH = get_preset("card2020-high")
 CELLS: dict[str, Callable[[float], Scenario]] = {
     "likert-fast": lambda e: LikertScenario(HIGH, 3, 30, e, "fast"),
     "likert-fast-card2020": lambda e: LikertScenario(HIGH, 4, 20, e, "fast", "card2020"),
+    "likert-fast-assurance": lambda e: assured(lambda p: lambda e: LikertScenario(p, 3, 30, e, "fast"), HIGH, apply_draws(
+        HIGH, Prior(("sd_item_slope=gamma:4,0.07",)).sample(3, 1)), 200, 0, 0.8, "prior")(e),
     "h2h-simulate": lambda e: IndependentJudgments(60, (1 + e) / 2 - 0.05, 0.1, "split", "simulate"),
     "mcnemar-simulate": lambda e: McNemarScenario(400, e / 4, 0.9, "simulate"),
     "bleu-saddlepoint": lambda e: BleuScenario(300, 4 * e, 0.2, 25.0, "saddlepoint"),

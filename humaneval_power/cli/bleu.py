@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..analyses import P_ADJUSTMENTS
 from ..errors import InputError
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
@@ -70,6 +71,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     kind.add_argument("--paired-bs", action="store_true", help="paired bootstrap")
     btest.add_argument("--trials", type=positive, metavar="N",
                        help="AR trials (default 10,000) or bootstrap resamples (default 1,000)")
+    btest.add_argument("--adjust", choices=P_ADJUSTMENTS, default="holm",
+                       help="p_adjusted over the systems compared (fdr: Benjamini-Hochberg)")
     btest.add_argument("--bs-rule", choices=BOOTSTRAP_RULES, default="sacrebleu",
                        help="bootstrap p-value: sacrebleu's or Berg-Kirkpatrick et al.'s (delta > 2x observed)")
     for q in (best, btest):
@@ -137,10 +140,10 @@ def run(args: argparse.Namespace) -> int:
     with ProgressBar(unit="trial") as bar:
         rows = compare_with_baseline(stats_of(args.baseline), systems,
                                      "bootstrap" if args.paired_bs else "randomization", args.trials, args.seed,
-                                     args.bs_rule, bar)
+                                     args.bs_rule, bar, args.adjust)
     rows = [{**r, "baseline": _system_name(args.baseline), "metric": args.metric, "references": len(refs)}
             for r in rows]
     table = pd.DataFrame(rows)
     emit(table, args, ["system", "baseline", "metric", "score", "baseline_score", "delta", "delta_ci_low",
-                       "delta_ci_high", "p_value", "method"])
+                       "delta_ci_high", "p_value", "p_adjusted", "adjust", "method"])
     return 0

@@ -303,6 +303,8 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
 
 
 BAR_DELAY = 1.0  #: seconds before a progress bar appears (short runs stay quiet)
+#: where progress goes instead of a bar, ``sink(done, total, label)`` (set by ``hepower serve``'s workers)
+PROGRESS_SINK: Callable[[int, int, str], None] | None = None
 NOTE_DELAY: float | None = 1.0  #: seconds after which a long step says on stderr what it does (None: never)
 
 
@@ -376,6 +378,9 @@ class ProgressBar:
 
     def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:
+            return
+        if PROGRESS_SINK is not None:
+            PROGRESS_SINK(done, total, label)
             return
         total = total or None  # 0: a search whose number of steps is not known in advance
         if self.bar is None or self.bar.total != total:

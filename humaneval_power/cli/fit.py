@@ -35,7 +35,10 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                      help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
     fit.add_argument("--n-boot", type=positive, default=500, metavar="N", help="bootstrap refits for --intervals boot")
     add_old_spelling(fit, "--nboot", "n_boot", positive)
-    fit.add_argument("--draws", type=positive, default=1000, metavar="N", help="bambi: posterior draws per chain")
+    fit.add_argument("--draws", type=positive, metavar="N",
+                     help="parameter draws stored in the file for planning with --assurance: bambi's posterior "
+                          "draws per chain (default 1000); lme4/statsmodels: N parametric-bootstrap refits "
+                          "(default none)")
     fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
     add_seed(fit, " (bootstrap, bambi)", default=1)  # fit_pilot's default
     fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
@@ -45,7 +48,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
     """What the fit is about to do, for stderr (R's start-up alone takes seconds)."""
-    what = {"lme4": "lme4 (starting R first)", "bambi": f"bambi ({args.chains} chains x {args.draws} draws)"}
+    what = {"lme4": "lme4 (starting R first)", "bambi": f"bambi ({args.chains} chains x {args.draws or 1000} draws)"}
     boot = f", then {args.n_boot} bootstrap refits" if args.intervals == "boot" else ""
     return (f"fitting {counts['n_ratings']:,} {'ratings' if args.family == 'gaussian' else 'judgments'} of "
             f"{counts['n_systems']} systems with {what.get(args.backend, args.backend)}{boot} ...")

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..validation import TIE_POLICIES
+from .assurance_options import add_assurance_options, assurance_kwargs, draws_from_args
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out, add_plot_options, add_run_options,
                      add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive)
 
@@ -35,6 +36,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                                              f"{SIMS['power', 'glmm']} GLMM")
     add_out(hpow)
     add_plot_options(hpow, "power curves (against n, or against items for a GLMM design; a line per effect)")
+    add_target_power(hpow, " (with --assurance: the share of draws whose power reaches it)")
+    add_assurance_options(hpow, solve=False)
 
     hsize = hsub.add_parser("size", help="smallest n (independent) or number of items (GLMM) for a target power")
     hsize.add_argument("--p-win", type=finite_float, help=P_WIN_HELP)
@@ -42,6 +45,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     hsize.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
     add_target_power(hsize)
     _add_mixed(hsize, many=False, sims=f"GLMM; default {SIMS['size', 'glmm']}")
+    add_assurance_options(hsize, solve=True)
 
     hmde = hsub.add_parser("mde", help="smallest p_win detectable with n independent judgments")
     hmde.add_argument("--n", type=positive, required=True, help="independent judgments (a count)")
@@ -96,11 +100,27 @@ def _is_mixed(args: argparse.Namespace) -> bool:
     return any(getattr(args, k, None) is not None for k in ("params", "sd_worker", "sd_item", "workers"))
 
 
+def _draws(args: argparse.Namespace) -> Any:
+    """Parameter draws for --assurance: sd_worker / sd_item of a GLMM (file or prior), p_win / p_tie of
+    independent judgments (prior); --p-win defaults to the prior mean."""
+    from ..assurance import H2H_DRAW_NAMES
+
+    draws = draws_from_args(args, tuple(H2H_DRAW_NAMES), H2H_DRAW_NAMES)
+    if draws is not None and not _is_mixed(args) and args.p_win is None and "p_win" in draws.values:
+        from ..assurance import Prior
+
+        mean = Prior(tuple(args.prior)).mean("p_win")
+        args.p_win = [[mean]] if args.action == "power" else mean
+    return draws
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``h2h power``, ``h2h size`` or ``h2h mde``."""
 
     from ..scenarios import headtohead as h
 
+    if args.action != "mde":
+        draws = _draws(args)
     if args.action == "mde":
         emit_solve(h.h2h_mde(args.n, args.p_tie, args.target_power, args.ties, args.alpha), args)
         return 0
@@ -112,11 +132,13 @@ def run(args: argparse.Namespace) -> int:
                 r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
                                             args.workers, args.judgments_per_item, args.target_power, args.test,
                                             args.alpha, args.sims or SIMS["size", "glmm"], args.seed, args.jobs,
-                                            progress=bar)
+                                            progress=bar, **assurance_kwargs(args, draws, solve=True))
         else:
             if args.p_win is None:
                 raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")
-            r = h.h2h_sample_size(args.p_win, args.p_tie, args.target_power, args.ties, args.alpha)
+            more = assurance_kwargs(args, draws, solve=True)
+            r = h.h2h_sample_size(args.p_win, args.p_tie, args.target_power, args.ties, args.alpha, **more,
+                                  **({"seed": args.seed} if more else {}))
         emit_solve(r, args)
         return 0
     with ProgressBar() as bar:
@@ -134,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
             table = h.h2h_mixed_power(_h2h_params(args), flatten(args.workers), flatten(args.items), log_odds,
                                       flatten(args.judgments_per_item) or [None], args.test, args.alpha,
                                       args.sims or SIMS["power", "glmm"], args.seed, args.jobs, bar,
-                                      store=args.store)
+                                      store=args.store, target_power=args.target_power,
+                                      **assurance_kwargs(args, draws))
             columns = ["workers", "items", "judgments_per_item", "effect", "p_win", "power", "ci_low", "ci_high",
                        "type_s", "type_m", "n_failed", "n_singular", "n_warnings"]
         else:
@@ -142,8 +165,14 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError("give --n and --p-win (independent judgments) or --params/--workers (GLMM)")
             table = h.h2h_power(flatten(args.n), flatten(args.p_win), flatten(args.p_tie), args.ties,
                                 args.method or "exact", args.alpha,
-                                args.sims or SIMS["power", "independent"], args.seed, args.jobs, bar)
+                                args.sims or SIMS["power", "independent"], args.seed, args.jobs, bar,
+                                target_power=args.target_power, **assurance_kwargs(args, draws))
             columns = ["n", "p_win", "p_tie", "ties", "method", "power", "ci_low", "ci_high", "type_s", "type_m"]
+    if draws is not None:
+        from ..assurance import COLUMNS
+
+        columns = [c for c in columns if c not in ("power", "ci_low", "ci_high", "type_s", "type_m", "n_failed",
+                                                   "n_singular", "n_warnings")] + COLUMNS
     if _is_mixed(args) and not args.json:
         print("effect: log-odds that B is preferred (p_win: the same as a probability)")
 

@@ -8,10 +8,12 @@ keyword arguments of :func:`humaneval_power.scenarios.crowd.cell_factory`.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from ..errors import InputError
 from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
+from .assurance_options import add_assurance_options, assurance_kwargs, draws_from_args
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
                      add_target_power, emit_solve, finite_float, flatten, number_list, positive, print_json,
                      print_table, where_filters)
@@ -38,6 +40,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     power.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
     add_plot_options(power, "power curves like Card et al. Fig. 6 (a panel per workers)")
     add_checkpoint(power)
+    add_assurance_options(power, solve=False)
 
     size = lsub.add_parser("size", help="smallest number of items (or workers, or ratings per item) reaching a "
                                         "target power")
@@ -47,6 +50,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     size.add_argument("--vary", choices=("items", "workers", "ratings_per_item"), default="items",
                       help="which design size to solve for (the others are held fixed)")
     _add_common(size, sims=2000)
+    add_assurance_options(size, solve=True)
 
     mde = lsub.add_parser("mde", help="minimum detectable effect of a design (the sensitivity of a study)")
     _add_sizes(mde, grid=False)
@@ -70,6 +74,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     _add_common(budget, sims=1000)
     budget.add_argument("--out", metavar="FILE", help="also write the evaluated designs to FILE (.csv, .json, .parquet)")
     add_plot_options(budget, "the cost-power frontier of the evaluated designs", type_m=False)
+    add_assurance_options(budget, solve=True)
 
 
 def _add_sizes(p: argparse.ArgumentParser, grid: bool) -> None:
@@ -281,6 +286,7 @@ def _power(args: argparse.Namespace) -> int:
     from ..scenarios.likert import likert_power
 
     params = params_from_args(args)
+    assure = assurance_kwargs(args, _likert_draws(args))
     design = design_from_args(args)
     if not 0 < args.target_power < 1:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
@@ -291,7 +297,7 @@ def _power(args: argparse.Namespace) -> int:
             params, workers, items, flatten(args.effect),
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
             progress=bar, store=args.store, ratings_per_item=flatten(args.ratings_per_item),
-            items_per_hit=flatten(args.items_per_hit), **design,
+            items_per_hit=flatten(args.items_per_hit), target_power=args.target_power, **assure, **design,
         )
 
     def plot(tmp: Any) -> None:
@@ -306,6 +312,8 @@ def _power(args: argparse.Namespace) -> int:
         print_json(table)
         return 0
     runs = "exact (no simulation)" if args.method == "analytic" else f"{args.sims} simulations per cell, seed {args.seed}"
+    if assure:
+        return _print_assurance(table, params.name, args, runs)
     print(f"Power for {params.name} ({args.method}, {args.test} test, alpha {args.alpha:g}, {runs}):")
     columns = ["workers", "items", "ratings_per_item", "effect", "cost", "power", "ci_low", "ci_high", "power_all",
                "type_s", "type_m", "df", "n_failed", "n_singular", "n_warnings"]
@@ -320,16 +328,38 @@ def _power(args: argparse.Namespace) -> int:
     return 0
 
 
+def _likert_draws(args: argparse.Namespace) -> Any:
+    """Draws of the slope-model SDs (from --params or --prior), or None without --assurance."""
+    return draws_from_args(args, SD_NAMES)
+
+
+def _print_assurance(table: Any, name: str, args: argparse.Namespace, runs: str) -> int:
+    from ..assurance import COLUMNS
+
+    t = table.iloc[0]
+    print(f"Assurance for {name} ({args.method}, {args.test} test, alpha {args.alpha:g}, {runs} and per draw; "
+          f"{int(t['draws'])} draws: {t['draw_source']}):")
+    print_table(table.rename(columns={"p_power_reaches_target": f"P(power>={args.target_power:g})"}),
+                [c for c in ["workers", "items", "ratings_per_item", "effect", "cost"] if c in table
+                 and not (c == "ratings_per_item" and (table.ratings_per_item == table.workers).all())]
+                + [f"P(power>={args.target_power:g})" if c == "p_power_reaches_target" else c for c in COLUMNS])
+    print("\nconditional_power: at the point estimate; assurance: power averaged over the draws (probability of a "
+          "significant result in the planned direction), with its Monte-Carlo SE; power_q05/q50/q95: quantiles of "
+          "the power over the draws")
+    return 0
+
+
 def _size(args: argparse.Namespace) -> int:
     from ..scenarios.likert import likert_sample_size
 
+    assure = assurance_kwargs(args, _likert_draws(args), solve=True)
     design = design_from_args(args)
     with ProgressBar() as bar:
         result = likert_sample_size(
             params_from_args(args), args.effect, target_power=args.target_power,
             workers=_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
             test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs, progress=bar,
-            ratings_per_item=args.ratings_per_item, items_per_hit=args.items_per_hit, **design,
+            ratings_per_item=args.ratings_per_item, items_per_hit=args.items_per_hit, **assure, **design,
         )
     emit_solve(result, args)
     return 0
@@ -353,9 +383,12 @@ def _mde(args: argparse.Namespace) -> int:
 
 
 def _budget(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from ..io import table_writer
     from ..scenarios.likert import likert_budget
 
+    assure = assurance_kwargs(args, _likert_draws(args), solve=True)
     design = design_from_args(args)
     costs = design.pop("costs")
     if not costs.any:
@@ -367,7 +400,7 @@ def _budget(args: argparse.Namespace) -> int:
             params_from_args(args), args.effect, flatten(args.items), _pool(design, flatten(args.workers)),
             flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,
             target_power=args.target_power, method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims,
-            seed=args.seed, jobs=args.jobs, progress=bar, **design)
+            seed=args.seed, jobs=args.jobs, progress=bar, **assure, **design)
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_cost_frontier
@@ -375,16 +408,21 @@ def _budget(args: argparse.Namespace) -> int:
         plot_cost_frontier(table, target=args.target_power).savefig(tmp, dpi=args.dpi)
 
     args.outputs.write(out=args.out and table_writer(table, args.out), plot=plot)
-    if args.json:
-        emit_solve(result, args)
+    if args.json:  # the answer; --out keeps the evaluated designs
+        print_json(pd.DataFrame([result.record()]))
         return 0
+    what = "assurance" if assure else "power"
     print_table(table, ["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m",
-                        "n_singular"])
+                        "n_singular"] if not assure else ["items", "workers", "ratings_per_item", "cost",
+                                                          "conditional_power", "assurance", "assurance_se",
+                                                          "p_power_reaches_target"])
     if result.attainable:
         d = result.at.cell
-        print(f"\ncheapest design reaching power {args.target_power:g}: {d['items']} items, {d['workers']} workers, "
-              f"{d['ratings_per_item']} ratings per item, cost {result.value:g}; power {result.at.power:.3f} "
-              f"[{result.at.ci_low:.3f}, {result.at.ci_high:.3f}], Type-M {result.at.type_m:.3g}")
+        target = args.target_assurance or args.target_power if assure else args.target_power
+        print(f"\ncheapest design reaching {what} {target:g}: {d['items']} items, {d['workers']} workers, "
+              f"{d['ratings_per_item']} ratings per item, cost {result.value:g}; {what} {result.at.power:.3f} "
+              f"[{result.at.ci_low:.3f}, {result.at.ci_high:.3f}]"
+              + (f", Type-M {result.at.type_m:.3g}" if math.isfinite(result.at.type_m) else ""))
         sure = "none in the search" if result.high is None else f"{result.high:g}"
         print(f"cheapest whose lower 95% bound reaches it (Monte-Carlo margin): cost {sure}")
     else:

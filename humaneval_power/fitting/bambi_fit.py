@@ -35,11 +35,12 @@ def p_direction(draws: np.ndarray) -> float:
 
 
 def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000, chains: int = 2,
-              seed: int = 1) -> "RawFit":
+              seed: int = 1, every_draw: bool = False) -> "RawFit":
     """Fit ``formula`` (lme4 syntax with separate terms) with bambi's default priors.
 
     Coefficients carry posterior medians, SDs, 95% equal-tailed intervals and ``p_direction``;
-    their ``p_value`` and ``df`` are NaN (a posterior has neither).
+    their ``p_value`` and ``df`` are NaN (a posterior has neither). ``draws`` of the result:
+    at most ``MAX_EXPORTED_DRAWS`` joint draws rounded to 6 digits, or every draw unrounded (``every_draw``).
     """
     from .types import RawFit
 
@@ -100,5 +101,6 @@ def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000,
         singular=False,
         warnings=notes,
         versions=versions,
-        draws={k: np.asarray(v)[keep].round(6).tolist() for k, v in all_draws.items()},
+        draws={k: (np.asarray(v).tolist() if every_draw else np.asarray(v)[keep].round(6).tolist())
+               for k, v in all_draws.items()},
     )

@@ -15,6 +15,11 @@ over varpar = (theta..., sigma)) and the Jacobian ``J_k = dV/dvarpar_k``. From t
 :func:`lme4_inference` reads the four from lmerTest itself (``r_bridge/analyze.R``);
 :func:`statsmodels_inference` computes them with the no-R solver of :mod:`.vc_reml`
 (the Jacobian exactly, ``A`` as :meth:`~.vc_reml.CrossedComponentsModel.satterthwaite` does).
+
+:class:`KenwardRogerInference` is the same interface with pbkrtest's Kenward-Roger method
+(what lmerTest's ``ddf = "Kenward-Roger"`` and emmeans' ``lmer.df = "kenward-roger"`` call):
+the adjusted covariance ``Phi_A`` (``vcovAdj``) replaces ``V`` in every SE and F statistic,
+and the df are ``Lb_ddf`` / ``KRmodcomp``'s from ``V``, ``Phi_A``'s ``P`` list and ``W``.
 """
 from __future__ import annotations
 
@@ -74,6 +79,60 @@ class FixedEffectsInference:
         return {"F": f, "num_df": float(q), "den_df": ddf, "p_value": float(stats.f.sf(f, q, ddf))}
 
 
+@dataclass(frozen=True, eq=False)
+class KenwardRogerInference:
+    """pbkrtest's Kenward-Roger inference: ``beta``, unadjusted ``vcov0``, adjusted ``vcov``, ``P`` (m x p x p), ``W``."""
+
+    beta: np.ndarray
+    vcov0: np.ndarray
+    vcov: np.ndarray
+    p_list: np.ndarray
+    w: np.ndarray
+
+    def _adjust(self, rows: np.ndarray) -> tuple[float, float, float]:
+        """pbkrtest's ``.KR_adjust`` for the hypothesis ``rows``: (ddf, F scaling, q)."""
+        theta = rows.T @ np.linalg.solve(rows @ self.vcov0 @ rows.T, rows)
+        u = np.einsum("ab,kbc,cd->kad", theta @ self.vcov0, self.p_list, self.vcov0)
+        traces = np.einsum("kaa->k", u)
+        a1 = float(traces @ self.w @ traces)  # sum over i, j (both triangles) = pbkrtest's e-weighted upper one
+        a2 = float(np.einsum("ij,iab,jba->", self.w, u, u))
+        q = float(np.linalg.matrix_rank(rows))
+        b = (a1 + 6 * a2) / (2 * q)
+        g = ((q + 1) * a1 - (q + 4) * a2) / ((q + 2) * a2)
+        denom = 3 * q + 2 * (1 - g)
+        c1, c2, c3 = g / denom, (q - g) / denom, (q + 2 - g) / denom
+        v0 = 1 + c1 * b
+        v0 = 0.0 if abs(v0) < 1e-10 else v0
+        v1, v2 = 1 - c2 * b, 1 - c3 * b
+        x = 1 - a2 / q
+        ratio = 1.0 if abs(x) < 1e-14 and abs(v1) < 1e-14 else x / v1  # pbkrtest's .divZero
+        rho = ratio**2 * v0 / v2 / q
+        ddf = 4 + (q + 2) / (q * rho - 1)
+        scaling = 1.0 if abs(ddf - 2) < 0.01 else ddf * (1 - a2 / q) / (ddf - 2)
+        return ddf, scaling, q
+
+    def contrasts(self, rows: np.ndarray) -> pd.DataFrame:
+        """estimate, adjusted se, Kenward-Roger df (``Lb_ddf``), t and p of each row (lmerTest's contest1D, KR)."""
+        from scipy import stats
+
+        rows = np.atleast_2d(np.asarray(rows, float))
+        est = rows @ self.beta
+        se = np.sqrt(np.einsum("ip,pq,iq->i", rows, self.vcov, rows))
+        df = np.array([self._adjust(r[None, :])[0] for r in rows])
+        t = est / se
+        return pd.DataFrame({"estimate": est, "se": se, "df": df, "t": t, "p_value": 2 * stats.t.sf(np.abs(t), df)})
+
+    def f_test(self, rows: np.ndarray) -> dict[str, float]:
+        """Kenward-Roger's scaled F test of ``rows @ beta = 0`` (pbkrtest's KRmodcomp, lmerTest's anova)."""
+        from scipy import stats
+
+        rows = np.atleast_2d(np.asarray(rows, float))
+        ddf, scaling, q = self._adjust(rows)
+        lb = rows @ self.beta
+        f = scaling * float(lb @ np.linalg.solve(rows @ self.vcov @ rows.T, lb)) / q
+        return {"F": f, "num_df": q, "den_df": ddf, "p_value": float(stats.f.sf(f, q, ddf))}
+
+
 def fisher_ddf(nu: np.ndarray, tol: float = 1e-8) -> float:
     """lmerTest's ``get_Fstat_ddf``: the denominator df of an F built from t statistics with df ``nu``."""
     nu = np.asarray(nu, float)
@@ -87,8 +146,10 @@ def fisher_ddf(nu: np.ndarray, tol: float = 1e-8) -> float:
     return 2 * e / (e - len(nu))
 
 
-def lme4_inference(frame: pd.DataFrame, spec: LmmSpec) -> tuple[RawFit, FixedEffectsInference]:
-    """Fit ``spec`` by REML with lme4 + lmerTest; the fit and lmerTest's own beta, V, J and A."""
+def lme4_inference(frame: pd.DataFrame, spec: LmmSpec,
+                   kenward_roger: bool = False) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
+    """Fit ``spec`` by REML with lme4 + lmerTest; the fit and lmerTest's own beta, V, J and A
+    (``kenward_roger``: pbkrtest's adjusted covariance instead, :class:`KenwardRogerInference`)."""
     from rpy2.rinterface_lib.embedded import RRuntimeError
 
     from ..errors import InputError
@@ -100,37 +161,94 @@ def lme4_inference(frame: pd.DataFrame, spec: LmmSpec) -> tuple[RawFit, FixedEff
     try:
         with lme4.r_interruptible():
             res = ro.r["hepower_analyze_lmm"](lme4._data_frame({c: frame[c].to_numpy() for c in frame.columns}),
-                                              spec.formula)
+                                              spec.formula, kenward_roger)
     except RRuntimeError as exc:
         raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
     raw = lme4._raw_fit(res, "gaussian", "none")
     p = len(raw.coefficients)
     m = int(res.rx2("n_jac")[0])
     arr = {name: np.asarray(list(res.rx2(name)), float) for name in ("beta", "vcov_beta", "jac", "vcov_varpar")}
+    if kenward_roger:
+        k = int(res.rx2("kr_n")[0])
+        kr = {name: np.asarray(list(res.rx2(name)), float) for name in ("vcov_adj", "kr_p", "kr_w")}
+        return raw, KenwardRogerInference(arr["beta"], arr["vcov_beta"].reshape(p, p, order="F"),
+                                          kr["vcov_adj"].reshape(p, p, order="F"),
+                                          kr["kr_p"].reshape(k, p, p).transpose(0, 2, 1), kr["kr_w"].reshape(k, k, order="F"))
     jac = arr["jac"].reshape(m, p, p).transpose(0, 2, 1)  # each matrix column-major
     inference = FixedEffectsInference(arr["beta"], arr["vcov_beta"].reshape(p, p, order="F"), jac,
                                       arr["vcov_varpar"].reshape(m, m, order="F"))
     return raw, inference
 
 
-def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec,
-                          progress: Any = None) -> tuple[RawFit, FixedEffectsInference]:
+#: Kenward-Roger without R builds the ratings' covariance densely (n x n): above this many ratings it refuses
+KR_MAX_RATINGS = 4000
+
+
+def kenward_roger_dense(x: np.ndarray, beta: np.ndarray, z: Any, component: np.ndarray, variances: np.ndarray,
+                        sigma2: float) -> KenwardRogerInference:
+    """pbkrtest's ``vcovAdj`` for a variance-components model, without R (dense in the ratings).
+
+    ``Sigma = sum_r v_r Z_r Z_r' + sigma2 I`` with ``Z_r`` the columns of the sparse ``z`` whose
+    ``component`` is r; the parameters are the variances (the residual's last), as pbkrtest's
+    ``get_SigmaG``: ``P_r = -X'S^-1 G_r S^-1 X``, ``Q_rs = X'S^-1 G_r S^-1 G_s S^-1 X``,
+    ``IE2_rs = tr(S^-1 G_r S^-1 G_s) - 2 tr(Phi Q_rs) + tr(Phi P_r Phi P_s)``, ``W = 2 IE2^-1``,
+    ``Phi_A = Phi + 2 Phi U Phi``, ``U = sum_rs W_rs (Q_rs - P_r Phi P_s)`` (``G_r = Z_r Z_r'``, ``G = I``).
+    """
+    import scipy.sparse as sp
+    from scipy import linalg
+
+    n = x.shape[0]
+    zs = [z[:, component == r].tocsc() for r in range(len(variances))] + [sp.identity(n, format="csc")]
+    sigma = sigma2 * np.eye(n)
+    for v, zr in zip(variances, zs):
+        sigma += v * (zr @ zr.T).toarray()
+    sinv = linalg.cho_solve(linalg.cho_factor(sigma, lower=True), np.eye(n))
+    phi = np.linalg.inv(x.T @ sinv @ x)
+    a = [np.asarray((zr.T @ sinv).T) for zr in zs]  # S^-1 Z_r
+    b = [ar.T @ x for ar in a]                        # Z_r' S^-1 X
+    p_list = np.stack([-br.T @ br for br in b])
+    m = len(zs)
+    ie2, q = np.empty((m, m)), {}
+    for r in range(m):
+        for s in range(r, m):
+            c = np.asarray(zs[r].T @ a[s])            # Z_r' S^-1 Z_s
+            q[r, s] = b[r].T @ c @ b[s]
+            q[s, r] = q[r, s].T
+            ie2[r, s] = ie2[s, r] = (float((c**2).sum()) - 2 * float((phi * q[r, s]).sum())
+                                     + float(np.trace(phi @ p_list[r] @ phi @ p_list[s])))
+    w = 2 * (np.linalg.inv(ie2) if np.abs(np.linalg.eigvalsh(ie2)).min() > 1e-10 else np.linalg.pinv(ie2))
+    u = sum(w[r, s] * (q[r, s] - p_list[r] @ phi @ p_list[s]) for r in range(m) for s in range(m))
+    u = (u + u.T) / 2
+    return KenwardRogerInference(np.asarray(beta, float), phi, phi + 2 * phi @ u @ phi, p_list, w)
+
+
+def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec, progress: Any = None,
+                          kenward_roger: bool = False) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
     """Fit ``spec`` without R (:func:`.statsmodels_lmm.fit_lmm_statsmodels`); its beta, V, exact J and A.
 
     The fitted SDs are turned back into relative variances and the solver's model
     evaluated there (the same optimum): ``dV/dgamma_k = s^2 C X'H^-1 Z_k Z_k' H^-1 X C``
     (``C = (X'H^-1 X)^-1``), ``dV/dtheta_k = 2 theta_k dV/dgamma_k``, ``dV/dsigma = 2 s C``.
+    ``kenward_roger``: :func:`kenward_roger_dense` at the same optimum instead.
     """
     from threadpoolctl import threadpool_limits
 
+    from ..errors import InputError
     from .statsmodels_lmm import _model, fit_lmm_statsmodels
 
+    if kenward_roger and len(frame) > KR_MAX_RATINGS:
+        raise InputError(f"--df kenward-roger without R builds the {len(frame)} x {len(frame)} covariance of the "
+                         f"ratings (limit {KR_MAX_RATINGS} ratings): use --backend lme4 (pbkrtest) or --df "
+                         "satterthwaite")
     raw = fit_lmm_statsmodels(frame, spec.columns, spec.components, intervals="none", progress=progress)
     sds = raw.components.set_index(["group", "term"])["sd"]
     gamma = np.array([(float(sds.loc[c]) / raw.sigma) ** 2 for c in spec.components])
     with threadpool_limits(1):
         model = _model(frame, spec.columns, list(spec.components), True)
         fit = model.at(gamma)
+        if kenward_roger:
+            return raw, kenward_roger_dense(model.x, fit.beta, model.z, model.component, gamma * fit.sigma2,
+                                            fit.sigma2)
         satt = model.satterthwaite(fit)
         pt = model._evaluate(fit.gamma, gradient=True)
     c = np.linalg.inv(pt.s[:model.p, :model.p])

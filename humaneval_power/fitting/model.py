@@ -18,6 +18,7 @@ Backends are found in :mod:`.registry`; shared types live in :mod:`.types`.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Callable
 
 import pandas as pd
@@ -128,7 +129,7 @@ def fit_pilot(
     intervals: str | None = None,
     n_boot: int = 500,
     seed: int = 1,
-    draws: int = 1000,
+    draws: int | None = None,
     chains: int = 2,
     progress: Callable[[str], None] | None = None,
     random: str | None = None,
@@ -140,19 +141,30 @@ def fit_pilot(
     ``simplify`` drops zero variance components one at a time (after first
     dropping correlations) and records what was dropped and why.
     ``progress`` receives a line of text at each stage of a long fit.
+    ``draws``: parameter draws stored for planning with assurance: bambi's posterior draws per
+    chain (default 1000); for lme4 / statsmodels Gaussian fits, ``draws`` parametric-bootstrap
+    refits (default none).
     ``random``: the random-effect structure (:class:`~.types.Design`): ``slopes`` (Card et al.;
     the default for two systems), ``invariant`` (the default for more), ``per-system``.
     """
     spec = registry.get(backend)
     intervals = spec.resolve_intervals(data.family, intervals)
     design = Design.for_data(data, random)
+    bootstrap = draws if backend != "bambi" else None
+    draws = draws or 1000  # bambi: posterior draws per chain (the other backends do not read it)
     options = FitOptions(intervals, n_boot, seed, draws, chains, progress=progress)
     if data.family == "binomial":
         if correlated or simplify:
             raise InputError("--correlated and --simplify apply to Likert (gaussian) fits only")
+        if bootstrap:
+            raise InputError("parameter draws of head-to-head fits come from --backend bambi (its posterior); "
+                             "the GLMM's parametric bootstrap is not offered")
         from .judgments import fit_judgments
 
         return fit_judgments(data, design, backend, intervals, n_boot, seed, draws, chains)
+    if bootstrap and correlated:
+        raise InputError("parameter draws (--draws) need uncorrelated random effects: the planner simulates "
+                         "no correlations")
     if correlated and design.random == "invariant":
         raise InputError("--correlated needs several terms per group: use --random slopes or per-system")
     if correlated and not spec.correlated:
@@ -195,6 +207,14 @@ def fit_pilot(
         dropped.append((g, t, why))
         steps.append(f"dropped {component_label(design, g, t)}: {why}")
         raw = fit_once(False, frozenset((a, b) for a, b, _ in dropped))
+    if bootstrap:
+        from .statsmodels_lmm import bootstrap_param_draws
+
+        options.report(f"{bootstrap} parametric-bootstrap refits (parameter draws for --assurance)")
+        kept, failed = bootstrap_param_draws(frame, design.spec(False, frozenset((g, t) for g, t, _ in dropped)), raw,
+                                             bootstrap, seed)
+        note = (f"{failed} of {bootstrap} bootstrap refits did not converge (kept)",) if failed else ()
+        raw = replace(raw, draws=kept, warnings=raw.warnings + note)
     return FitResult(data, design, raw, correlated, intervals, tuple(dropped), tuple(steps),
                      build_records(data, design, raw, correlated), unident)
 

@@ -139,6 +139,20 @@ def read_ratings(
 TIE_WORDS = ("tie", "draw", "equal", "0")
 
 
+def judged_systems(system_a: pd.Series, system_b: pd.Series, baseline: str | None,
+                   systems: Sequence[str] | None) -> tuple[str, ...]:
+    """The systems of head-to-head judgments in analysis order (the baseline first, the others sorted)."""
+    present = sorted(set(system_a.astype(str)) | set(system_b.astype(str)))
+    if systems:
+        unknown = sorted(set(systems) - set(present))
+        if unknown:
+            raise InputError(f"system(s) not in the data: {', '.join(unknown)}")
+    order = _order_systems(systems or present, baseline, systems)
+    if len(order) < 2:
+        raise InputError("only one system in the data: nothing to compare")
+    return order
+
+
 def read_judgments(
     source: str | Path | pd.DataFrame,
     worker: str | None = None,
@@ -171,14 +185,7 @@ def read_judgments(
     for role, col in (("system_a", system_a), ("system_b", system_b), ("outcome", outcome)):
         cols[role] = resolve_column(raw, role, col)
     f = pd.DataFrame({role: raw[col].astype(str) for role, col in cols.items()})
-    present = sorted(set(f["system_a"]) | set(f["system_b"]))
-    if systems:
-        unknown = sorted(set(systems) - set(present))
-        if unknown:
-            raise InputError(f"system(s) not in the data: {', '.join(unknown)}")
-    order = _order_systems(systems or present, baseline, systems)
-    if len(order) < 2:
-        raise InputError("only one system in the data: nothing to compare")
+    order = judged_systems(f["system_a"], f["system_b"], baseline, systems)
     base = order[0]
     other = np.where(f["system_a"] == base, f["system_b"], np.where(f["system_b"] == base, f["system_a"], ""))
     f = f[np.isin(other, order[1:])].assign(system=other[np.isin(other, order[1:])])

@@ -192,6 +192,30 @@ def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, n_boot
     return draws, failed
 
 
+def bootstrap_param_draws(frame: pd.DataFrame, spec: "LmmSpec", raw: "RawFit", n: int, seed: int,
+                          reml: bool = True) -> tuple[dict[str, list[float]], int]:
+    """Parametric-bootstrap draws of a Gaussian fit made by any backend (for planning with assurance).
+
+    Simulates ``n`` responses from the fitted model (``raw``'s SDs and sigma, the GLS fixed effects
+    at them) on the pilot's own layout and refits each (this module's exact-gradient REML, which
+    finds lme4's optimum): :func:`bootstrap_sd_draws` at the given estimates. Returns the draws
+    keyed ``group|term`` and ``sigma`` (as the bambi backend's) and the number of refits that
+    did not converge (kept).
+    """
+    keys = list(spec.components)
+    try:
+        model = _model(frame, spec.columns, keys, reml)
+    except TooManyEffectsError as exc:
+        raise InputError(f"the parametric bootstrap cannot refit this design without R: {exc}") from exc
+    comp = raw.components.set_index(["group", "term"])
+    sds = np.array([float(comp.loc[k, "sd"]) for k in keys])
+    fit = model.at((sds / raw.sigma) ** 2)
+    draws, failed = bootstrap_sd_draws(model, fit, n, seed)
+    out = {f"{g}|{t}": draws[:, j].round(6).tolist() for j, (g, t) in enumerate(keys)}
+    out["sigma"] = draws[:, -1].round(6).tolist()
+    return out, failed
+
+
 def _model(frame: pd.DataFrame, columns: tuple[str, ...], keys: list[tuple[str, str]],
            reml: bool) -> CrossedComponentsModel:
     """The solver's model of ``frame``: intercept and ``columns`` fixed, the ``keys`` (group, term) random."""

@@ -383,7 +383,8 @@ class FitResult:
             doc = params.to_json()
             doc["correlations"] = rec.get("correlations")
         if self.raw.draws:
-            doc["posterior_draws"] = comparison_draws(self.design, self.raw.draws, rec["system"])
+            key = "posterior_draws" if self.raw.backend == "bambi" else "bootstrap_draws"
+            doc[key] = comparison_draws(self.design, self.raw.draws, rec["system"])
         return doc
 
     def to_params_file(self) -> dict[str, Any]:
@@ -442,13 +443,16 @@ class FitResult:
 
 
 def comparison_draws(design: Design, draws: dict[str, list[float]], system: str) -> dict[str, list[float]]:
-    """Posterior draws of one comparison's exported parameters (same conversions as the point estimates)."""
+    """Draws (posterior or bootstrap) of one comparison's exported parameters (same conversions as the
+    point estimates; ``effect`` only where the fixed effects were drawn)."""
     if design.family == "binomial":
         prefix = system + ":"
         return {k[len(prefix):]: v for k, v in draws.items() if k.startswith(prefix)}
     col = design.columns[design.systems.index(system) - 1]
     zeros = np.zeros(len(draws["sigma"]))
-    out = {"effect": draws[f"b|{col}"], "sd_residual": draws["sigma"]}
+    out = {"sd_residual": draws["sigma"]}
+    if f"b|{col}" in draws:
+        out["effect"] = draws[f"b|{col}"]
     for g in GROUPS:
         var_int, var_slope, _ = design.pair_moments(lambda h, t: np.asarray(draws.get(f"{h}|{t}", zeros)), system, g)
         out[f"sd_{g}_slope"] = np.sqrt(var_slope).tolist()

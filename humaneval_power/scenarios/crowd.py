@@ -109,11 +109,8 @@ class CrowdScenario:
         return json.dumps(["crowd", self.design.key(), self.process.key()])
 
     def exact(self) -> PowerResult | None:
-        closed = self.closed_form
-        if closed is None or closed.exact() is None:
-            return None
-        r = closed.exact()
-        return replace(r, cell=self.cell())
+        r = self.closed_form.exact() if self.closed_form is not None else None
+        return None if r is None else replace(r, cell=self.cell())
 
     @cached_property
     def _fixed(self) -> tuple[Any, Any] | None:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..engine import PowerResult, Progress, StudyOutcomes
 from ..errors import InputError
 from ..planning import SolveResult, as_list, power_grid, solve
@@ -92,25 +93,53 @@ def h2h_power(
     seed: int = 0,
     jobs: int | None = None,
     progress: Progress | None = None,
+    assurance: ParamDraws | None = None,
+    draws: int | None = DEFAULT_DRAWS,
+    target_power: float = 0.8,
 ) -> pd.DataFrame:
     """Power of the sign test over n x p_win x p_tie (one row per cell).
+
+    With ``assurance`` (draws of ``p_win`` and/or ``p_tie``, e.g. from a Beta prior: see
+    :mod:`humaneval_power.assurance`) ``power`` is the assurance, the probability of a
+    significant win for B averaged over the draws; p_win / p_tie are the point estimates.
 
     >>> h2h_power([25, 100], 0.65).power.round(4).tolist()
     [0.3061, 0.8276]
     """
-    def make(n: int, p_win: float, p_tie: float) -> IndependentJudgments:
-        return IndependentJudgments(n, p_win, p_tie, ties, method, alpha)
-
+    make = _independent(ties, method, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress)
     return power_grid(make, {"n": as_list(n), "p_win": as_list(p_win), "p_tie": as_list(p_tie)}, n_sims,
                       seed=seed, jobs=jobs, progress=progress)
 
 
+def _independent(ties: str, method: str, alpha: float, assurance: ParamDraws | None, draws: int | None, n_sims: int,
+                 seed: int, jobs: int | None, target_power: float, progress: Progress | None) -> Any:
+    """``make(n, p_win, p_tie)``: one cell, or with ``assurance`` the assurance cell over the draws."""
+    def make_for(over: dict[str, float]) -> Any:
+        def make(n: int, p_win: float, p_tie: float) -> IndependentJudgments:
+            return IndependentJudgments(n, over.get("p_win", p_win), over.get("p_tie", p_tie), ties, method, alpha)
+        return make
+
+    if assurance is None:
+        return make_for({})
+    sample = assurance.thin(draws, seed)
+    unknown = [k for k in sample.values if k not in ("p_win", "p_tie")]
+    if unknown:
+        raise InputError(f"{sample.source}: independent judgments have the parameters p_win and p_tie, not "
+                         f"{', '.join(unknown)}")
+    return assured(make_for, {}, sample.rows(), n_sims, seed, target_power, sample.source, jobs, progress)
+
+
 def h2h_sample_size(p_win: float, p_tie: float = 0.0, target_power: float = 0.8, ties: str = "drop",
-                    alpha: float = 0.05, max_n: int = 10_000_000) -> SolveResult:
+                    alpha: float = 0.05, max_n: int = 10_000_000, assurance: ParamDraws | None = None,
+                    draws: int | None = DEFAULT_DRAWS, target_assurance: float | None = None,
+                    seed: int = 0) -> SolveResult:
     """Smallest n whose exact power reaches the target.
 
     Discreteness makes power saw-toothed in n: ``value`` (= ``low``) is the first
-    n that reaches the target, ``high`` the n from which it stays there.
+    n that reaches the target, ``high`` the n from which it stays there. With
+    ``assurance`` (draws of p_win / p_tie) the smallest n whose assurance reaches
+    ``target_assurance`` (default ``target_power``; ``detail`` holds the plain answer as
+    ``conditional_value``); the search stops at ``max_n``.
 
     >>> r = h2h_sample_size(0.65)
     >>> r.value, r.high
@@ -119,7 +148,23 @@ def h2h_sample_size(p_win: float, p_tie: float = 0.0, target_power: float = 0.8,
     cell = IndependentJudgments(1, p_win, p_tie, ties, "exact", alpha)
     if cell.effect == 0:
         raise InputError("p_win equals p_lose: no effect to detect")
-    return solve(lambda k: replace(cell, n=k), "n", 1, max_n, target_power, n_sims=1, sawtooth=True)
+    if assurance is None:
+        return solve(lambda k: replace(cell, n=k), "n", 1, max_n, target_power, n_sims=1, sawtooth=True)
+    plain = h2h_sample_size(p_win, p_tie, target_power, ties, alpha, max_n)
+    make = _independent(ties, "exact", alpha, assurance, draws, 1, seed, None, target_power, None)
+    target = target_power if target_assurance is None else target_assurance
+    cells = make(1, p_win, p_tie).draws
+    limit = float(np.mean([np.sign(c.effect) == np.sign(cell.effect) for c in cells]))
+    if target > limit:  # as n grows a draw's success tends to 1 on the planned side, 0 on the other
+        reason = (f"the assurance cannot exceed {limit:.3f}, the share of draws in which "
+                  f"{'B' if cell.effect > 0 else 'A'} is better (it tends to that as n grows)")
+        return SolveResult("n", target, None, None, None, False, reason, None, math.nan, limit,
+                           {"conditional_value": plain.value, "conditional_low": plain.low,
+                            "conditional_high": plain.high})
+    result = solve(lambda k: make(k, p_win, p_tie), "n", 1, max_n, target, n_sims=1, sawtooth=True, limit=(
+        limit, f"as n grows the assurance tends to {limit:.3f}, the share of draws on the planned side"))
+    return replace(result, detail={**result.detail, "conditional_value": plain.value, "conditional_low": plain.low,
+                                   "conditional_high": plain.high})
 
 
 def h2h_mde(n: int, p_tie: float = 0.0, target_power: float = 0.8, ties: str = "drop",
@@ -249,27 +294,51 @@ def h2h_mixed_power(
     progress: Progress | None = None,
     checkpoint: str | None = None,
     store: str | None = None,
+    assurance: ParamDraws | None = None,
+    draws: int | None = DEFAULT_DRAWS,
+    target_power: float = 0.8,
 ) -> pd.DataFrame:
-    """GLMM power over workers x items x judgments per item x effect (lme4 refits)."""
-    def make(workers: int, items: int, per_item: int | None, log_odds: float) -> MixedJudgments:
-        return MixedJudgments(params, workers, items, log_odds, per_item, test, alpha)
-
+    """GLMM power over workers x items x judgments per item x effect (lme4 refits); with
+    ``assurance`` (draws of sd_worker / sd_item) the assurance over ``draws`` of them."""
+    if assurance is not None and (checkpoint or store):
+        raise InputError("a result store does not cover assurance runs (each design cell runs its draws at once)")
+    make = _mixed(params, test, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress)
     axes = {"workers": as_list(workers), "items": as_list(items), "per_item": as_list(per_item),
             "log_odds": as_list(log_odds)}
     return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
                       store=store)
 
 
+def _mixed(params: H2HParams, test: str, alpha: float, assurance: ParamDraws | None, draws: int | None, n_sims: int,
+           seed: int, jobs: int | None, target_power: float, progress: Progress | None) -> Any:
+    """``make(workers, items, per_item, log_odds)``: one GLMM cell, or the assurance cell over the draws."""
+    def make_for(p: H2HParams) -> Any:
+        def make(workers: int, items: int, per_item: int | None, log_odds: float) -> MixedJudgments:
+            return MixedJudgments(p, workers, items, log_odds, per_item, test, alpha)
+        return make
+
+    if assurance is None:
+        return make_for(params)
+    sample = assurance.thin(draws, seed)
+    return assured(make_for, params, apply_draws(params, sample), n_sims, seed, target_power, sample.source, jobs,
+                   progress)
+
+
 def h2h_mixed_sample_size(params: H2HParams, log_odds: float, workers: int, per_item: int | None = None,
                           target_power: float = 0.8, test: str = "z", alpha: float = 0.05, n_sims: int = 300,
                           seed: int = 0, jobs: int | None = None, max_items: int = 2000,
-                          progress: Progress | None = None) -> SolveResult:
-    """Smallest number of items reaching the target power with the workers fixed (lme4 refits)."""
+                          progress: Progress | None = None, assurance: ParamDraws | None = None,
+                          draws: int | None = DEFAULT_DRAWS, target_assurance: float | None = None) -> SolveResult:
+    """Smallest number of items reaching the target power with the workers fixed (lme4 refits); with
+    ``assurance``, the smallest whose assurance reaches ``target_assurance`` (default ``target_power``)."""
     if log_odds == 0:
         raise InputError("the sample size for a zero effect is undefined")
+    cells = _mixed(params, test, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress)
+    if assurance is not None and target_assurance is not None:
+        target_power = target_assurance
 
     def make(items: int) -> MixedJudgments:
-        return MixedJudgments(params, workers, items, log_odds, per_item, test, alpha)
+        return cells(workers, items, per_item, log_odds)
 
     why = (f"with {workers} workers the worker SD ({params.sd_worker:g}) bounds the information about a "
            "typical worker's preference; add workers")

@@ -17,10 +17,11 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..designs import Costs, check_budget
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
@@ -42,6 +43,18 @@ def _params(params: Params) -> LikertParams | InvariantProcess:
     return params if isinstance(params, InvariantProcess) else as_params(params)
 
 
+def _factory(params: LikertParams | InvariantProcess, assurance: ParamDraws | None, draws: int | None, n_sims: int,
+             seed: int, jobs: int | None, target_power: float, progress: Progress | None,
+             **kw: Any) -> Callable[..., Any]:
+    """The cell factory: plain, or with ``assurance`` (parameter draws) the assurance cells over
+    ``draws`` of them (:mod:`humaneval_power.assurance`)."""
+    if assurance is None:
+        return cell_factory(params, **kw)
+    sample = assurance.thin(draws, seed)
+    return assured(lambda p: cell_factory(p, **kw), params, apply_draws(params, sample), n_sims, seed,
+                   target_power, sample.source, jobs, progress)
+
+
 def likert_power(
     params: Params,
     workers: Sequence[int] | int,
@@ -58,6 +71,9 @@ def likert_power(
     store: str | None = None,
     ratings_per_item: Sequence[int | None] | int | None = None,
     items_per_hit: Sequence[int] | int = 1,
+    assurance: ParamDraws | None = None,
+    draws: int | None = DEFAULT_DRAWS,
+    target_power: float = 0.8,
     **design: Any,
 ) -> pd.DataFrame:
     """Power over workers x items x ratings per item x items per HIT x effect: one row per cell.
@@ -66,7 +82,10 @@ def likert_power(
     presentation), effect, model, method, test, alpha, power, ci_low, ci_high,
     power_excluding_failures, type_s, type_m, mean_estimate, n_sims, n_failed,
     n_singular, n_warnings, df; ``cost`` with ``costs``; ``power_all`` (every
-    true difference detected) when several contrasts are compared.
+    true difference detected) when several contrasts are compared. With ``assurance`` (parameter
+    draws, :mod:`humaneval_power.assurance`; ``draws`` of them are used) ``power`` is the
+    assurance and the columns ``conditional_power``, ``assurance``, ``assurance_se``,
+    ``p_power_reaches_target`` (of ``target_power``), ``power_q05/q50/q95`` and ``draws`` are added.
 
     >>> t = likert_power("card2020-high", 3, 100, 0.4, test="card2020", n_sims=2000, seed=1)
     >>> t[["workers", "items", "effect", "power", "ci_low", "ci_high"]].round(3).to_dict("records")
@@ -75,7 +94,10 @@ def likert_power(
     >>> t[["ratings_per_item", "assignment", "power"]].to_dict("records")
     [{'ratings_per_item': 3, 'assignment': 'balanced', 'power': 0.985}]
     """
-    make = cell_factory(_params(params), method=method, test=test, alpha=alpha, **design)
+    if assurance is not None and (checkpoint or store):
+        raise InputError("a result store does not cover assurance runs (each design cell runs its draws at once)")
+    make = _factory(_params(params), assurance, draws, n_sims, seed, jobs, target_power, progress, method=method,
+                    test=test, alpha=alpha, **design)
     axes = {"items": as_list(items), "workers": as_list(workers), "ratings_per_item": as_list(ratings_per_item),
             "items_per_hit": as_list(items_per_hit), "effect": as_list(effect)}
     return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
@@ -98,6 +120,9 @@ def likert_sample_size(
     progress: Progress | None = None,
     ratings_per_item: int | None = None,
     items_per_hit: int = 1,
+    assurance: ParamDraws | None = None,
+    draws: int | None = DEFAULT_DRAWS,
+    target_assurance: float | None = None,
     **design: Any,
 ) -> SolveResult:
     """Smallest number of items (or workers, or ratings per item) reaching ``target_power``, the
@@ -105,6 +130,9 @@ def likert_sample_size(
 
     When the slope variance of the fixed factor caps the power below the
     target (few workers with a worker-slope SD > 0), the result says so.
+    With ``assurance`` (parameter draws) it is the smallest value whose assurance reaches
+    ``target_assurance`` (default: ``target_power``); ``detail`` then holds the plain answer at the
+    point estimate (``conditional_value``, ``conditional_low``, ``conditional_high``).
 
     >>> r = likert_sample_size("card2020-low", 0.1, workers=10, method="analytic")
     >>> r.value, round(r.at.power, 3)
@@ -118,7 +146,11 @@ def likert_sample_size(
     needed = [k for k in ("items", "workers") if k != vary and sizes[k] is None]
     if needed:
         raise InputError(f"give the number of {needed[0]} to hold fixed while varying {vary}")
-    make = cell_factory(params, method=method, test=test, alpha=alpha, **design)
+    if assurance is not None:
+        plain = likert_sample_size(params, effect, target_power, workers, items, vary, method, test, alpha, n_sims,
+                                   seed, jobs, progress, ratings_per_item, items_per_hit, **design)
+    make = _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method, test=test,
+                    alpha=alpha, **design)
 
     def cell(n: int) -> CrowdScenario:
         s = {**sizes, vary: n}
@@ -136,8 +168,15 @@ def likert_sample_size(
         why = "the worker variance components cap the power with this pool: add workers or ratings per item"
     if vary == "ratings_per_item" and workers is None:
         raise InputError("give the pool of workers when varying the ratings per item")
-    return solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
-                 limit=limit, why=why)
+    if assurance is None:
+        return solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
+                     limit=limit, why=why)
+    why = "; ".join(x for x in (why, "the assurance is capped by the draws whose power stays low however large the "
+                                     "design (e.g. large slope SDs of the fixed factor)") if x)
+    result = solve(cell, vary, lo, hi, target_power if target_assurance is None else target_assurance,
+                   n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, why=why)
+    return replace(result, detail={**result.detail, "conditional_value": plain.value, "conditional_low": plain.low,
+                                   "conditional_high": plain.high})
 
 
 def _crossed_limit(cell: LikertScenario, vary: str, n_sims: int, seed: int) -> tuple[float, str]:
@@ -201,6 +240,9 @@ def likert_budget(
     seed: int = 0,
     jobs: int | None = None,
     progress: Progress | None = None,
+    assurance: ParamDraws | None = None,
+    draws: int | None = DEFAULT_DRAWS,
+    target_assurance: float | None = None,
     **design: Any,
 ) -> tuple[pd.DataFrame, SolveResult]:
     """The cheapest design reaching the target power among items x workers x k x h within ``budget``.
@@ -212,14 +254,18 @@ def likert_budget(
     as a :class:`SolveResult` over ``cost``: ``value`` the cheapest cost reaching
     the target, ``high`` the cheapest whose lower 95% bound reaches it (the
     Monte-Carlo margin; None if none in the search), ``low`` the cheapest whose
-    upper bound does.
+    upper bound does. With ``assurance`` (parameter draws) designs must reach
+    ``target_assurance`` (default: ``target_power``) in assurance.
     """
     params = _params(params)
     costs = costs or Costs(per_rating=1.0)
     cap = check_budget(budget, costs)
     if check_number("effect", effect) == 0:
         raise InputError("the effect must be non-zero to plan for it")
-    make = cell_factory(params, method=method, test=test, alpha=alpha, costs=costs, **design)
+    make = _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method, test=test,
+                    alpha=alpha, costs=costs, **design)
+    if assurance is not None and target_assurance is not None:
+        target_power = target_assurance
     cells = []
     for i, w, k, h in itertools.product(as_list(items), as_list(workers), as_list(ratings_per_item),
                                         as_list(items_per_hit)):

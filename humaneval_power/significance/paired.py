@@ -120,8 +120,11 @@ PAIRED_TESTS = ("randomization", "bootstrap")
 
 def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats], test: str = "randomization",
                           trials: int | None = None, seed: int = 0, rule: str = "sacrebleu",
-                          progress: ProgressFn | None = None) -> list[dict[str, Any]]:
+                          progress: ProgressFn | None = None, adjust: str = "holm") -> list[dict[str, Any]]:
     """Paired tests of every system against the baseline: one record per system (``system`` first).
+
+    ``p_adjusted``: the p-values adjusted over the systems compared (``adjust``: holm, bonferroni,
+    fdr (Benjamini-Hochberg) or none; :func:`humaneval_power.analyses.adjust_pvalues`).
 
     ``test``: approximate randomization (``trials`` default 10,000) or the paired bootstrap
     (default 1,000 resamples, with ``rule`` for its p-value). Each test uses ``seed``, as
@@ -129,7 +132,10 @@ def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats],
     ``progress(done, total, label)`` follows each system's trials; work that cannot finish
     is refused before any.
     """
+    from ..analyses import P_ADJUSTMENTS, adjust_pvalues
+
     check_choice("paired test", test, PAIRED_TESTS)
+    check_choice("adjustment", adjust, P_ADJUSTMENTS)
     n_trials = trials or (1000 if test == "bootstrap" else 10_000)
     if test == "bootstrap":
         _check_bootstrap_memory(n_trials)  # before the time estimate: its warning would add a line
@@ -148,7 +154,8 @@ def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats],
         else:
             r = paired_randomization(baseline, other, n_trials, seed, done_fn=done_fn)
         rows.append({"system": name, **r})
-    return rows
+    p_adj = adjust_pvalues(np.array([r["p_value"] for r in rows]), adjust)
+    return [{**r, "p_adjusted": float(p), "adjust": adjust} for r, p in zip(rows, p_adj)]
 
 
 __all__ = ["randomization_test", "paired_randomization", "paired_bootstrap", "compare_with_baseline",

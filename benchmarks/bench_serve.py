@@ -1,0 +1,97 @@
+"""Benchmark: how fast `hepower serve` answers. Starts the server on a free port and times, for each tier, the
+API round trip (POST /api/<function>: validation, a worker process, the command, the records; median of 5)
+and, with Playwright and chromium, the page: from typing a new value to the new power shown (median of 5,
+the page's 0.2 s debounce included). Prints one JSON record. Run: python benchmarks/bench_serve.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CALLS = {
+    "likert analytic (10 workers x 100 items)": ("likert_power", {"params": "card2020-high", "workers": [10],
+                                                                  "items": [100], "effect": [0.2],
+                                                                  "method": "analytic"}),
+    "likert fast, crossed (1,000 sims)": ("likert_power", {"params": "card2020-high", "workers": [10], "items": [100],
+                                                          "effect": [0.2], "n_sims": 1000}),
+    "likert fast, crowd k=3 (500 sims)": ("likert_power", {"params": "card2020-high", "workers": [10], "items": [100],
+                                                          "ratings_per_item": [3], "effect": [0.2], "n_sims": 500}),
+    "h2h exact": ("h2h_power", {"n": [200], "p_win": [0.6]}),
+    "mcnemar exact": ("mcnemar_power", {"n": [1000], "delta": [0.03], "agreement": [0.9]}),
+    "bleu saddlepoint (500 sims)": ("bleu_power", {"n": [1000], "delta": [1], "p0": [0.3], "b0": [20],
+                                                   "method": "saddlepoint", "n_sims": 500}),
+}
+
+
+def _post(base: str, name: str, body: dict) -> float:
+    req = urllib.request.Request(f"{base}/api/{name}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    t = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.status == 200
+    return time.perf_counter() - t
+
+
+def _page(base: str) -> dict[str, float] | str:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return "playwright not installed"
+    chromium = shutil.which("chromium")
+    if not chromium:
+        return "chromium not installed"
+    out = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        for method, k in (("analytic", ""), ("fast", ""), ("fast", "3")):
+            page.goto(f"{base}/#scenario=likert&method={method}&ratings_per_item={k}&per_rating=0")
+            page.wait_for_function("document.querySelector('#power').dataset.value && !document.body.dataset.busy",
+                                   timeout=120_000)
+            times = []
+            for effect in ("0.21", "0.22", "0.23", "0.24", "0.25"):
+                t = time.perf_counter()
+                page.fill("[data-scenario=likert] [name=effect]", effect)
+                page.wait_for_function(f"document.querySelector('#command').textContent.includes('--effect {effect} ')"
+                                       " && document.querySelector('#power').dataset.value", timeout=120_000)
+                times.append(time.perf_counter() - t)
+                page.wait_for_function("!document.body.dataset.busy", timeout=120_000)
+            out[f"likert {method}" + (f", crowd k={k}" if k else ", crossed")] = round(statistics.median(times), 3)
+        browser.close()
+    return out
+
+
+def main() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "humaneval_power.cli", "serve", "--port", str(port)], env=env,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + "/api", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        _post(base, "h2h_mde", {"n": 100})  # the worker fork server is up
+        api = {what: round(statistics.median(_post(base, *call) for _ in range(5)), 3) for what, call in CALLS.items()}
+        print(json.dumps({"api_seconds": api, "page_seconds": _page(base), "load_average": os.getloadavg()[0]}))
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+if __name__ == "__main__":
+    main()

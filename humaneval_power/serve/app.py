@@ -1,0 +1,218 @@
+"""The web app: the planner's page and the JSON API (the Python API over HTTP).
+
+Endpoints (every error is ``{"detail": "<one line>"}``; bad input is HTTP 422 with the CLI's message):
+
+* ``POST /api/<function>`` with the function's keyword arguments: runs it (within the time
+  limit) and returns ``{"records": [...]}``, the records ``hepower ... --json`` prints (a budget
+  search adds ``"designs"``, the evaluated designs), with ``"command"`` and ``"python"``;
+* ``POST /api/jobs/<function>``: the same as a job (HTTP 202); ``GET /api/jobs/<id>`` its state,
+  progress and, once finished, its outcome; ``DELETE /api/jobs/<id>`` cancels it;
+* ``POST /api/command/<function>``: only the equivalent command line and Python snippet;
+* ``GET /api``: the functions, their arguments and the server's limits;
+  ``GET /api/presets``: the built-in parameter files; ``POST /api/params``: validate an
+  uploaded parameter file (multipart field ``file``).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from importlib import resources
+from typing import Any, AsyncIterator, Sequence
+
+from fastapi import FastAPI, Request, UploadFile
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from ..errors import HepowerError, InputError
+from .commands import FUNCTIONS, Limits, arguments, python_snippet, shell_command, to_argv
+from .jobs import Busy, Jobs
+
+STATIC = resources.files("humaneval_power.serve") / "static"
+
+
+def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequence[str] | None = None) -> FastAPI:
+    """The app; ``warm_up`` starts the worker fork server at once (in the background); ``hosts``: the only
+    Host headers answered (None: any), so that a page of another site cannot reach a server on localhost
+    through DNS rebinding."""
+    limits = limits or Limits()
+    jobs = Jobs(limits)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm_up:
+            asyncio.get_running_loop().run_in_executor(None, jobs.warm_up)
+        yield
+        await asyncio.get_running_loop().run_in_executor(None, jobs.shutdown)
+
+    app = FastAPI(title="hepower", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.jobs = jobs
+    app.add_middleware(Guard, limit=limits.max_body, hosts=hosts)
+
+    @app.exception_handler(HepowerError)
+    async def _input_error(request: Request, exc: HepowerError) -> JSONResponse:
+        return _error(422, exc)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, exc)
+
+    @app.exception_handler(Busy)
+    async def _busy(request: Request, exc: Busy) -> JSONResponse:
+        return _error(429, exc)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, f"internal error: {exc.__class__.__name__}: {exc}")
+
+    @app.get("/")
+    async def index() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"))
+
+    @app.get("/api")
+    async def api() -> dict[str, Any]:
+        return {"functions": {name: list(arguments(name)) for name in FUNCTIONS}, "limits": asdict(limits)}
+
+    @app.get("/api/presets")
+    async def presets() -> dict[str, Any]:
+        from ..params import PRESETS
+
+        return {name: p.to_json() for name, p in PRESETS.items()}
+
+    @app.post("/api/params")
+    async def params(file: UploadFile) -> dict[str, Any]:
+        from ..params import LikertParams, strict_json
+
+        name = file.filename or "uploaded file"
+        try:
+            doc = json.loads(await file.read())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{name}: malformed JSON ({exc})") from None
+        if isinstance(doc, dict) and doc.get("family") == "binomial":
+            raise InputError(f"{name} holds head-to-head (binomial) parameters; the Likert planner needs a "
+                             "gaussian fit")
+        LikertParams.from_json(doc, source=name)  # the CLI's checks of --params FILE
+        return {"params": strict_json(doc), "filename": name}
+
+    @app.post("/api/command/{function}")
+    async def command(function: str, request: Request) -> dict[str, Any]:
+        kwargs = await _kwargs(request)
+        return {"command": shell_command(to_argv(function, kwargs, limits)),
+                "python": python_snippet(function, kwargs)}
+
+    @app.post("/api/jobs/{function}", status_code=202)
+    async def submit(function: str, request: Request) -> dict[str, Any]:
+        return jobs.submit(function, await _kwargs(request)).view()
+
+    @app.get("/api/jobs/{job_id}")
+    async def poll(job_id: str) -> dict[str, Any]:
+        return _job(jobs, job_id).view()
+
+    @app.delete("/api/jobs/{job_id}")
+    async def cancel(job_id: str) -> dict[str, Any]:
+        job = _job(jobs, job_id)
+        jobs.cancel(job)
+        await asyncio.get_running_loop().run_in_executor(None, job.finished.wait, 5.0)
+        return job.view()
+
+    @app.post("/api/{function}")
+    async def call(function: str, request: Request) -> JSONResponse:
+        job = jobs.submit(function, await _kwargs(request))
+        await asyncio.get_running_loop().run_in_executor(None, job.finished.wait, limits.time_limit + 10)
+        view = job.view()
+        if job.state != "done":
+            return _error(job.status if job.state != "running" else 504, view.get("detail") or "not finished")
+        return JSONResponse(view)
+
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    return app
+
+
+class NotFound(HepowerError):
+    """An unknown job."""
+
+
+def _job(jobs: Jobs, job_id: str) -> Any:
+    job = jobs.get(job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id!r} (finished jobs are kept for a while only)")
+    return job
+
+
+async def _kwargs(request: Request) -> Any:
+    """The request's JSON object of keyword arguments."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise InputError("send the keyword arguments as a JSON object (Content-Type: application/json)")
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"the request body is not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise InputError("send the keyword arguments as a JSON object")
+    return body
+
+
+def _error(status: int, message: Any) -> JSONResponse:
+    text = str(message).strip().splitlines()
+    return JSONResponse({"detail": text[0] if text else message.__class__.__name__}, status_code=status)
+
+
+class Guard:
+    """Refuse a Host header not in ``hosts`` (HTTP 400) and request bodies over ``limit`` bytes (HTTP 413),
+    by Content-Length or as they arrive."""
+
+    def __init__(self, app: Any, limit: int, hosts: Sequence[str] | None = None) -> None:
+        self.app, self.limit, self.hosts = app, limit, hosts
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        if self.hosts is not None:
+            host = _host_name(headers.get(b"host", b"").decode("latin-1"))
+            if host not in self.hosts:
+                return await _send_error(send, 400, f"this server answers only for {', '.join(self.hosts)}, not "
+                                                    f"for the host {host!r}")
+        message = f"the request body exceeds this server's limit of {self.limit:,} bytes"
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await _send_error(send, 413, message)
+        seen = 0
+        started = False
+
+        async def limited() -> Any:
+            nonlocal seen
+            event = await receive()
+            if event["type"] == "http.request":
+                seen += len(event.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge()
+            return event
+
+        async def tracked(event: Any) -> None:
+            nonlocal started
+            started = started or event["type"] == "http.response.start"
+            await send(event)
+
+        try:
+            await self.app(scope, limited, tracked)
+        except _TooLarge:
+            if not started:
+                await _send_error(send, 413, message)
+
+
+def _host_name(header: str) -> str:
+    """The host of a Host header, without its port ("[::1]:8000" -> "[::1]")."""
+    return header.split("]")[0] + "]" if header.startswith("[") else header.rsplit(":", 1)[0]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _send_error(send: Any, status: int, message: str) -> None:
+    body = json.dumps({"detail": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,233 @@
+"""Computations of the web app: each runs its ``hepower`` command in a worker process.
+
+A worker process can be killed, so every computation has a time limit and can be
+cancelled; its progress (the CLI's progress bar) is sent to the server as it goes.
+Workers come from a fork server that has imported the numerical stack once, so a
+fast computation starts in milliseconds.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .commands import PARAMS_FILE, Limits, python_snippet, shell_command, to_argv
+
+#: modules the fork server imports once for every worker
+PRELOAD = ["humaneval_power.serve.worker"]
+DESIGNS_FILE = "designs.json"  #: where a budget search's evaluated designs (the frontier) are written
+KEEP_FINISHED = 200  #: finished jobs remembered for polling
+ERROR_PREFIX = "hepower: error: "
+
+
+class Busy(Exception):
+    """Too many computations are running."""
+
+
+@dataclass
+class Job:
+    """One computation: its state, progress and outcome (``status``: the HTTP status of the outcome)."""
+
+    function: str
+    arguments: dict[str, Any]
+    argv: list[str]
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    state: str = "running"  #: running, done, failed, cancelled
+    done: int = 0
+    total: int = 0
+    label: str = ""
+    status: int = 202
+    detail: str = ""
+    result: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+    finished: threading.Event = field(default_factory=threading.Event)
+    cancel_requested: bool = False
+
+    def view(self) -> dict[str, Any]:
+        """The job as the API reports it."""
+        out = {"id": self.id, "function": self.function, "state": self.state, "done": self.done,
+               "total": self.total, "label": self.label, "seconds": round(self.seconds or
+                                                                          time.monotonic() - self.started, 3),
+               "command": shell_command(self.argv), "python": python_snippet(self.function, self.arguments)}
+        if self.state != "running":
+            out.update(status=self.status, warnings=self.warnings)
+            if self.result is not None:
+                out.update(self.result)
+            else:
+                out["detail"] = self.detail
+        return out
+
+
+class Jobs:
+    """The running and recently finished computations of one server."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.jobs: dict[str, Job] = {}
+        self.lock = threading.Lock()
+        self.context = mp.get_context("forkserver")
+        self.context.set_forkserver_preload(PRELOAD)
+
+    def warm_up(self) -> None:
+        """Start the fork server (it imports the numerical stack) before the first request needs it."""
+        p = self.context.Process(target=_noop)
+        p.start()
+        p.join()
+
+    def submit(self, function: str, arguments: Mapping[str, Any]) -> Job:
+        """Validate and start a computation (InputError when bad; :class:`Busy` when too many run)."""
+        argv = to_argv(function, arguments, self.limits)
+        job = Job(function, dict(arguments), argv)
+        with self.lock:
+            if sum(j.state == "running" for j in self.jobs.values()) >= self.limits.max_jobs:
+                raise Busy(f"the server is running {self.limits.max_jobs} computations already; cancel one or "
+                           "try again")
+            self.jobs[job.id] = job
+            finished = [k for k, j in self.jobs.items() if j.state != "running"]
+            for k in finished[:max(0, len(finished) - KEEP_FINISHED)]:
+                del self.jobs[k]
+        threading.Thread(target=self._run, args=(job,), daemon=True, name=f"hepower-job-{job.id[:8]}").start()
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self.lock:
+            return self.jobs.get(job_id)
+
+    def cancel(self, job: Job) -> None:
+        job.cancel_requested = True
+
+    def shutdown(self) -> None:
+        """Cancel every running computation and wait for its worker to end."""
+        with self.lock:
+            running = [j for j in self.jobs.values() if j.state == "running"]
+        for job in running:
+            self.cancel(job)
+        for job in running:
+            job.finished.wait(10)
+
+    def _run(self, job: Job) -> None:
+        folder = tempfile.mkdtemp(prefix="hepower-serve-")
+        try:
+            params = job.arguments.get("params")
+            if isinstance(params, Mapping) and "schema" in params:
+                with open(os.path.join(folder, PARAMS_FILE), "w", encoding="utf-8") as f:
+                    json.dump(params, f)
+            self._supervise(job, folder)
+        except Exception as exc:  # noqa: BLE001 - reported to the client, never a traceback
+            self._finish(job, "failed", 500, f"internal error: {exc.__class__.__name__}: {exc}")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _supervise(self, job: Job, folder: str) -> None:
+        argv = job.argv + ["--json"]
+        if any("--jobs" in a.option_strings for a in _parser_of(job.function)._actions):
+            argv += ["--jobs", "1"]  # one core per computation; results do not depend on it
+        if job.function == "likert_budget":
+            argv += ["--out", DESIGNS_FILE]
+        receive, send = self.context.Pipe(duplex=False)
+        # not a daemon: some commands run a pool of their own; the worker leads a process group, killed whole
+        process = self.context.Process(target=_work, args=(argv, send, folder))
+        process.start()
+        send.close()
+        deadline = job.started + self.limits.time_limit
+        try:
+            while True:
+                if job.cancel_requested:
+                    return self._finish(job, "cancelled", 499, "cancelled")
+                if time.monotonic() > deadline:
+                    return self._finish(job, "failed", 504, f"the computation took longer than this server's limit "
+                                        f"of {self.limits.time_limit:g} s; ask for fewer simulations or a smaller "
+                                        "grid, or run the command shown")
+                if receive.poll(0.05):
+                    try:
+                        message = receive.recv()
+                    except EOFError:
+                        return self._finish(job, "failed", 500, f"internal error: the worker process ended "
+                                            f"(exit code {process.exitcode})")
+                    if message[0] == "progress":
+                        job.done, job.total, job.label = message[1:]
+                    else:
+                        return self._outcome(job, *message[1:], folder=folder)
+                elif not process.is_alive() and not receive.poll(0):
+                    process.join()
+                    return self._finish(job, "failed", 500, f"internal error: the worker process ended "
+                                        f"(exit code {process.exitcode})")
+        finally:
+            _kill(process)
+            receive.close()
+
+    def _outcome(self, job: Job, code: int, out: str, err: str, folder: str) -> None:
+        lines = [line for line in err.splitlines() if line.strip()]
+        job.warnings = [line.removeprefix("hepower: warning: ") for line in lines if line.startswith("hepower: warning")]
+        if code == 0:
+            result: dict[str, Any] = {"records": json.loads(out)}
+            if job.function == "likert_budget":
+                with open(os.path.join(folder, DESIGNS_FILE), encoding="utf-8") as f:
+                    result["designs"] = json.load(f)
+            job.result = result
+            return self._finish(job, "done", 200, "")
+        message = next((line for line in reversed(lines) if line.startswith("hepower: ")), f"exit code {code}")
+        message = message.removeprefix(ERROR_PREFIX).removeprefix("hepower: ")
+        self._finish(job, "failed", 422 if code == 2 else 500, message)
+
+    def _finish(self, job: Job, state: str, status: int, detail: str) -> None:
+        job.seconds = time.monotonic() - job.started
+        job.state, job.status, job.detail = state, status, detail
+        job.finished.set()
+
+
+def _kill(process: Any) -> None:
+    """End a worker and everything it started (its process group)."""
+    if process.pid is not None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    process.join()
+
+
+def _parser_of(function: str) -> Any:
+    from .commands import command_parser
+
+    return command_parser(function)
+
+
+def _noop() -> None:
+    """A worker that does nothing (starts the fork server)."""
+
+
+def _work(argv: list[str], send: Any, folder: str) -> None:
+    """Worker process: run ``hepower argv`` in ``folder``; send its progress, then its exit code and output."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from ..cli import common, main
+
+    os.setpgid(0, 0)  # a process group of its own: cancelling kills its pool too
+    os.chdir(folder)
+    last = [0.0]
+
+    def progress(done: int, total: int, label: str = "") -> None:
+        now = time.monotonic()
+        if now - last[0] > 0.1 or done >= total > 0:
+            last[0] = now
+            send.send(("progress", int(done), int(total), str(label)))
+
+    common.PROGRESS_SINK = progress
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    send.send(("done", code, out.getvalue(), err.getvalue()))
+    send.close()
+
+

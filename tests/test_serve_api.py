@@ -1,0 +1,283 @@
+"""``hepower serve``'s JSON API: every endpoint, the same records as the Python API and the CLI, bad input
+as HTTP 422 with the CLI's one-line message, limits on size and time, jobs with progress and cancel."""
+from __future__ import annotations
+
+import io
+import json
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from typing import Any
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("fastapi", reason="hepower serve needs the serve extra (FastAPI)")
+pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (httpx)")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from humaneval_power.cli import main  # noqa: E402
+from humaneval_power.io import json_records  # noqa: E402
+from humaneval_power.params import PRESETS, LikertParams  # noqa: E402
+from humaneval_power.serve.app import create_app  # noqa: E402
+from humaneval_power.serve.commands import FUNCTIONS, Limits, arguments, python_snippet, to_argv  # noqa: E402
+
+FIT_DOC = LikertParams(0.55, 0.02, 0.05, 0.03, 0.08, 0.2, scale=None, name="B vs A").to_json()
+
+#: one call of every function (small, so the whole module runs in seconds)
+CALLS: dict[str, dict[str, Any]] = {
+    "likert_power": {"params": "card2020-high", "workers": [6], "items": [40], "effect": [0.25],
+                     "ratings_per_item": [3], "costs": {"per_rating": 0.1}, "n_sims": 200, "seed": 3},
+    "likert_sample_size": {"params": {"sd_worker_intercept": 0.01, "sd_worker_slope": 0.1, "sd_item_intercept": 0.04,
+                                      "sd_item_slope": 0.2, "sd_residual": 0.25}, "effect": 0.15, "workers": 10,
+                           "n_sims": 200},
+    "likert_mde": {"params": FIT_DOC, "workers": 8, "items": 60, "n_sims": 100, "target_power": 0.9},
+    "likert_budget": {"params": "card2020-low", "effect": 0.2, "items": [30, 60], "workers": [4, 8],
+                      "ratings_per_item": [2, 4], "costs": {"per_rating": 0.2, "per_worker": 1}, "n_sims": 100},
+    "h2h_power": {"n": [50, 100], "p_win": [0.6], "p_tie": [0.1], "ties": "split"},
+    "h2h_sample_size": {"p_win": 0.62, "target_power": 0.85},
+    "h2h_mde": {"n": 300},
+    "mcnemar_power": {"n": [500], "delta": [0.02, 0.04], "agreement": [0.9], "method": "simulate", "n_sims": 2000,
+                      "seed": 5},
+    "mcnemar_sample_size": {"delta": 0.03, "agreement": 0.85, "method": "normal"},
+    "accuracy_mde": {"n": 2000, "baseline": 0.85},
+    "bleu_power": {"n": [400], "delta": [1.0], "p0": [0.3], "b0": [20.0], "method": "saddlepoint", "n_sims": 200},
+    "bleu_sample_size": {"delta": 1.0, "p0": 0.3, "b0": 20.0, "method": "normal", "n_sims": 200},
+    "bleu_mde": {"n": 500, "p0": 0.3, "b0": 20.0, "method": "normal", "n_sims": 200},
+}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(create_app(Limits(max_jobs=2))) as c:
+        yield c
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _api_records(name: str, kwargs: dict[str, Any], folder: Any) -> list[dict[str, Any]]:
+    """The records of the Python API called as the snippet shown by the page calls it."""
+    (folder / "params.json").write_text(json.dumps(kwargs.get("params")))
+    namespace: dict[str, Any] = {}
+    import os
+
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        with redirect_stdout(io.StringIO()):
+            exec(python_snippet(name, kwargs), namespace)  # noqa: S102 - the snippet under test
+    finally:
+        os.chdir(here)
+    if "table" in namespace:
+        return json_records(namespace["table"])
+    return json_records(pd.DataFrame([namespace["result"].record()]))
+
+
+def test_api_lists_every_function_with_the_api_names(client: TestClient) -> None:
+    doc = client.get("/api").json()
+    assert set(doc["functions"]) == set(FUNCTIONS) and set(CALLS) == set(FUNCTIONS)
+    assert doc["functions"]["likert_power"][:4] == ["params", "workers", "items", "effect"]
+    assert "n_sims" in doc["functions"]["bleu_power"] and "jobs" not in doc["functions"]["bleu_power"]
+    assert doc["limits"]["max_body"] == Limits().max_body
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_records_are_the_api_and_cli_records(client: TestClient, name: str, tmp_path: Any) -> None:
+    """POST /api/<function> returns exactly the records of the Python API (the page's snippet) and of the
+    command it shows (`--json`)."""
+    r = client.post(f"/api/{name}", json=CALLS[name])
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["records"] == _api_records(name, CALLS[name], tmp_path)
+    argv = doc["command"].split()[1:]
+    assert argv == to_argv(name, CALLS[name])
+    if name == "likert_mde":
+        argv = [str(tmp_path / "params.json") if a == "params.json" else a for a in argv]
+    code, out, err = _cli(argv + ["--json"])
+    assert code == 0, err
+    assert json.loads(out) == doc["records"]
+    if name == "likert_budget":
+        answer, designs = doc["records"][0], doc["designs"]
+        assert answer["designs_evaluated"] == len(designs) and answer["attainable"]
+        assert answer["value"] == min(d["cost"] for d in designs if d["power"] >= answer["target_power"])
+
+
+BAD: dict[str, tuple[str, dict[str, Any], str]] = {
+    # case: (function, arguments, expected part of the one-line message)
+    "unknown argument": ("likert_power", {"params": "card2020-high", "workers": [3], "items": [50], "effect": [0.2],
+                                          "sims": 10}, "has no argument 'sims'"),
+    "a word for a count": ("likert_power", {"workers": ["ten"], "items": [50], "effect": [0.2]}, "takes numbers"),
+    "zero workers": ("likert_power", {"workers": [0], "items": [50], "effect": [0.2]}, "--workers"),
+    "unknown preset": ("likert_power", {"params": "nope", "workers": [3], "items": [50], "effect": [0.2]},
+                       "invalid choice: 'nope'"),
+    "missing effect": ("likert_power", {"workers": [3], "items": [50]}, "required: --effect"),
+    "k above the pool": ("likert_power", {"workers": [3], "items": [50], "effect": [0.2], "ratings_per_item": [5]},
+                         "exceed the pool of workers"),
+    "p_win above 1": ("h2h_power", {"n": [100], "p_win": [1.5]}, "p_win"),
+    "an option smuggled in a string": ("bleu_power", {"n": [100], "delta": [1], "p0": [0.3], "b0": [20],
+                                                      "method": "--sims=999999"}, "invalid choice"),
+    "a bad parameter file": ("likert_power", {"params": {"schema": "humaneval-power/likert-params", "version": 1,
+                                                         "intercept": 0.5}, "workers": [3], "items": [50],
+                             "effect": [0.2]}, "missing sd_worker_intercept"),
+    "too many simulations": ("likert_power", {"workers": [3], "items": [50], "effect": [0.2], "n_sims": 10**6},
+                             "exceeds this server's limit"),
+    "too large a grid": ("h2h_power", {"n": list(range(10, 30)), "p_win": [0.55 + i / 100 for i in range(20)]},
+                         "more than this server's limit"),
+    "unknown function": ("likert_powerr", {}, "unknown function 'likert_powerr'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_422_with_one_line(client: TestClient, case: str) -> None:
+    name, kwargs, expected = BAD[case]
+    for url in (f"/api/{name}", f"/api/jobs/{name}", f"/api/command/{name}"):
+        r = client.post(url, json=kwargs)
+        if url.startswith("/api/jobs") and r.status_code == 202:  # found bad while running: the job says so
+            job = r.json()
+            while job["state"] == "running":
+                time.sleep(0.05)
+                job = client.get(f"/api/jobs/{job['id']}").json()
+            assert job["state"] == "failed" and job["status"] == 422 and expected in job["detail"], job
+            continue
+        if url.startswith("/api/command") and r.status_code == 200:  # valid as a command; fails when run
+            continue
+        assert r.status_code == 422, (url, r.text)
+        detail = r.json()["detail"]
+        assert expected in detail and "\n" not in detail and "Traceback" not in detail, detail
+
+
+@pytest.mark.parametrize("case", ["zero workers", "unknown preset", "missing effect", "k above the pool",
+                                  "p_win above 1"])
+def test_bad_input_message_is_the_cli_message(client: TestClient, case: str) -> None:
+    """The same one line as `hepower` prints for the same command."""
+    name, kwargs, _ = BAD[case]
+    detail = client.post(f"/api/{name}", json=kwargs).json()["detail"]
+    argv = list(FUNCTIONS[name][1])
+    for key, value in kwargs.items():  # the command line by hand (the CLI's option names)
+        option = "--preset" if key == "params" else f"--{key.replace('_', '-')}"
+        argv += [option, *map(str, value if isinstance(value, list) else [value])]
+    code, _, err = _cli(argv)
+    assert code == 2 and err.strip() == f"hepower: error: {detail}"
+
+
+@pytest.mark.parametrize("body, ctype, expected", [
+    (b"{not json", "application/json", "not JSON"),
+    (b"[1, 2]", "application/json", "JSON object"),
+    (b"workers=3", "application/x-www-form-urlencoded", "Content-Type: application/json"),
+])
+def test_a_body_that_is_not_a_json_object_is_422(client: TestClient, body: bytes, ctype: str, expected: str) -> None:
+    r = client.post("/api/h2h_power", content=body, headers={"content-type": ctype})
+    assert r.status_code == 422 and expected in r.json()["detail"]
+
+
+def test_oversized_request_is_413(client: TestClient) -> None:
+    big = {"n": [100], "p_win": [0.6], "padding": "x" * (Limits().max_body + 1)}
+    r = client.post("/api/h2h_power", json=big)
+    assert r.status_code == 413 and "limit of 1,000,000 bytes" in r.json()["detail"]
+
+    def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(20):
+            yield b" " * 100_000
+    r = client.post("/api/h2h_power", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    upload = client.post("/api/params", files={"file": ("p.json", b"x" * 2_000_000)})
+    assert upload.status_code == 413
+
+
+SLOW = {"params": "card2020-high", "workers": [10], "items": [200], "effect": [0.2], "ratings_per_item": [3],
+        "n_sims": 20000}
+
+
+def test_job_reports_progress_and_cancels(client: TestClient) -> None:
+    job = client.post("/api/jobs/likert_power", json=SLOW)
+    assert job.status_code == 202
+    job = job.json()
+    assert job["state"] == "running" and job["command"].startswith("hepower likert power ")
+    deadline = time.monotonic() + 60
+    while job["done"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        job = client.get(f"/api/jobs/{job['id']}").json()
+    assert job["state"] == "running" and 0 < job["done"] < job["total"] == 20000, job
+    assert "cell 1/1" in job["label"]
+    cancelled = client.delete(f"/api/jobs/{job['id']}").json()
+    assert cancelled["state"] == "cancelled"
+    assert client.get(f"/api/jobs/{job['id']}").json()["state"] == "cancelled"
+    assert client.get("/api/jobs/nosuchjob").status_code == 404
+
+
+def test_time_limit_and_busy_server() -> None:
+    with TestClient(create_app(Limits(time_limit=1.0, max_jobs=1), warm_up=False)) as c:
+        first = c.post("/api/jobs/likert_power", json=SLOW).json()
+        busy = c.post("/api/h2h_mde", json={"n": 100})
+        assert busy.status_code == 429 and "running 1 computations already" in busy.json()["detail"]
+        while first["state"] == "running":
+            time.sleep(0.1)
+            first = c.get(f"/api/jobs/{first['id']}").json()
+        assert first["status"] == 504 and "longer than this server's limit of 1 s" in first["detail"]
+        r = c.post("/api/likert_power", json=SLOW)
+        assert r.status_code == 504 and "\n" not in r.json()["detail"]
+
+
+def test_localhost_server_answers_only_localhost_host_names() -> None:
+    """A page of another site reaching the server through DNS rebinding sends its own Host: refused."""
+    from humaneval_power.cli.serve import LOCAL_HOSTS
+
+    with TestClient(create_app(warm_up=False, hosts=LOCAL_HOSTS), base_url="http://127.0.0.1:8000") as c:
+        assert c.get("/api").status_code == 200
+        assert c.get("/api", headers={"host": "localhost:8000"}).status_code == 200
+        assert c.get("/api", headers={"host": "[::1]:8000"}).status_code == 200
+        r = c.post("/api/h2h_mde", json={"n": 100}, headers={"host": "evil.example:8000"})
+        assert r.status_code == 400 and "not for the host 'evil.example'" in r.json()["detail"]
+
+
+def test_presets_and_parameter_upload(client: TestClient) -> None:
+    assert client.get("/api/presets").json() == {k: json.loads(json.dumps(p.to_json())) for k, p in PRESETS.items()}
+    r = client.post("/api/params", files={"file": ("pilot.json", json.dumps(FIT_DOC).encode())})
+    assert r.status_code == 200 and r.json() == {"params": FIT_DOC, "filename": "pilot.json"}
+    for content, expected in [(b"{", "malformed JSON"), (b'{"schema": "x"}', "not a Likert parameter file"),
+                              (json.dumps({**FIT_DOC, "sd_residual": -1}).encode(), "sd_residual must be >= 0"),
+                              (json.dumps({"schema": "humaneval-power/h2h-params", "family": "binomial"}).encode(),
+                               "head-to-head (binomial)")]:
+        r = client.post("/api/params", files={"file": ("bad.json", content)})
+        assert r.status_code == 422 and expected in r.json()["detail"], r.text
+
+
+def test_command_endpoint_and_the_page(client: TestClient) -> None:
+    r = client.post("/api/command/likert_power", json={**CALLS["likert_power"], "pair": [0, 1]})
+    assert r.json()["command"] == ("hepower likert power --preset=card2020-high --workers 6 --items 40 --effect 0.25 "
+                                   "--ratings-per-item 3 --cost-per-rating=0.1 --sims=200 --seed=3 --pair 1 2")
+    assert "costs=Costs(per_rating=0.1)" in r.json()["python"] and "pair=(0, 1)" in r.json()["python"]
+    page = client.get("/")
+    assert page.status_code == 200 and "hepower planner" in page.text
+    for asset in ("/static/app.js", "/static/style.css"):
+        text = client.get(asset).text
+        assert client.get(asset).status_code == 200 and "://" not in text.replace("data:,", "")  # nothing external
+
+
+def test_arguments_are_the_api_signature() -> None:
+    import inspect
+
+    from humaneval_power.scenarios.headtohead import h2h_power
+
+    assert arguments("h2h_power") == tuple(p for p in inspect.signature(h2h_power).parameters
+                                            if p not in ("jobs", "progress", "checkpoint"))
+
+
+def test_serve_defaults_to_localhost_and_help_stays_light() -> None:
+    import subprocess
+    import sys
+
+    from humaneval_power.cli import build_parser
+
+    args = build_parser(["serve"]).parse_args(["serve"])
+    assert (args.host, args.port) == ("127.0.0.1", 8000)
+    code = ("import sys; from humaneval_power.cli import main\n"
+            "try: main(['serve', '--help'])\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in ('fastapi', 'uvicorn', 'pandas', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,311 @@
+"""The planner's page in a real headless browser (Playwright driving Debian's chromium): the numbers read off
+the page are those of the API and of the command the page shows; a parameter file written by `hepower fit`
+uploads; a shared link reopens the same design; bad input shows the one-line message; a long run shows its
+progress and cancels.
+
+The page's screenshot for docs/serve.md is written to out/ (HEPOWER_DOCS_SCREENSHOT=1: to docs/img/serve.png).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one server and browser (--dist loadgroup)
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SHOT = bool(os.environ.get("HEPOWER_DOCS_SCREENSHOT"))  #: write the docs' screenshot (a smoother curve: more sims)
+SIMS = 400 if SHOT else 100
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(base: str, path: str, body: Any) -> tuple[int, Any]:
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """`hepower serve` on a free localhost port, stopped at the end."""
+    pytest.importorskip("fastapi", reason="hepower serve needs the serve extra (FastAPI, uvicorn)")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "humaneval_power.cli", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(base + "/api", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"hepower serve did not start: {proc.stderr.read() if proc.stderr else ''}")
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (dev extra)")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("chromium is not installed (make chromium-setup installs Debian's)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(server: str, browser: Any) -> Iterator[Any]:  # the server outlives the browser's connections
+    context = browser.new_context(viewport={"width": 1200, "height": 1000}, accept_downloads=True)
+    pg = context.new_page()
+    pg.set_default_timeout(120_000)  # a loaded 2-core machine; the waits end as soon as the page is ready
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    context.close()
+    assert not errors, errors  # no JavaScript error on the page
+
+
+def _open(page: Any, server: str, state: dict[str, str] | None = None) -> None:
+    """Open the page (``state``: the inputs, as a shared link carries them) and wait for its first answer."""
+    from urllib.parse import urlencode
+
+    page.goto(server + "/" + ("#" + urlencode(state) if state else ""))
+    page.wait_for_function("document.querySelector('#power').dataset.value")
+
+
+def _fill(page: Any, scenario: str, values: dict[str, str]) -> None:
+    for name, value in values.items():
+        el = page.locator(f"[data-scenario={scenario}] [name={name}]")
+        if el.evaluate("e => e.tagName") == "SELECT":
+            el.select_option(value)
+        else:
+            el.fill(value)
+
+
+def _settled(page: Any, command: str, what: str = "#power") -> None:
+    """Wait until the page shows the result of ``command`` (its tokens, in any order) and is idle."""
+    tokens = sorted(command.split())
+    page.wait_for_function(
+        """([tokens, what]) => !document.body.dataset.busy && document.querySelector(what).dataset.value
+             && JSON.stringify(document.querySelector('#command').textContent.split(/\\s+/).filter(Boolean).sort())
+                === JSON.stringify(tokens)""", arg=[tokens, what], timeout=120_000)
+
+
+def _download(page: Any, button: str, folder: Path) -> Path:
+    """Click a download button; the file, saved in ``folder`` under the name the page gives it."""
+    with page.expect_download() as info:
+        page.click(button)
+    path = folder / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
+
+
+def _value(page: Any, selector: str) -> Any:
+    return json.loads(page.locator(selector).get_attribute("data-value"))
+
+
+def _cli_records(command: str, cwd: Path) -> list[dict[str, Any]]:
+    """Run the command shown (``hepower ...``) with --json in ``cwd``: its records."""
+    import shlex
+
+    from humaneval_power.cli import main
+
+    here, out = os.getcwd(), io.StringIO()
+    os.chdir(cwd)
+    try:
+        with redirect_stdout(out):
+            assert main([*shlex.split(command)[1:], "--json"]) == 0
+    finally:
+        os.chdir(here)
+    return json.loads(out.getvalue())
+
+
+def _snippet_table(code: str, cwd: Path) -> Any:
+    here, ns = os.getcwd(), {}
+    os.chdir(cwd)
+    try:
+        with redirect_stdout(io.StringIO()):
+            exec(code, ns)  # noqa: S102 - the page's snippet under test
+    finally:
+        os.chdir(here)
+    return ns["table"]
+
+
+def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_path: Path) -> None:
+    from humaneval_power.serve.commands import shell_command, to_argv
+
+    _open(page, server, {"scenario": "likert", "items": "60", "workers": "6", "ratings_per_item": "3",
+                         "n_sims": str(SIMS), "seed": "2", "search_items": "40 160", "search_workers": "6 12",
+                         "search_k": "3"})
+    _fill(page, "likert", {"effect": "0.25", "per_rating": "0.1"})  # typed into the inputs
+    kwargs = {"params": "card2020-high", "workers": [6], "items": [60], "effect": [0.25], "ratings_per_item": [3],
+              "items_per_hit": [1], "systems": 2, "presentation": "within", "costs": {"per_rating": 0.1},
+              "method": "fast", "test": "satterthwaite", "alpha": 0.05, "n_sims": SIMS, "seed": 2}
+    command = shell_command(to_argv("likert_power", kwargs))
+    _settled(page, command)
+    status, api = _post(server, "/api/likert_power", kwargs)
+    assert status == 200
+    record = api["records"][0]
+    assert _value(page, "#power") == record["power"] and page.text_content("#power") == f"{record['power']:.3f}"
+    assert page.text_content("#power-ci") == f"[{record['ci_low']:.3f}, {record['ci_high']:.3f}]"
+    assert _value(page, "#type-m") == record["type_m"] and _value(page, "#cost") == record["cost"] == 0.1 * 60 * 3 * 2
+    page.click("#show-command")
+    assert page.text_content("#command") == command
+    assert _cli_records(command, tmp_path)[0] == record  # the command shown reproduces the page's numbers
+    table = _snippet_table(page.text_content("#python"), tmp_path)
+    assert float(table.power.iloc[0]) == record["power"] and float(table.type_m.iloc[0]) == record["type_m"]
+    design = _download(page, "#dl-design", tmp_path)  # a --design FILE giving the same power
+    assert json.loads(design.read_text()) == {"items": 60, "workers": 6, "ratings_per_item": 3, "items_per_hit": 1,
+                                              "systems": 2, "presentation": "within"}
+    again = _cli_records(f"hepower likert power --design {design} --effect 0.25 --cost-per-rating 0.1 --sims {SIMS} "
+                         "--seed 2", tmp_path)
+    assert again[0] == record
+
+    page.wait_for_function("document.querySelector('#cheapest').dataset.value !== undefined", timeout=120_000)
+    budget = {"params": "card2020-high", "effect": 0.25, "items": [40, 160], "workers": [6, 12],
+              "ratings_per_item": [3], "items_per_hit": [1], "costs": {"per_rating": 0.1}, "target_power": 0.8,
+              "systems": 2, "presentation": "within", "method": "fast", "test": "satterthwaite", "alpha": 0.05,
+              "n_sims": SIMS, "seed": 2}
+    status, best = _post(server, "/api/likert_budget", budget)
+    assert status == 200 and _value(page, "#cheapest") == best["records"][0]["value"]
+    points = json.loads(page.locator("#frontier").get_attribute("data-points"))
+    assert points == [{"cost": d["cost"], "power": d["power"]} for d in best["designs"]]
+    curve = json.loads(page.locator("#curve").get_attribute("data-points"))
+    assert [p["x"] for p in curve] == [15, 30, 60, 120, 240]
+    assert next(p["y"] for p in curve if p["x"] == 60) == record["power"]  # the curve goes through the design
+
+    shot = ROOT / "docs" / "img" / "serve.png" if SHOT else tmp_path / "serve.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def fitted_params(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A parameter file written by `hepower fit` (statsmodels backend: no R needed) from a small simulated pilot."""
+    import numpy as np
+    import pandas as pd
+
+    from humaneval_power.cli import main
+
+    folder = tmp_path_factory.mktemp("fit")
+    rng = np.random.default_rng(1)
+    rows = [(w, i, s, 0.5 + 0.1 * (s == "B") + rng.normal(0, 0.1) + 0.05 * w / 5 + 0.05 * (i % 7) / 7)
+            for w in range(5) for i in range(12) for s in "AB"]
+    pd.DataFrame(rows, columns=["worker", "item", "system", "score"]).to_csv(folder / "pilot.csv", index=False)
+    with redirect_stdout(io.StringIO()):
+        assert main(["fit", str(folder / "pilot.csv"), "--backend", "statsmodels", "-o",
+                     str(folder / "pilot_params.json")]) == 0
+    return folder / "pilot_params.json"
+
+
+def test_upload_a_fitted_parameter_file(page: Any, server: str, fitted_params: Path, tmp_path: Path) -> None:
+    doc = json.loads(fitted_params.read_text())
+    _open(page, server, {"scenario": "likert", "effect": "0.1", "n_sims": "200"})
+    _fill(page, "likert", {"source": "file"})
+    page.set_input_files("#params-file", str(fitted_params))
+    page.wait_for_function("document.querySelector('#params-name').textContent.startsWith('loaded: pilot_params.json')")
+    kwargs = {"params": doc, "workers": [10], "items": [100], "effect": [0.1], "items_per_hit": [1], "systems": 2,
+              "presentation": "within", "costs": {"per_rating": 0.1}, "method": "fast", "test": "satterthwaite",
+              "alpha": 0.05, "n_sims": 200, "seed": 0}
+    from humaneval_power.serve.commands import shell_command, to_argv
+
+    command = shell_command(to_argv("likert_power", kwargs))
+    assert "--params params.json" in command
+    _settled(page, command)
+    status, api = _post(server, "/api/likert_power", kwargs)
+    assert status == 200 and _value(page, "#power") == api["records"][0]["power"]
+    _download(page, "#dl-params", tmp_path)  # as the page says: save the parameter file as params.json
+    assert json.loads((tmp_path / "params.json").read_text()) == doc
+    assert _cli_records(command, tmp_path)[0] == api["records"][0]
+
+
+def test_shared_link_reopens_the_design(page: Any, browser: Any, server: str) -> None:
+    _open(page, server, {"scenario": "accuracy", "method": "normal"})
+    _fill(page, "accuracy", {"n": "800", "delta": "0.04", "agreement": "0.88"})
+    _settled(page, "hepower accuracy power --n 800 --delta 0.04 --agreement 0.88 --method=normal --alpha=0.05 "
+                   "--sims=10000 --seed=0")
+    power = _value(page, "#power")
+    page.click("#share")
+    url = page.input_value("#share-url")
+    assert url.startswith(server + "/#") and "n=800" in url
+    _fill(page, "accuracy", {"n": "900"})  # a link pasted into the same tab (only the hash changes) restores it
+    page.wait_for_function("document.querySelector('#command').textContent.includes('--n 900 ')")
+    page.goto(url)
+    page.wait_for_function("document.querySelector('#command').textContent.includes('--n 800 ') "
+                           "&& !document.body.dataset.busy")
+    assert page.input_value("[data-scenario=accuracy] [name=n]") == "800" and _value(page, "#power") == power
+    other = browser.new_context().new_page()
+    try:
+        other.goto(url)
+        other.wait_for_function("document.querySelector('#power').dataset.value && !document.body.dataset.busy")
+        assert other.input_value("#scenario") == "accuracy"
+        assert other.input_value("[data-scenario=accuracy] [name=delta]") == "0.04"
+        assert _value(other, "#power") == power
+        status, api = _post(server, "/api/mcnemar_power", {"n": [800], "delta": [0.04], "agreement": [0.88],
+                                                           "method": "normal"})
+        assert status == 200 and api["records"][0]["power"] == power
+    finally:
+        other.context.close()
+
+
+def test_bad_input_shows_the_message(page: Any, server: str) -> None:
+    _open(page, server, {"scenario": "h2h"})
+    page.select_option("#scenario", "likert")
+    _fill(page, "likert", {"workers": "3", "ratings_per_item": "5"})
+    page.wait_for_function("!document.querySelector('#error').hidden && !document.body.dataset.busy")
+    kwargs = {"params": "card2020-high", "workers": [3], "items": [100], "effect": [0.2], "ratings_per_item": [5]}
+    status, api = _post(server, "/api/likert_power", kwargs)
+    assert status == 422 and page.text_content("#error") == api["detail"] == \
+        "ratings per item (5) exceed the pool of workers (3)"
+    assert page.text_content("#power") == "–"  # no stale number next to the message
+    _fill(page, "likert", {"ratings_per_item": "3"})  # fixed: the message goes
+    page.wait_for_function("document.querySelector('#error').hidden && document.querySelector('#power').dataset.value")
+
+
+def test_long_run_shows_progress_and_cancels(page: Any, server: str) -> None:
+    _open(page, server, {"scenario": "h2h"})
+    page.select_option("#scenario", "likert")
+    _fill(page, "likert", {"items": "400", "ratings_per_item": "3", "n_sims": "20000"})
+    page.wait_for_selector("#progress:not([hidden])", timeout=30_000)
+    page.wait_for_function("/power: [0-9,]+ \\/ 20,000 studies/.test(document.querySelector('#progress-label').textContent)")
+    page.click("#cancel")
+    page.wait_for_function("document.querySelector('#error').textContent.startsWith('cancelled')")
+    assert page.locator("#progress").is_hidden()
+    status, _ = _post(server, "/api/h2h_mde", {"n": 100})  # the worker is gone: the server takes new work
+    assert status == 200
