@@ -206,8 +206,10 @@ def test_bad_stores_are_refused_with_one_line_and_left_untouched(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "s.db"
     if case == "another version":
-        with Store(path) as s:
-            s.db.execute("UPDATE meta SET value = '0.0.1' WHERE name = 'hepower'")
+        run_cells([BleuScenario(40, 0.5, 0.13, 25.8, permutations=100)], 10, store=path, jobs=1)
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE meta SET value = '0.0.1' WHERE name = 'hepower'")
+        db.close()
     elif case == "not a store":
         with sqlite3.connect(path) as other:
             other.execute("CREATE TABLE results (x)")
@@ -228,6 +230,9 @@ def test_checkpoint_is_an_alias_of_store_and_restart_needs_a_store(tmp_path: Pat
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "ck.db"
     assert main(_likert(path)[:-2] + ["--checkpoint", str(path), "--json"]) == 0
+    assert path.is_file()
+    assert main(_likert(tmp_path / "new.db") + ["--scheduler", "slurm"]) == 2  # refused after the store opened: not left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.db"]
     assert main(["store", "show", str(path), "--json"]) == 0
     assert main(_likert(path)[:-2] + ["--restart"]) == 2
     assert main(["store", "show", str(tmp_path / "missing.db")]) == 2
