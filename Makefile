@@ -54,7 +54,7 @@ demo: setup
 	  --out out/demo_power.csv --plot out/demo_power.png
 
 test: setup
-	$(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(PYTEST_SELECT) tests --doctest-modules humaneval_power
+	$(PY) -m pytest -q --durations=25 -n $(PYTEST_JOBS) --dist loadgroup $(PYTEST_SELECT) tests --doctest-modules humaneval_power
 
 test-all: setup
 	$(MAKE) --no-print-directory test PYTEST_SELECT=
