@@ -141,3 +141,22 @@ def test_memory_stays_proportional_to_the_data() -> None:
     assert peak < 20e6, peak
     h = 1e-6  # the exact columns' gradient is right: one-sided difference into the interior
     assert grad[3] == pytest.approx((m.deviance(gamma + h * np.eye(4)[3], False)[0] - dev) / h, rel=1e-3)
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_beta_jacobian_equals_central_difference(design: tuple) -> None:
+    """lmerTest's J_k = dCov(b)/dvarpar_k (varpar = theta..., sigma), against differences of s^2 (X'H^-1 X)^-1."""
+    m = model(sparse_ratings(*design))
+    fit = m.fit()
+    theta, sigma = fit.theta, np.sqrt(fit.sigma2)
+
+    def cov(th: np.ndarray, s: float) -> np.ndarray:
+        return s**2 * np.linalg.inv(m.deviance(th**2, False)[3][:m.p, :m.p])
+
+    jac = m.beta_jacobian(fit)
+    assert jac.shape == (m.k + 1, m.p, m.p)
+    for k in range(m.k + 1):
+        h = 1e-5 * max(theta[k] if k < m.k else sigma, 1e-2)
+        e = np.eye(m.k + 1)[k] * h
+        up, down = (cov(np.abs(theta + d[:-1]), sigma + d[-1]) for d in (e, -e))  # |.|: theta -> theta^2 is even
+        assert jac[k] == pytest.approx((up - down) / (2 * h), rel=1e-5, abs=1e-8 * np.abs(jac).max())

@@ -224,38 +224,22 @@ def kenward_roger_dense(x: np.ndarray, beta: np.ndarray, z: Any, component: np.n
 
 def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec, progress: Any = None,
                           kenward_roger: bool = False) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
-    """Fit ``spec`` without R (:func:`.statsmodels_lmm.fit_lmm_statsmodels`); its beta, V, exact J and A.
-
-    The fitted SDs are turned back into relative variances and the solver's model
-    evaluated there (the same optimum): ``dV/dgamma_k = s^2 C X'H^-1 Z_k Z_k' H^-1 X C``
-    (``C = (X'H^-1 X)^-1``), ``dV/dtheta_k = 2 theta_k dV/dgamma_k``, ``dV/dsigma = 2 s C``.
+    """Fit ``spec`` without R (:func:`.statsmodels_lmm.fit_components`); its beta, V, exact J and A
+    (:meth:`~.vc_reml.CrossedComponentsModel.satterthwaite`, from the fit itself: nothing is refitted).
     ``kenward_roger``: :func:`kenward_roger_dense` at the same optimum instead.
     """
-    from threadpoolctl import threadpool_limits
-
     from ..errors import InputError
-    from .statsmodels_lmm import _model, fit_lmm_statsmodels
+    from .statsmodels_lmm import fit_components
 
     if kenward_roger and len(frame) > KR_MAX_RATINGS:
         raise InputError(f"--df kenward-roger without R builds the {len(frame)} x {len(frame)} covariance of the "
                          f"ratings (limit {KR_MAX_RATINGS} ratings): use --backend lme4 (pbkrtest) or --df "
                          "satterthwaite")
-    raw = fit_lmm_statsmodels(frame, spec.columns, spec.components, intervals="none", progress=progress)
-    sds = raw.components.set_index(["group", "term"])["sd"]
-    gamma = np.array([(float(sds.loc[c]) / raw.sigma) ** 2 for c in spec.components])
-    with threadpool_limits(1):
-        model = _model(frame, spec.columns, list(spec.components), True)
-        fit = model.at(gamma)
-        if kenward_roger:
-            return raw, kenward_roger_dense(model.x, fit.beta, model.z, model.component, gamma * fit.sigma2,
+    raw, model, fit, satt = fit_components(frame, spec.columns, spec.components, intervals="none", progress=progress)
+    if kenward_roger:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            return raw, kenward_roger_dense(model.x, fit.beta, model.z, model.component, fit.gamma * fit.sigma2,
                                             fit.sigma2)
-        satt = model.satterthwaite(fit)
-        pt = model._evaluate(fit.gamma, gradient=True)
-    c = np.linalg.inv(pt.s[:model.p, :model.p])
-    czx = pt.zhx @ c  # row j: C X' H^-1 z_j
-    jac = np.empty((model.k + 1, model.p, model.p))
-    for k in range(model.k):
-        rows = czx[model.component == k]
-        jac[k] = 2 * fit.theta[k] * fit.sigma2 * rows.T @ rows
-    jac[model.k] = 2 * math.sqrt(fit.sigma2) * c
-    return raw, FixedEffectsInference(fit.beta, fit.beta_cov, jac, satt.vcov_varpar)
+    return raw, FixedEffectsInference(fit.beta, fit.beta_cov, satt.jacobian, satt.vcov_varpar)

@@ -103,6 +103,8 @@ class Satterthwaite:
     vcov_varpar: np.ndarray
     df: np.ndarray
     notes: tuple[str, ...]
+    #: dCov(b)/dvarpar, (k + 1, p, p): lmerTest's Jacobian, for the df of any contrast
+    jacobian: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -417,16 +419,33 @@ class CrossedComponentsModel:
         if (np.abs(values) <= 1e-8).any():
             notes.append("Hessian of the deviance has eigenvalues close to zero: "
                          + " ".join(f"{v:.1e}" for v in values[np.abs(values) <= 1e-8]))
-        # d Cov(b) / d gamma_k = s^2 C (X'H^-1 Z_k Z_k' H^-1 X) C, C = (X'H^-1 X)^-1
-        pt = self._evaluate(fit.gamma, gradient=True)
-        c = np.linalg.inv(pt.s[:self.p, :self.p])
-        czx = pt.zhx @ c  # rows: C X' H^-1 z_j
+        c, czx = self._cov_factors(fit)
         d_var = np.stack([np.bincount(self.component, czx[:, j] ** 2, self.k) for j in range(self.p)], axis=1)
         grads = np.vstack([2 * fit.theta[:, None] * fit.sigma2 * d_var, 2 * math.sqrt(fit.sigma2) * np.diag(c)])
         var = np.diag(fit.beta_cov)
         denom = np.einsum("ij,ik,kj->j", grads, vcov, grads)
         df = np.divide(2 * var**2, denom, out=np.full(self.p, np.inf), where=denom > 0)
-        return Satterthwaite(vcov, df, tuple(notes))
+        return Satterthwaite(vcov, df, tuple(notes), self.beta_jacobian(fit, (c, czx)))
+
+    def _cov_factors(self, fit: ComponentsFit) -> tuple[np.ndarray, np.ndarray]:
+        """``C = (X'H^-1 X)^-1`` and the rows ``C X'H^-1 z_j`` (one evaluation with the gradient)."""
+        pt = self._evaluate(fit.gamma, gradient=True)
+        c = np.linalg.inv(pt.s[:self.p, :self.p])
+        return c, pt.zhx @ c
+
+    def beta_jacobian(self, fit: ComponentsFit, factors: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """``dCov(b)/dvarpar`` (k + 1, p, p), varpar = (theta..., sigma), exactly.
+
+        ``dV/dgamma_k = s^2 C X'H^-1 Z_k Z_k' H^-1 X C`` (``C = (X'H^-1 X)^-1``),
+        ``dV/dtheta_k = 2 theta_k dV/dgamma_k``, ``dV/dsigma = 2 s C``; ``factors``: :meth:`_cov_factors`' if known.
+        """
+        c, czx = factors if factors is not None else self._cov_factors(fit)
+        jac = np.empty((self.k + 1, self.p, self.p))
+        for k in range(self.k):
+            rows = czx[self.component == k]
+            jac[k] = 2 * fit.theta[k] * fit.sigma2 * rows.T @ rows
+        jac[self.k] = 2 * math.sqrt(fit.sigma2) * c
+        return jac
 
     def fit(self, start: np.ndarray | None = None, max_iter: int = 5_000, gtol: float = 1e-4,
             restarts: int = 5, progress: Callable[[str], None] | None = None) -> ComponentsFit:
