@@ -376,7 +376,8 @@ def run_cells(
     total = n_sims * len(simulated)
     reused = sum(c.n for c in sums.values())
     state = {"done": reused, "started": started, "warned": False, "chunks": 0,
-             "cells": sum(sums[i].n == n_sims for i in simulated)}
+             "cells": sum(sums[i].n == n_sims for i in simulated),
+             "failed": sum(c.n_failed for c in sums.values()), "singular": sum(c.n_singular for c in sums.values())}
     label = {i: ", ".join(f"{k}={v}" for k, v in scenarios[i].cell().items()) for i in simulated}
     report(state["done"], total, "resuming from the store" if done else "starting")
 
@@ -400,9 +401,10 @@ def run_cells(
         seconds[i] += took
         state["done"] += n
         state["chunks"] += 1
+        state["failed"] += counts.n_failed
+        state["singular"] += counts.n_singular
         _warn_if_long(state, total)
-        failed = sum(c.n_failed for c in sums.values())
-        singular = sum(c.n_singular for c in sums.values())
+        failed, singular = state["failed"], state["singular"]
         fits = f"; {failed:,} failed, {singular:,} singular fits so far" if failed or singular else ""
         state["cells"] += sums[i].n == n_sims
         cells = f"; {state['cells']:,}/{len(simulated):,} cells done" if len(simulated) > 1 else ""
@@ -425,7 +427,7 @@ def run_cells(
             cells=len(simulated), studies=total, studies_reused=reused, chunks_run=state["chunks"],
             seconds=time.monotonic() - started, compute_seconds=sum(seconds.values()),
             executor=executor.describe(), workers=executor.workers,
-            n_failed=sum(c.n_failed for c in sums.values()), n_singular=sum(c.n_singular for c in sums.values()),
+            n_failed=state["failed"], n_singular=state["singular"],
             slowest_cell=label[slowest] if len(simulated) > 1 and seconds[slowest] else "",
             slowest_seconds=seconds[slowest]))
     return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), _in_order(parts[i]))
