@@ -1,0 +1,472 @@
+"""Cumulative-link mixed models (CLMM) by the Laplace approximation, without R.
+
+The model (the same as R ``ordinal::clmm``): ratings in K ordered categories, thresholds
+theta_1 < ... < theta_{K-1} and P(Y <= k) = F(theta_k - eta), eta = x'beta + sum_t s_t u_t[g_t],
+u ~ N(0, I) (spherical random effects, one scalar term per grouping array, SD s_t on the latent
+scale), F logistic (``logit``) or normal (``probit``).
+
+The Laplace log-likelihood is -[f(u^) + 1/2 log|H|] with f(u) = -sum log P(y_i | u) + u'u/2
+and H = I + A'WA its Hessian (A = Z Lambda, W the observed second derivative of -log P
+per rating): clmm's objective. The conditional modes u^ come from an inner Newton iteration
+on the sparse H (SuperLU, memory proportional to the ratings); the outer optimisation is
+BFGS over (theta_1, log theta increments, beta, s) with the analytic gradient (implicit
+derivative of u^, selected entries of H^-1), then Newton polishing with the observed
+information (central differences of the analytic gradient), whose inverse gives the
+covariance of (thresholds, beta). The Laplace objective is even in each s_t, so s is
+optimised unconstrained and reported as |s|.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import optimize, special
+from scipy.sparse.linalg import splu
+
+from ..errors import InputError
+
+LINKS = ("logit", "probit")
+_BIG = 1e3  # stands for an infinite threshold (F, f, f', f'' are exactly 0/1 there)
+BOUNDARY_SD = 1e-3  # SDs below this are left out of the observed information, as clmm does
+
+
+@dataclass(frozen=True)
+class ClmmFit:
+    """A fitted CLMM. ``cov`` is the covariance of (thresholds, beta), in that order."""
+
+    thresholds: np.ndarray
+    threshold_names: tuple[str, ...]
+    beta: np.ndarray
+    beta_names: tuple[str, ...]
+    sds: np.ndarray
+    sd_names: tuple[str, ...]
+    loglik: float
+    cov: np.ndarray
+    link: str
+    levels: tuple[int, ...]
+    n_obs: int
+    converged: bool
+    message: str
+    n_iter: int
+    max_grad: float
+    backend: str
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def se(self) -> np.ndarray:
+        """Standard errors of (thresholds, beta)."""
+        return np.sqrt(np.diag(self.cov))
+
+    @property
+    def se_beta(self) -> np.ndarray:
+        """Standard errors of beta."""
+        return self.se[len(self.thresholds):]
+
+    @property
+    def sd(self) -> dict[str, float]:
+        """Random-effect SDs by term name."""
+        return dict(zip(self.sd_names, map(float, self.sds)))
+
+
+# --------------------------------------------------------------------------- input
+
+
+def ordinal_codes(ratings: np.ndarray | Sequence[float], scale: tuple[int, int] | None = None
+                  ) -> tuple[np.ndarray, tuple[int, ...]]:
+    """0-based category codes of integer ratings and the scale's levels, or an InputError.
+
+    ``scale`` = (lowest, highest) rating; by default the observed range. Refused: non-integer or
+    missing values, ratings outside the scale, fewer than three categories, an unused category
+    (its threshold cannot be estimated).
+    """
+    y = np.asarray(ratings, dtype=float).ravel()
+    if y.size == 0:
+        raise InputError("ordinal ratings: no ratings")
+    bad = ~np.isfinite(y) | (y != np.round(y))
+    if bad.any():
+        raise InputError(f"ordinal ratings must be integers: {int(bad.sum())} are not (e.g. {y[bad][0]!r})")
+    lo, hi = (int(y.min()), int(y.max())) if scale is None else (int(scale[0]), int(scale[1]))
+    out = (y < lo) | (y > hi)
+    if out.any():
+        raise InputError(f"ordinal ratings must lie in {lo}..{hi}: {int(out.sum())} do not (e.g. {int(y[out][0])})")
+    levels = tuple(range(lo, hi + 1))
+    codes = (y - lo).astype(np.intp)
+    counts = np.bincount(codes, minlength=len(levels))
+    if np.count_nonzero(counts) < 3:
+        raise InputError(f"an ordinal model needs at least three categories observed; found {np.count_nonzero(counts)} "
+                         f"({', '.join(str(v) for v, c in zip(levels, counts) if c)})")
+    unused = [v for v, c in zip(levels, counts) if c == 0]
+    if unused:
+        v = unused[0]
+        which = ([f"{v}|{v + 1}"] if v == lo else [f"{v - 1}|{v}"] if v == hi else [f"{v - 1}|{v}", f"{v}|{v + 1}"])
+        raise InputError(f"rating {v} is never used on the {lo}..{hi} scale, so the threshold"
+                         f"{'s ' + ' and '.join(which) + ' cannot both' if len(which) > 1 else ' ' + which[0] + ' cannot'}"
+                         " be estimated; merge it with a neighbour or narrow the scale")
+    return codes, levels
+
+
+def check_link(link: str) -> str:
+    """The link name, or an InputError listing the known ones."""
+    if link not in LINKS:
+        raise InputError(f"unknown link {link!r}; known: {', '.join(LINKS)}")
+    return link
+
+
+def treatment_design(labels: Sequence[object] | np.ndarray, baseline: object | None = None
+                     ) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Treatment-coded dummies (no intercept: the thresholds hold it) of a label array, and their names."""
+    values, codes = np.unique(np.asarray(labels).astype(str), return_inverse=True)
+    base = 0 if baseline is None else int(np.flatnonzero(values == str(baseline))[0])
+    keep = [j for j in range(len(values)) if j != base]
+    X = (codes[:, None] == np.asarray(keep)[None, :]).astype(float)
+    return X, tuple(str(values[j]) for j in keep)
+
+
+# --------------------------------------------------------------------------- layout
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Who rated what: the random-effect columns of every rating and the sparsity pattern of H.
+
+    ``cols[i, t]`` is rating i's column of term t in u (terms stacked); H = I + A'WA has a fixed
+    pattern (CSC ``indices``/``indptr``), filled by ``np.bincount(pos, ...)``.
+    """
+
+    names: tuple[str, ...]
+    cols: np.ndarray  # N x m
+    n_levels: tuple[int, ...]
+    q: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    pos: np.ndarray  # (m*m, N) positions of rating i's (t, t') entry in H.data
+    diag: np.ndarray  # positions of H's diagonal in H.data
+
+    @classmethod
+    def build(cls, groups: Mapping[str, Sequence[object] | np.ndarray], n_obs: int) -> "Layout":
+        names = tuple(groups)
+        cols, n_levels, offset = [], [], 0
+        for name in names:
+            g = np.asarray(groups[name])
+            if g.shape != (n_obs,):
+                raise InputError(f"random-effect grouping {name!r} has {g.size} entries for {n_obs} ratings")
+            _, codes = np.unique(g.astype(str) if g.dtype.kind == "O" else g, return_inverse=True)
+            cols.append(codes + offset)
+            n_levels.append(int(codes.max()) + 1)
+            offset += n_levels[-1]
+        q = offset
+        C = np.stack(cols, axis=1) if cols else np.zeros((n_obs, 0), np.intp)
+        m = C.shape[1]
+        rows = np.concatenate([C[:, t] for t in range(m) for _ in range(m)] + [np.arange(q)])
+        colj = np.concatenate([C[:, t2] for _ in range(m) for t2 in range(m)] + [np.arange(q)])
+        keys = colj.astype(np.int64) * q + rows
+        uniq, inv = np.unique(keys, return_inverse=True)
+        indices = (uniq % q).astype(np.int32) if q else np.zeros(0, np.int32)
+        indptr = np.searchsorted(uniq // max(q, 1), np.arange(q + 1)).astype(np.int32)
+        n_pairs = m * m * n_obs
+        return cls(names, C, tuple(n_levels), q, indptr, indices, inv[:n_pairs].reshape(m * m, n_obs), inv[n_pairs:])
+
+
+# --------------------------------------------------------------------------- link derivatives
+
+
+def _dens(z: np.ndarray, link: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """F, f, f', f'' at z (z clipped to +-_BIG)."""
+    z = np.clip(z, -_BIG, _BIG)
+    if link == "logit":
+        F = special.expit(z)
+        f = F * (1 - F)
+        return F, f, f * (1 - 2 * F), f * (1 - 6 * F + 6 * F * F)
+    f = np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+    return special.ndtr(z), f, -z * f, (z * z - 1) * f
+
+
+def _prob(z1: np.ndarray, z2: np.ndarray, link: str) -> np.ndarray:
+    """F(z1) - F(z2), computed on the upper tail where that is more accurate (F symmetric)."""
+    cdf = special.expit if link == "logit" else special.ndtr
+    z1c, z2c = np.clip(z1, -_BIG, _BIG), np.clip(z2, -_BIG, _BIG)
+    upper = z2c > 0
+    return np.where(upper, cdf(-z2c) - cdf(-z1c), cdf(z1c) - cdf(z2c))
+
+
+@dataclass
+class _Pieces:
+    """Per-rating derivatives of -log P with respect to eta and to the two thresholds."""
+
+    nll: float
+    d: np.ndarray
+    w: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    c1: np.ndarray
+    c2: np.ndarray
+    e1: np.ndarray
+    e2: np.ndarray
+
+
+def _pieces(y: np.ndarray, alpha_ext: np.ndarray, eta: np.ndarray, link: str, third: bool) -> _Pieces:
+    z1 = alpha_ext[y + 1] - eta
+    z2 = alpha_ext[y] - eta
+    P = _prob(z1, z2, link)
+    if np.any(P <= 0):
+        P = np.maximum(P, 1e-300)
+    _, f1, g1, h1 = _dens(z1, link)
+    _, f2, g2, h2 = _dens(z2, link)
+    a, b = f1 / P, f2 / P
+    c1, c2 = g1 / P, g2 / P
+    e1, e2 = (h1 / P, h2 / P) if third else (c1, c2)
+    return _Pieces(float(-np.log(P).sum()), a - b, (a - b) ** 2 - (c1 - c2), a, b, c1, c2, e1, e2)
+
+
+# --------------------------------------------------------------------------- the model on one layout
+
+
+class _Model:
+    """Laplace objective and gradient for one data set (ratings, design, layout)."""
+
+    def __init__(self, y: np.ndarray, X: np.ndarray, layout: Layout, K: int, link: str) -> None:
+        self.y, self.X, self.L, self.K, self.link = y, X, layout, K, link
+        self.p, self.m = X.shape[1], len(layout.names)
+        self.u = np.zeros(layout.q)
+        self.inner_tol = 1e-10
+
+    # --- pieces
+    def _alpha_ext(self, alpha: np.ndarray) -> np.ndarray:
+        return np.concatenate([[-np.inf], alpha, [np.inf]])
+
+    def _eta_re(self, u: np.ndarray, s: np.ndarray) -> np.ndarray:
+        C = self.L.cols
+        return (u[C] * s[None, :]).sum(axis=1) if self.m else np.zeros(len(self.y))
+
+    def _At(self, v: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """A'v for an N-vector v."""
+        out = np.zeros(self.L.q)
+        for t in range(self.m):
+            out += s[t] * np.bincount(self.L.cols[:, t], v, minlength=self.L.q)
+        return out
+
+    def _H(self, w: np.ndarray, s: np.ndarray) -> sp.csc_matrix:
+        L = self.L
+        ss = np.outer(s, s).ravel()
+        data = np.bincount(L.pos.ravel(), (ss[:, None] * w[None, :]).ravel(), minlength=len(L.indices))
+        data[L.diag] += 1.0
+        return sp.csc_matrix((data, L.indices, L.indptr), shape=(L.q, L.q))
+
+    # --- inner Newton
+    def modes(self, alpha: np.ndarray, beta: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, _Pieces, object, int]:
+        """Conditional modes u^, the pieces at u^, the LU of H(u^) and the iterations used."""
+        ae = self._alpha_ext(alpha)
+        eta_fix = self.X @ beta
+        u = self.u.copy()
+        pc = _pieces(self.y, ae, eta_fix + self._eta_re(u, s), self.link, False)
+        obj = pc.nll + 0.5 * u @ u
+        if self.L.q == 0:
+            return u, pc, None, 0
+        for it in range(100):
+            grad = self._At(pc.d, s) + u
+            lu = splu(self._H(pc.w, s), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                      options={"SymmetricMode": True})
+            if np.max(np.abs(grad), initial=0.0) < self.inner_tol:
+                break
+            step = lu.solve(grad)
+            fac = 1.0
+            for _ in range(60):
+                u_new = u - fac * step
+                pc_new = _pieces(self.y, ae, eta_fix + self._eta_re(u_new, s), self.link, False)
+                obj_new = pc_new.nll + 0.5 * u_new @ u_new
+                if obj_new <= obj + 1e-12 * abs(obj):
+                    break
+                fac /= 2
+            else:
+                break  # no descent possible: at the optimum to rounding
+            u, pc, obj = u_new, pc_new, obj_new
+        self.u = u
+        return u, pc, lu, it
+
+    # --- Laplace objective and gradient
+    def objective(self, alpha: np.ndarray, beta: np.ndarray, s: np.ndarray, grad: bool = True
+                  ) -> tuple[float, np.ndarray | None]:
+        """-log L (Laplace) and its gradient in (alpha, beta, s)."""
+        if np.any(np.diff(alpha) <= 0):
+            return np.inf, None
+        u, _, lu, _ = self.modes(alpha, beta, s)
+        ae = self._alpha_ext(alpha)
+        pc = _pieces(self.y, ae, self.X @ beta + self._eta_re(u, s), self.link, True)
+        logdet = 0.0 if lu is None else float(np.sum(np.log(np.abs(lu.U.diagonal()))))  # type: ignore[attr-defined]
+        value = pc.nll + 0.5 * u @ u + 0.5 * logdet
+        if not grad:
+            return value, None
+        return value, self._gradient(pc, u, lu, alpha, s)
+
+    def _selected_inverse(self, lu: object, s: np.ndarray) -> np.ndarray:
+        """B[i, t, t'] = (H^-1)[cols[i,t], cols[i,t']] by blocks of columns of H^-1."""
+        L, N, m, q = self.L, len(self.y), self.m, self.L.q
+        B = np.zeros((N, m, m))
+        block = max(1, min(q, 4_000_000 // max(q, 1)))
+        for j0 in range(0, q, block):
+            j1 = min(q, j0 + block)
+            E = np.zeros((q, j1 - j0))
+            E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
+            Xinv = lu.solve(E)  # type: ignore[attr-defined]
+            for t2 in range(m):
+                sel = (L.cols[:, t2] >= j0) & (L.cols[:, t2] < j1)
+                if not sel.any():
+                    continue
+                for t in range(m):
+                    B[sel, t, t2] = Xinv[L.cols[sel, t], L.cols[sel, t2] - j0]
+        return B
+
+    def _gradient(self, pc: _Pieces, u: np.ndarray, lu: object, alpha: np.ndarray, s: np.ndarray) -> np.ndarray:
+        y, X, K, C, m = self.y, self.X, self.K, self.L.cols, self.m
+        a, b, c1, c2, e1, e2 = pc.a, pc.b, pc.c1, pc.c2, pc.e1, pc.e2
+        g11, g12, g22 = a * a - c1, -a * b, c2 + b * b
+        g111 = 3 * a * c1 - 2 * a ** 3 - e1
+        g112 = 2 * a * a * b - b * c1
+        g122 = -a * c2 - 2 * a * b * b
+        g222 = e2 + 3 * b * c2 + 2 * b ** 3
+        w3 = -(g111 + 3 * g112 + 3 * g122 + g222)
+        wa1, wa2 = g111 + 2 * g112 + g122, g112 + 2 * g122 + g222
+        da1, da2 = -(g11 + g12), -(g12 + g22)
+        if m:
+            B = self._selected_inverse(lu, s)
+            Bs = B @ s  # N x m
+            h = Bs @ s
+            v = lu.solve(0.5 * self._At(h * w3, s))  # type: ignore[attr-defined]
+            r = self._eta_re(v, s)
+        else:
+            Bs, h, v, r = np.zeros((len(y), 0)), np.zeros(len(y)), np.zeros(0), np.zeros(len(y))
+        upper, lower = y, y - 1  # threshold index of z1 and z2 (valid where 0 <= . < K-1)
+        gu = -a + 0.5 * h * wa1 - r * da1
+        gl = b + 0.5 * h * wa2 - r * da2
+        ok_u, ok_l = upper < K - 1, lower >= 0
+        g_alpha = (np.bincount(upper[ok_u], gu[ok_u], minlength=K - 1)
+                   + np.bincount(lower[ok_l], gl[ok_l], minlength=K - 1))
+        g_beta = X.T @ (pc.d + 0.5 * h * w3 - r * pc.w)
+        g_s = np.zeros(m)
+        for t in range(m):
+            ut = u[C[:, t]]
+            g_s[t] = (pc.d * ut).sum() + (0.5 * h * w3 * ut).sum() + (pc.w * Bs[:, t]).sum() \
+                - (r * pc.w * ut).sum() - (v[C[:, t]] * pc.d).sum()
+        return np.concatenate([g_alpha, g_beta, g_s])
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+def _to_natural(psi: np.ndarray, K: int) -> np.ndarray:
+    """(theta_1, log increments, beta, s) -> (thresholds, beta, s)."""
+    alpha = psi[0] + np.concatenate([[0.0], np.cumsum(np.exp(psi[1:K - 1]))])
+    return np.concatenate([alpha, psi[K - 1:]])
+
+
+def _jacobian(psi: np.ndarray, K: int) -> np.ndarray:
+    """d natural / d psi (lower-triangular in the threshold block, identity elsewhere)."""
+    J = np.eye(len(psi))
+    J[:K - 1, 0] = 1.0
+    inc = np.exp(psi[1:K - 1])
+    for k in range(1, K - 1):
+        J[k, 1:k + 1] = inc[:k]
+    return J
+
+
+def _hessian(fun_grad, phi: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Central differences of the analytic gradient over the ``free`` parameters (symmetrised)."""
+    idx = np.flatnonzero(free)
+    Hm = np.zeros((len(idx), len(idx)))
+    for col, j in enumerate(idx):
+        h = 1e-4 * max(1.0, abs(phi[j]))
+        up, dn = phi.copy(), phi.copy()
+        up[j] += h
+        dn[j] -= h
+        Hm[:, col] = (fun_grad(up)[1][idx] - fun_grad(dn)[1][idx]) / (2 * h)
+    return 0.5 * (Hm + Hm.T)
+
+
+def fit_clmm(
+    ratings: np.ndarray | Sequence[float],
+    X: np.ndarray | None = None,
+    groups: Mapping[str, Sequence[object] | np.ndarray] | None = None,
+    *,
+    link: str = "logit",
+    scale: tuple[int, int] | None = None,
+    beta_names: Sequence[str] | None = None,
+    start_sd: float = 1.0,
+) -> ClmmFit:
+    """Fit a CLMM by the Laplace approximation (no R); the parameters and likelihood of ``ordinal::clmm``.
+
+    ``X``: fixed-effect design without an intercept (N x p, e.g. system dummies); ``groups``:
+    name -> grouping array (one scalar random intercept per entry; build interaction terms
+    such as worker:system by pairing labels). ``scale``: (lowest, highest) rating.
+    """
+    check_link(link)
+    y, levels = ordinal_codes(ratings, scale)
+    N, K = len(y), len(levels)
+    Xm = np.zeros((N, 0)) if X is None else np.asarray(X, dtype=float).reshape(N, -1)
+    if not np.all(np.isfinite(Xm)):
+        raise InputError("the fixed-effect design has missing or infinite values")
+    if np.linalg.matrix_rank(np.column_stack([np.ones(N), Xm])) < Xm.shape[1] + 1:
+        raise InputError("the fixed-effect design is rank-deficient or holds an intercept (the thresholds are the intercept)")
+    p = Xm.shape[1]
+    names_b = tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p))
+    layout = Layout.build(groups or {}, N)
+    model = _Model(y, Xm, layout, K, link)
+    m = model.m
+
+    cum = np.cumsum(np.bincount(y, minlength=K))[:-1] / N
+    alpha0 = special.logit(cum) if link == "logit" else special.ndtri(cum)
+    psi0 = np.concatenate([[alpha0[0]], np.log(np.diff(alpha0)), np.zeros(p), np.full(m, start_sd)])
+
+    def fun_grad_nat(phi: np.ndarray) -> tuple[float, np.ndarray]:
+        val, g = model.objective(phi[:K - 1], phi[K - 1:K - 1 + p], phi[K - 1 + p:])
+        return val, (np.full(len(phi), np.nan) if g is None else g)
+
+    def fun_grad_psi(psi: np.ndarray) -> tuple[float, np.ndarray]:
+        val, g = fun_grad_nat(_to_natural(psi, K))
+        if not np.isfinite(val):
+            return 1e300, np.zeros(len(psi))
+        return val, _jacobian(psi, K).T @ g
+
+    res = optimize.minimize(fun_grad_psi, psi0, jac=True, method="BFGS",
+                            options={"gtol": 1e-7, "maxiter": 1000})
+    phi = _to_natural(res.x, K)
+    phi[K - 1 + p:] = np.abs(phi[K - 1 + p:])
+    value, g = fun_grad_nat(phi)
+    free = np.ones(len(phi), bool)
+    free[K - 1 + p:] = phi[K - 1 + p:] >= BOUNDARY_SD
+    n_iter = int(res.nit)
+    for _ in range(3):  # Newton polishing on the observed information
+        Hs = _hessian(fun_grad_nat, phi, free)
+        step = np.zeros(len(phi))
+        try:
+            step[free] = np.linalg.solve(Hs, g[free])
+        except np.linalg.LinAlgError:
+            break
+        trial = phi - step
+        trial[K - 1 + p:] = np.abs(trial[K - 1 + p:])
+        tv, tg = fun_grad_nat(trial)
+        if not (np.isfinite(tv) and tv <= value + 1e-10 * abs(value)):
+            break
+        phi, value, g = trial, tv, tg
+        n_iter += 1
+        if np.max(np.abs(step)) < 1e-9:
+            break
+    Hs = _hessian(fun_grad_nat, phi, free)
+    nfe = K - 1 + p
+    warnings: list[str] = []
+    try:
+        cov = np.linalg.inv(Hs)[:nfe, :nfe]
+    except np.linalg.LinAlgError:
+        cov = np.full((nfe, nfe), np.nan)
+        warnings.append("the observed information is singular")
+    if np.any(np.linalg.eigvalsh(Hs) <= 0):
+        warnings.append("the observed information is not positive definite")
+    max_grad = float(np.max(np.abs(g[free]), initial=0.0))
+    converged = bool(np.isfinite(value) and max_grad < 1e-4)
+    return ClmmFit(
+        thresholds=phi[:K - 1], threshold_names=tuple(f"{levels[k]}|{levels[k + 1]}" for k in range(K - 1)),
+        beta=phi[K - 1:nfe], beta_names=names_b, sds=phi[nfe:], sd_names=layout.names,
+        loglik=-value, cov=cov, link=link, levels=levels, n_obs=N, converged=converged,
+        message=str(res.message), n_iter=n_iter, max_grad=max_grad, backend="laplace", warnings=tuple(warnings),
+    )
