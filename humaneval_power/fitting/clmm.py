@@ -17,12 +17,12 @@ optimised unconstrained and reported as |s|.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import optimize, special
+from scipy import linalg, optimize, special
 from scipy.sparse.linalg import splu
 
 from ..errors import InputError
@@ -30,6 +30,33 @@ from ..errors import InputError
 LINKS = ("logit", "probit")
 _BIG = 1e3  # stands for an infinite threshold (F, f, f', f'' are exactly 0/1 there)
 BOUNDARY_SD = 1e-3  # SDs below this are left out of the observed information, as clmm does
+DENSE_MAX = 1000  # H (q x q) is factorised densely up to this q, by sparse LU beyond
+
+
+class _Factor:
+    """A factorisation of the SPD matrix H: dense Cholesky for small q, SuperLU (no pivoting) otherwise."""
+
+    def __init__(self, H: sp.csc_matrix) -> None:
+        self.q = H.shape[0]
+        if self.q <= DENSE_MAX:
+            self.chol = linalg.cho_factor(H.toarray(), lower=True, check_finite=False)
+            self.logdet = 2.0 * float(np.sum(np.log(np.diag(self.chol[0]))))
+            self.lu = None
+        else:
+            self.lu = splu(H, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+            self.logdet = float(np.sum(np.log(np.abs(self.lu.U.diagonal()))))
+
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        """H^-1 b."""
+        if self.lu is None:
+            return linalg.cho_solve(self.chol, b, check_finite=False)
+        return self.lu.solve(b)
+
+    def inverse_columns(self, j0: int, j1: int) -> np.ndarray:
+        """Columns j0..j1-1 of H^-1."""
+        E = np.zeros((self.q, j1 - j0))
+        E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
+        return self.solve(E)
 
 
 @dataclass(frozen=True)
@@ -145,7 +172,7 @@ class Layout:
     diag: np.ndarray  # positions of H's diagonal in H.data
 
     @classmethod
-    def build(cls, groups: Mapping[str, Sequence[object] | np.ndarray], n_obs: int) -> "Layout":
+    def build(cls, groups: Mapping[str, Sequence[object] | np.ndarray], n_obs: int) -> Layout:
         names = tuple(groups)
         cols, n_levels, offset = [], [], 0
         for name in names:
@@ -255,7 +282,7 @@ class _Model:
         return sp.csc_matrix((data, L.indices, L.indptr), shape=(L.q, L.q))
 
     # --- inner Newton
-    def modes(self, alpha: np.ndarray, beta: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, _Pieces, object, int]:
+    def modes(self, alpha: np.ndarray, beta: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, _Pieces, _Factor | None, int]:
         """Conditional modes u^, the pieces at u^, the LU of H(u^) and the iterations used."""
         ae = self._alpha_ext(alpha)
         eta_fix = self.X @ beta
@@ -266,8 +293,7 @@ class _Model:
             return u, pc, None, 0
         for it in range(100):
             grad = self._At(pc.d, s) + u
-            lu = splu(self._H(pc.w, s), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                      options={"SymmetricMode": True})
+            lu = _Factor(self._H(pc.w, s))
             if np.max(np.abs(grad), initial=0.0) < self.inner_tol:
                 break
             step = lu.solve(grad)
@@ -294,22 +320,20 @@ class _Model:
         u, _, lu, _ = self.modes(alpha, beta, s)
         ae = self._alpha_ext(alpha)
         pc = _pieces(self.y, ae, self.X @ beta + self._eta_re(u, s), self.link, True)
-        logdet = 0.0 if lu is None else float(np.sum(np.log(np.abs(lu.U.diagonal()))))  # type: ignore[attr-defined]
+        logdet = 0.0 if lu is None else lu.logdet
         value = pc.nll + 0.5 * u @ u + 0.5 * logdet
         if not grad:
             return value, None
         return value, self._gradient(pc, u, lu, alpha, s)
 
-    def _selected_inverse(self, lu: object, s: np.ndarray) -> np.ndarray:
+    def _selected_inverse(self, lu: _Factor) -> np.ndarray:
         """B[i, t, t'] = (H^-1)[cols[i,t], cols[i,t']] by blocks of columns of H^-1."""
         L, N, m, q = self.L, len(self.y), self.m, self.L.q
         B = np.zeros((N, m, m))
         block = max(1, min(q, 4_000_000 // max(q, 1)))
         for j0 in range(0, q, block):
             j1 = min(q, j0 + block)
-            E = np.zeros((q, j1 - j0))
-            E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
-            Xinv = lu.solve(E)  # type: ignore[attr-defined]
+            Xinv = lu.inverse_columns(j0, j1)
             for t2 in range(m):
                 sel = (L.cols[:, t2] >= j0) & (L.cols[:, t2] < j1)
                 if not sel.any():
@@ -318,7 +342,7 @@ class _Model:
                     B[sel, t, t2] = Xinv[L.cols[sel, t], L.cols[sel, t2] - j0]
         return B
 
-    def _gradient(self, pc: _Pieces, u: np.ndarray, lu: object, alpha: np.ndarray, s: np.ndarray) -> np.ndarray:
+    def _gradient(self, pc: _Pieces, u: np.ndarray, lu: _Factor, alpha: np.ndarray, s: np.ndarray) -> np.ndarray:
         y, X, K, C, m = self.y, self.X, self.K, self.L.cols, self.m
         a, b, c1, c2, e1, e2 = pc.a, pc.b, pc.c1, pc.c2, pc.e1, pc.e2
         g11, g12, g22 = a * a - c1, -a * b, c2 + b * b
@@ -330,10 +354,10 @@ class _Model:
         wa1, wa2 = g111 + 2 * g112 + g122, g112 + 2 * g122 + g222
         da1, da2 = -(g11 + g12), -(g12 + g22)
         if m:
-            B = self._selected_inverse(lu, s)
+            B = self._selected_inverse(lu)
             Bs = B @ s  # N x m
             h = Bs @ s
-            v = lu.solve(0.5 * self._At(h * w3, s))  # type: ignore[attr-defined]
+            v = lu.solve(0.5 * self._At(h * w3, s))
             r = self._eta_re(v, s)
         else:
             Bs, h, v, r = np.zeros((len(y), 0)), np.zeros(len(y)), np.zeros(0), np.zeros(len(y))
@@ -400,8 +424,16 @@ def fit_clmm(
     name -> grouping array (one scalar random intercept per entry; build interaction terms
     such as worker:system by pairing labels). ``scale``: (lowest, highest) rating.
     """
+    from threadpoolctl import threadpool_limits
+
     check_link(link)
     y, levels = ordinal_codes(ratings, scale)
+    with threadpool_limits(1):  # small dense factorisations: extra BLAS threads only contend
+        return _fit(y, levels, X, groups or {}, link, beta_names, start_sd)
+
+
+def _fit(y: np.ndarray, levels: tuple[int, ...], X: np.ndarray | None, groups: Mapping[str, Sequence[object] | np.ndarray],
+         link: str, beta_names: Sequence[str] | None, start_sd: float) -> ClmmFit:
     N, K = len(y), len(levels)
     Xm = np.zeros((N, 0)) if X is None else np.asarray(X, dtype=float).reshape(N, -1)
     if not np.all(np.isfinite(Xm)):
@@ -410,7 +442,7 @@ def fit_clmm(
         raise InputError("the fixed-effect design is rank-deficient or holds an intercept (the thresholds are the intercept)")
     p = Xm.shape[1]
     names_b = tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p))
-    layout = Layout.build(groups or {}, N)
+    layout = Layout.build(groups, N)
     model = _Model(y, Xm, layout, K, link)
     m = model.m
 
