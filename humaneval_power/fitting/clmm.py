@@ -151,6 +151,24 @@ def treatment_design(labels: Sequence[object] | np.ndarray, baseline: object | N
     return X, tuple(str(values[j]) for j in keep)
 
 
+TERMS = ("worker", "item", "worker:system", "item:system")
+
+
+def crossed_groups(worker: Sequence[object] | np.ndarray, item: Sequence[object] | np.ndarray,
+                   system: Sequence[object] | np.ndarray, terms: Sequence[str] = TERMS) -> dict[str, np.ndarray]:
+    """Grouping arrays of the crossed random terms (any subset of ``TERMS``) from the rating columns."""
+    cols = {"worker": np.asarray(worker).astype(str), "item": np.asarray(item).astype(str),
+            "system": np.asarray(system).astype(str)}
+    unknown = [t for t in terms if t not in TERMS]
+    if unknown:
+        raise InputError(f"unknown random term {unknown[0]!r}; known: {', '.join(TERMS)}")
+    out = {}
+    for term in terms:
+        parts = [cols[p] for p in term.split(":")]
+        out[term] = parts[0] if len(parts) == 1 else np.char.add(np.char.add(parts[0], "\x1f"), parts[1])
+    return out
+
+
 # --------------------------------------------------------------------------- layout
 
 
@@ -408,6 +426,38 @@ def _hessian(fun_grad, phi: np.ndarray, free: np.ndarray) -> np.ndarray:
     return 0.5 * (Hm + Hm.T)
 
 
+def _design(X: np.ndarray | None, N: int) -> np.ndarray:
+    """The fixed-effect design as an N x p float matrix (no intercept), or an InputError."""
+    Xm = np.zeros((N, 0)) if X is None else np.asarray(X, dtype=float).reshape(N, -1)
+    if not np.all(np.isfinite(Xm)):
+        raise InputError("the fixed-effect design has missing or infinite values")
+    if np.linalg.matrix_rank(np.column_stack([np.ones(N), Xm])) < Xm.shape[1] + 1:
+        raise InputError("the fixed-effect design is rank-deficient or holds an intercept (the thresholds are the intercept)")
+    return Xm
+
+
+def laplace_loglik(
+    ratings: np.ndarray | Sequence[float],
+    X: np.ndarray | None,
+    groups: Mapping[str, Sequence[object] | np.ndarray] | None,
+    thresholds: np.ndarray | Sequence[float],
+    beta: np.ndarray | Sequence[float],
+    sds: np.ndarray | Sequence[float],
+    *,
+    link: str = "logit",
+    scale: tuple[int, int] | None = None,
+) -> float:
+    """The Laplace log-likelihood at given parameters (clmm's ``logLik`` at its estimates)."""
+    check_link(link)
+    y, levels = ordinal_codes(ratings, scale)
+    Xm = _design(X, len(y))
+    model = _Model(y, Xm, Layout.build(groups or {}, len(y)), len(levels), link)
+    alpha = np.asarray(thresholds, float)
+    if alpha.shape != (len(levels) - 1,) or np.any(np.diff(alpha) <= 0):
+        raise InputError(f"thresholds must be {len(levels) - 1} increasing values")
+    return -model.objective(alpha, np.asarray(beta, float), np.asarray(sds, float), grad=False)[0]
+
+
 def fit_clmm(
     ratings: np.ndarray | Sequence[float],
     X: np.ndarray | None = None,
@@ -428,18 +478,14 @@ def fit_clmm(
 
     check_link(link)
     y, levels = ordinal_codes(ratings, scale)
+    Xm = _design(X, len(y))
     with threadpool_limits(1):  # small dense factorisations: extra BLAS threads only contend
-        return _fit(y, levels, X, groups or {}, link, beta_names, start_sd)
+        return _fit(y, levels, Xm, groups or {}, link, beta_names, start_sd)
 
 
-def _fit(y: np.ndarray, levels: tuple[int, ...], X: np.ndarray | None, groups: Mapping[str, Sequence[object] | np.ndarray],
+def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping[str, Sequence[object] | np.ndarray],
          link: str, beta_names: Sequence[str] | None, start_sd: float) -> ClmmFit:
     N, K = len(y), len(levels)
-    Xm = np.zeros((N, 0)) if X is None else np.asarray(X, dtype=float).reshape(N, -1)
-    if not np.all(np.isfinite(Xm)):
-        raise InputError("the fixed-effect design has missing or infinite values")
-    if np.linalg.matrix_rank(np.column_stack([np.ones(N), Xm])) < Xm.shape[1] + 1:
-        raise InputError("the fixed-effect design is rank-deficient or holds an intercept (the thresholds are the intercept)")
     p = Xm.shape[1]
     names_b = tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p))
     layout = Layout.build(groups, N)
