@@ -30,33 +30,132 @@ from ..errors import InputError
 LINKS = ("logit", "probit")
 _BIG = 1e3  # stands for an infinite threshold (F, f, f', f'' are exactly 0/1 there)
 BOUNDARY_SD = 1e-3  # SDs below this are left out of the observed information, as clmm does
-DENSE_MAX = 1000  # H (q x q) is factorised densely up to this q, by sparse LU beyond
+DENSE_MAX = 1500  # Schur complement S factorised densely up to this size, sparse LU of H beyond
 
 
 class _Factor:
-    """A factorisation of the SPD matrix H: dense Cholesky for small q, SuperLU (no pivoting) otherwise."""
+    """A factorisation of the SPD matrix H = I + A'WA (sparse LU, no pivoting): solves, log-determinant and
+    the entries of H^-1 that the gradient needs."""
 
     def __init__(self, H: sp.csc_matrix) -> None:
         self.q = H.shape[0]
-        if self.q <= DENSE_MAX:
-            self.chol = linalg.cho_factor(H.toarray(), lower=True, check_finite=False)
-            self.logdet = 2.0 * float(np.sum(np.log(np.diag(self.chol[0]))))
-            self.lu = None
-        else:
-            self.lu = splu(H, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
-            self.logdet = float(np.sum(np.log(np.abs(self.lu.U.diagonal()))))
+        self.lu = splu(H, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+        self.logdet = float(np.sum(np.log(np.abs(self.lu.U.diagonal()))))
 
     def solve(self, b: np.ndarray) -> np.ndarray:
         """H^-1 b."""
-        if self.lu is None:
-            return linalg.cho_solve(self.chol, b, check_finite=False)
         return self.lu.solve(b)
 
-    def inverse_columns(self, j0: int, j1: int) -> np.ndarray:
-        """Columns j0..j1-1 of H^-1."""
-        E = np.zeros((self.q, j1 - j0))
-        E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
-        return self.solve(E)
+    def selected(self, cols: np.ndarray) -> np.ndarray:
+        """B[i, t, t'] = (H^-1)[cols[i, t], cols[i, t']], from blocks of columns of H^-1."""
+        N, m = cols.shape
+        out = np.zeros((N, m, m))
+        block = max(1, min(self.q, 4_000_000 // max(self.q, 1)))
+        for j0 in range(0, self.q, block):
+            j1 = min(self.q, j0 + block)
+            E = np.zeros((self.q, j1 - j0))
+            E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
+            inv = self.solve(E)
+            for t2 in range(m):
+                sel = (cols[:, t2] >= j0) & (cols[:, t2] < j1)
+                for t in range(m):
+                    out[sel, t, t2] = inv[cols[sel, t], cols[sel, t2] - j0]
+        return out
+
+
+class _SchurFactor(_Factor):
+    """H = [[D, B'], [B, C]] with D the (diagonal) block of one term, eliminated first; the Schur
+    complement S = C - B D^-1 B' is factorised densely (Cholesky). The cost is that of the other
+    terms' columns, not of q. Blocks in the (D, C) order of :class:`_SchurPlan`."""
+
+    def __init__(self, D: np.ndarray, B: np.ndarray, C: np.ndarray, plan: _SchurPlan) -> None:
+        self.D, self.B, self.plan = D, B, plan  # B: n_c x n_d, dense
+        self.BDi = B / D[None, :]
+        self.nd = len(D)
+        self.chol = linalg.cho_factor(C - self.BDi @ B.T, lower=True, check_finite=False) if len(C) else None
+        logdet_s = 2.0 * float(np.sum(np.log(np.diag(self.chol[0])))) if self.chol is not None else 0.0
+        self.logdet = float(np.sum(np.log(D))) + logdet_s
+
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        """H^-1 b."""
+        bp = np.empty_like(b, dtype=float)
+        bp[self.plan.perm] = b
+        Dv = self.D if b.ndim == 1 else self.D[:, None]
+        bd, bc = bp[:self.nd], bp[self.nd:]
+        if self.chol is None:
+            return (bd / Dv)[self.plan.perm]
+        xc = linalg.cho_solve(self.chol, bc - self.BDi @ bd, check_finite=False)
+        return np.concatenate([(bd - self.B.T @ xc) / Dv, xc])[self.plan.perm]
+
+    def selected(self, cols: np.ndarray) -> np.ndarray:
+        """As :meth:`_Factor.selected` (``cols`` is the layout's: the plan holds the same in its order)."""
+        out = self._selected(self.plan.cols)
+        back = np.argsort(self.plan.order)
+        return out[:, back][:, :, back]
+
+    def _selected(self, cols: np.ndarray) -> np.ndarray:
+        N, m = cols.shape
+        out = np.zeros((N, m, m))
+        d = cols[:, 0]
+        out[:, 0, 0] = 1.0 / self.D[d]
+        if self.chol is None:
+            return out
+        Sinv = linalg.lapack.dpotri(self.chol[0], lower=1)[0]
+        Sinv = np.tril(Sinv) + np.tril(Sinv, -1).T
+        G = self.BDi.T @ Sinv  # n_d x n_c; (H^-1)[d, c] = -G
+        out[:, 0, 0] += np.einsum("ij,ji->i", G, self.BDi)[d]
+        c = cols[:, 1:] - self.nd
+        out[:, 1:, 1:] = Sinv[c[:, :, None], c[:, None, :]]
+        out[:, 0, 1:] = -G[d[:, None], c]
+        out[:, 1:, 0] = out[:, 0, 1:]
+        return out
+
+
+@dataclass(frozen=True)
+class _SchurPlan:
+    """Where each rating's (t, t') contribution goes in D, dense B and dense C (the largest term eliminated)."""
+
+    order: np.ndarray  # the terms, the eliminated one first
+    perm: np.ndarray  # position of each column of u in the (D, C) order
+    cols: np.ndarray  # N x m: the ratings' columns in the (D, C) order, terms in ``order``
+    bidx: np.ndarray  # (m-1, N): flat index into B (n_c x n_d)
+    cidx: np.ndarray  # ((m-1)^2, N): flat index into C (n_c x n_c)
+    nd: int
+    nc: int
+
+    @classmethod
+    def build(cls, layout: Layout) -> _SchurPlan | None:
+        """The plan, or None where S would be too large to factorise densely."""
+        n = np.asarray(layout.n_levels)
+        if not len(n):
+            return None
+        e = int(np.argmax(n))
+        nd, nc = int(n[e]), layout.q - int(n[e])
+        if nc > DENSE_MAX or nc * nd > 4_000_000:
+            return None
+        d0 = int(n[:e].sum())
+        perm = np.empty(layout.q, np.intp)
+        perm[d0:d0 + nd] = np.arange(nd)
+        perm[np.r_[0:d0, d0 + nd:layout.q]] = nd + np.arange(nc)
+        order = np.array([e] + [t for t in range(len(n)) if t != e])
+        C = perm[layout.cols[:, order]]
+        c = C[:, 1:] - nd
+        k = c.shape[1]
+        bidx = np.array([c[:, j] * nd + C[:, 0] for j in range(k)]).reshape(k, len(C))
+        cidx = np.array([c[:, j] * nc + c[:, j2] for j in range(k) for j2 in range(k)]).reshape(k * k, len(C))
+        return cls(order, perm, C, bidx, cidx, nd, nc)
+
+    def factor(self, w: np.ndarray, s: np.ndarray) -> _SchurFactor:
+        """The factorisation of H = I + A'WA for weights w and SDs s."""
+        so = s[self.order]
+        D = 1.0 + so[0] ** 2 * np.bincount(self.cols[:, 0], w, minlength=self.nd)
+        B = np.bincount(self.bidx.ravel(), ((so[1:, None] * so[0]) * w[None, :]).ravel(),
+                        minlength=self.nc * self.nd).reshape(self.nc, self.nd)
+        ss = np.outer(so[1:], so[1:]).ravel()
+        C = np.bincount(self.cidx.ravel(), (ss[:, None] * w[None, :]).ravel(),
+                        minlength=self.nc * self.nc).reshape(self.nc, self.nc)
+        C[np.diag_indices(self.nc)] += 1.0
+        return _SchurFactor(D, B, C, self)
 
 
 @dataclass(frozen=True)
@@ -275,6 +374,7 @@ class _Model:
         self.y, self.X, self.L, self.K, self.link = y, X, layout, K, link
         self.p, self.m = X.shape[1], len(layout.names)
         self.u = np.zeros(layout.q)
+        self.plan = _SchurPlan.build(layout)
         self.inner_tol = 1e-10
 
     # --- pieces
@@ -311,7 +411,7 @@ class _Model:
             return u, pc, None, 0
         for it in range(100):
             grad = self._At(pc.d, s) + u
-            lu = _Factor(self._H(pc.w, s))
+            lu = self.plan.factor(pc.w, s) if self.plan is not None else _Factor(self._H(pc.w, s))
             if np.max(np.abs(grad), initial=0.0) < self.inner_tol:
                 break
             step = lu.solve(grad)
@@ -344,22 +444,6 @@ class _Model:
             return value, None
         return value, self._gradient(pc, u, lu, alpha, s)
 
-    def _selected_inverse(self, lu: _Factor) -> np.ndarray:
-        """B[i, t, t'] = (H^-1)[cols[i,t], cols[i,t']] by blocks of columns of H^-1."""
-        L, N, m, q = self.L, len(self.y), self.m, self.L.q
-        B = np.zeros((N, m, m))
-        block = max(1, min(q, 4_000_000 // max(q, 1)))
-        for j0 in range(0, q, block):
-            j1 = min(q, j0 + block)
-            Xinv = lu.inverse_columns(j0, j1)
-            for t2 in range(m):
-                sel = (L.cols[:, t2] >= j0) & (L.cols[:, t2] < j1)
-                if not sel.any():
-                    continue
-                for t in range(m):
-                    B[sel, t, t2] = Xinv[L.cols[sel, t], L.cols[sel, t2] - j0]
-        return B
-
     def _gradient(self, pc: _Pieces, u: np.ndarray, lu: _Factor, alpha: np.ndarray, s: np.ndarray) -> np.ndarray:
         y, X, K, C, m = self.y, self.X, self.K, self.L.cols, self.m
         a, b, c1, c2, e1, e2 = pc.a, pc.b, pc.c1, pc.c2, pc.e1, pc.e2
@@ -372,7 +456,7 @@ class _Model:
         wa1, wa2 = g111 + 2 * g112 + g122, g112 + 2 * g122 + g222
         da1, da2 = -(g11 + g12), -(g12 + g22)
         if m:
-            B = self._selected_inverse(lu)
+            B = lu.selected(self.L.cols)
             Bs = B @ s  # N x m
             h = Bs @ s
             v = lu.solve(0.5 * self._At(h * w3, s))
