@@ -497,8 +497,9 @@ def _jacobian(psi: np.ndarray, K: int) -> np.ndarray:
     return J
 
 
-def _hessian(fun_grad, phi: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Central differences of the analytic gradient over the ``free`` parameters (symmetrised)."""
+def _hessian(fun_grad, phi: np.ndarray, free: np.ndarray, g0: np.ndarray | None = None) -> np.ndarray:
+    """Central (or, given the gradient ``g0`` at phi, forward) differences of the analytic gradient over
+    the ``free`` parameters, symmetrised."""
     idx = np.flatnonzero(free)
     Hm = np.zeros((len(idx), len(idx)))
     for col, j in enumerate(idx):
@@ -506,7 +507,10 @@ def _hessian(fun_grad, phi: np.ndarray, free: np.ndarray) -> np.ndarray:
         up, dn = phi.copy(), phi.copy()
         up[j] += h
         dn[j] -= h
-        Hm[:, col] = (fun_grad(up)[1][idx] - fun_grad(dn)[1][idx]) / (2 * h)
+        if g0 is None:
+            Hm[:, col] = (fun_grad(up)[1][idx] - fun_grad(dn)[1][idx]) / (2 * h)
+        else:
+            Hm[:, col] = (fun_grad(up)[1][idx] - g0[idx]) / h
     return 0.5 * (Hm + Hm.T)
 
 
@@ -567,18 +571,28 @@ def fit_clmm(
         return _fit(y, levels, Xm, groups or {}, link, beta_names, start_sd)
 
 
+def _start(y: np.ndarray, K: int, p: int, m: int, link: str, start_sd: float) -> np.ndarray:
+    """Starting (theta_1, log increments, beta, s): thresholds of the marginal proportions, beta = 0."""
+    cum = np.cumsum(np.bincount(y, minlength=K))[:-1] / len(y)
+    alpha0 = special.logit(cum) if link == "logit" else special.ndtri(cum)
+    return np.concatenate([[alpha0[0]], np.log(np.diff(alpha0)), np.zeros(p), np.full(m, start_sd)])
+
+
 def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping[str, Sequence[object] | np.ndarray],
          link: str, beta_names: Sequence[str] | None, start_sd: float) -> ClmmFit:
-    N, K = len(y), len(levels)
-    p = Xm.shape[1]
+    K, p = len(levels), Xm.shape[1]
+    model = _Model(y, Xm, Layout.build(groups, len(y)), K, link)
     names_b = tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p))
-    layout = Layout.build(groups, N)
-    model = _Model(y, Xm, layout, K, link)
-    m = model.m
+    return _optimise(model, levels, names_b, _start(y, K, p, model.m, link, start_sd))[0]
 
-    cum = np.cumsum(np.bincount(y, minlength=K))[:-1] / N
-    alpha0 = special.logit(cum) if link == "logit" else special.ndtri(cum)
-    psi0 = np.concatenate([[alpha0[0]], np.log(np.diff(alpha0)), np.zeros(p), np.full(m, start_sd)])
+
+def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], psi0: np.ndarray,
+              gtol: float = 1e-7, polish: int = 3, central: bool = True, hess_inv0: np.ndarray | None = None
+              ) -> tuple[ClmmFit, np.ndarray | None]:
+    """BFGS from ``psi0`` (and ``hess_inv0``, an inverse Hessian in psi), up to ``polish`` Newton steps, the
+    observed information (central or forward differences). Also returns the inverse Hessian in psi at the
+    estimates (None if not positive definite): a warm start for a similar data set."""
+    K, p, N = model.K, model.p, len(model.y)
 
     def fun_grad_nat(phi: np.ndarray) -> tuple[float, np.ndarray]:
         val, g = model.objective(phi[:K - 1], phi[K - 1:K - 1 + p], phi[K - 1 + p:])
@@ -591,14 +605,14 @@ def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping
         return val, _jacobian(psi, K).T @ g
 
     res = optimize.minimize(fun_grad_psi, psi0, jac=True, method="BFGS",
-                            options={"gtol": 1e-7, "maxiter": 1000})
+                            options={"gtol": gtol, "maxiter": 1000, "hess_inv0": hess_inv0})
     phi = _to_natural(res.x, K)
     phi[K - 1 + p:] = np.abs(phi[K - 1 + p:])
     value, g = fun_grad_nat(phi)
     free = np.ones(len(phi), bool)
     free[K - 1 + p:] = phi[K - 1 + p:] >= BOUNDARY_SD
     n_iter = int(res.nit)
-    for _ in range(3):  # Newton polishing on the observed information
+    for _ in range(polish):  # Newton polishing on the observed information
         Hs = _hessian(fun_grad_nat, phi, free)
         step = np.zeros(len(phi))
         try:
@@ -614,7 +628,7 @@ def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping
         n_iter += 1
         if np.max(np.abs(step)) < 1e-9:
             break
-    Hs = _hessian(fun_grad_nat, phi, free)
+    Hs = _hessian(fun_grad_nat, phi, free, None if central else g)
     nfe = K - 1 + p
     warnings: list[str] = []
     try:
@@ -626,9 +640,105 @@ def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping
         warnings.append("the observed information is not positive definite")
     max_grad = float(np.max(np.abs(g[free]), initial=0.0))
     converged = bool(np.isfinite(value) and max_grad < 1e-4)
-    return ClmmFit(
+    hinv_psi = None
+    if not warnings:
+        H_full = np.eye(len(phi))
+        H_full[np.ix_(free, free)] = Hs
+        th = phi[:K - 1]
+        Jp = _jacobian(np.concatenate([[th[0]], np.log(np.diff(th)), phi[K - 1:]]), K)
+        hinv_psi = np.linalg.inv(Jp.T @ H_full @ Jp)
+        hinv_psi = 0.5 * (hinv_psi + hinv_psi.T)
+    return (ClmmFit(
         thresholds=phi[:K - 1], threshold_names=tuple(f"{levels[k]}|{levels[k + 1]}" for k in range(K - 1)),
-        beta=phi[K - 1:nfe], beta_names=names_b, sds=phi[nfe:], sd_names=layout.names,
-        loglik=-value, cov=cov, link=link, levels=levels, n_obs=N, converged=converged,
+        beta=phi[K - 1:nfe], beta_names=names_b, sds=phi[nfe:], sd_names=model.L.names,
+        loglik=-value, cov=cov, link=model.link, levels=levels, n_obs=N, converged=converged,
         message=str(res.message), n_iter=n_iter, max_grad=max_grad, backend="laplace", warnings=tuple(warnings),
-    )
+    ), hinv_psi)
+
+
+# --------------------------------------------------------------------------- many studies on one layout
+
+
+@dataclass(frozen=True)
+class ClmmBatch:
+    """Per-study results of :func:`fit_clmm_many` for one coefficient (NaN where a study failed)."""
+
+    estimate: np.ndarray
+    se: np.ndarray
+    z: np.ndarray
+    p_wald: np.ndarray
+    loglik: np.ndarray
+    lr: np.ndarray  # 2 (loglik - loglik without the coefficient); NaN unless lrt
+    p_lr: np.ndarray
+    converged: np.ndarray
+    failed: np.ndarray
+    reasons: tuple[str, ...]
+
+
+def fit_clmm_many(
+    responses: np.ndarray,
+    X: np.ndarray,
+    groups: Mapping[str, Sequence[object] | np.ndarray],
+    *,
+    coef: int = 0,
+    scale: tuple[int, int],
+    link: str = "logit",
+    lrt: bool = False,
+) -> ClmmBatch:
+    """Fit the CLMM to every column of ``responses`` (N x S ratings) on one layout: Wald z (and with
+    ``lrt`` the likelihood-ratio test) for coefficient ``coef``.
+
+    The fast path of simulated studies: the layout and its Schur plan are built once, each study starts
+    from the previous study's estimates, stops BFGS at gtol 1e-5 without Newton polishing and takes the
+    observed information from forward differences. A study refused by :func:`ordinal_codes` (e.g. a
+    category unused) is counted as failed with its reason.
+    """
+    from threadpoolctl import threadpool_limits
+
+    check_link(link)
+    Y = np.asarray(responses)
+    if Y.ndim != 2:
+        raise InputError("responses must be an N x S matrix (one column per study)")
+    N, S = Y.shape
+    Xm = _design(X, N)
+    p = Xm.shape[1]
+    if not 0 <= coef < p:
+        raise InputError(f"coefficient index {coef} is outside the design's {p} columns")
+    layout = Layout.build(groups, N)
+    X0 = np.delete(Xm, coef, axis=1)
+    levels = tuple(range(scale[0], scale[1] + 1))
+    K = len(levels)
+    out = {k: np.full(S, np.nan) for k in ("estimate", "se", "loglik", "lr")}
+    converged, failed = np.zeros(S, bool), np.zeros(S, bool)
+    reasons: list[str] = []
+    warm: dict[bool, tuple[np.ndarray, np.ndarray | None]] = {}
+    with threadpool_limits(1):
+        for j in range(S):
+            try:
+                y, _ = ordinal_codes(Y[:, j], scale)
+            except InputError as exc:
+                failed[j] = True
+                reasons.append(str(exc))
+                continue
+            fits = {}
+            for full in (True, False) if lrt else (True,):
+                Xs = Xm if full else X0
+                model = _Model(y, Xs, layout, K, link)
+                psi0, hinv0 = warm.get(full, (_start(y, K, Xs.shape[1], model.m, link, 1.0), None))
+                fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0)
+                fits[full] = fit
+                th = fit.thresholds
+                warm[full] = (np.concatenate([[th[0]], np.log(np.diff(th)), fit.beta, np.maximum(fit.sds, 0.1)]),
+                              hinv if hinv is not None else hinv0)
+            f1 = fits[True]
+            out["estimate"][j] = f1.beta[coef]
+            out["se"][j] = f1.se_beta[coef]
+            out["loglik"][j] = f1.loglik
+            converged[j] = f1.converged and all(f.converged for f in fits.values())
+            if lrt:
+                out["lr"][j] = max(0.0, 2 * (f1.loglik - fits[False].loglik))
+    from scipy import stats
+
+    z = out["estimate"] / out["se"]
+    return ClmmBatch(out["estimate"], out["se"], z, 2 * stats.norm.sf(np.abs(z)), out["loglik"], out["lr"],
+                     stats.chi2.sf(out["lr"], 1), converged, failed, tuple(dict.fromkeys(reasons)))
