@@ -68,11 +68,12 @@ class _SchurFactor(_Factor):
     complement S = C - B D^-1 B' is factorised densely (Cholesky). The cost is that of the other
     terms' columns, not of q. Blocks in the (D, C) order of :class:`_SchurPlan`."""
 
-    def __init__(self, D: np.ndarray, B: np.ndarray, C: np.ndarray, plan: _SchurPlan) -> None:
-        self.D, self.B, self.plan = D, B, plan  # B: n_c x n_d, dense
-        self.BDi = B / D[None, :]
+    def __init__(self, D: np.ndarray, B: sp.csr_matrix, C: np.ndarray, plan: _SchurPlan) -> None:
+        self.D, self.B, self.plan = D, B, plan  # B: n_c x n_d, sparse (a few entries per column)
+        self.BDi = sp.csr_matrix((B.data / D[B.indices], B.indices, B.indptr), shape=B.shape)
         self.nd = len(D)
-        self.chol = linalg.cho_factor(C - self.BDi @ B.T, lower=True, check_finite=False) if len(C) else None
+        self.chol = (linalg.cho_factor(C - (self.BDi @ B.T).toarray(), lower=True, check_finite=False)
+                     if len(C) else None)
         logdet_s = 2.0 * float(np.sum(np.log(np.diag(self.chol[0])))) if self.chol is not None else 0.0
         self.logdet = float(np.sum(np.log(D))) + logdet_s
 
@@ -102,8 +103,9 @@ class _SchurFactor(_Factor):
             return out
         Sinv = linalg.lapack.dpotri(self.chol[0], lower=1)[0]
         Sinv = np.tril(Sinv) + np.tril(Sinv, -1).T
-        G = self.BDi.T @ Sinv  # n_d x n_c; (H^-1)[d, c] = -G
-        out[:, 0, 0] += np.einsum("ij,ji->i", G, self.BDi)[d]
+        BDiT = self.BDi.T.tocsr()
+        G = BDiT @ Sinv  # n_d x n_c; (H^-1)[d, c] = -G
+        out[:, 0, 0] += np.asarray(BDiT.multiply(G).sum(axis=1)).ravel()[d]
         c = cols[:, 1:] - self.nd
         out[:, 1:, 1:] = Sinv[c[:, :, None], c[:, None, :]]
         out[:, 0, 1:] = -G[d[:, None], c]
@@ -118,7 +120,9 @@ class _SchurPlan:
     order: np.ndarray  # the terms, the eliminated one first
     perm: np.ndarray  # position of each column of u in the (D, C) order
     cols: np.ndarray  # N x m: the ratings' columns in the (D, C) order, terms in ``order``
-    bidx: np.ndarray  # (m-1, N): flat index into B (n_c x n_d)
+    bpos: np.ndarray  # (m-1, N): position in B.data (CSR, n_c x n_d) of each rating's contribution
+    bindices: np.ndarray
+    bindptr: np.ndarray
     cidx: np.ndarray  # ((m-1)^2, N): flat index into C (n_c x n_c)
     nd: int
     nc: int
@@ -131,7 +135,7 @@ class _SchurPlan:
             return None
         e = int(np.argmax(n))
         nd, nc = int(n[e]), layout.q - int(n[e])
-        if nc > DENSE_MAX or nc * nd > 4_000_000:
+        if nc > DENSE_MAX:
             return None
         d0 = int(n[:e].sum())
         perm = np.empty(layout.q, np.intp)
@@ -141,16 +145,20 @@ class _SchurPlan:
         C = perm[layout.cols[:, order]]
         c = C[:, 1:] - nd
         k = c.shape[1]
-        bidx = np.array([c[:, j] * nd + C[:, 0] for j in range(k)]).reshape(k, len(C))
+        keys = np.array([c[:, j] * nd + C[:, 0] for j in range(k)], dtype=np.int64).reshape(k, len(C))
+        uniq, inv = np.unique(keys, return_inverse=True)
+        bindices = (uniq % nd).astype(np.int32)
+        bindptr = np.searchsorted(uniq // nd, np.arange(nc + 1)).astype(np.int32)
         cidx = np.array([c[:, j] * nc + c[:, j2] for j in range(k) for j2 in range(k)]).reshape(k * k, len(C))
-        return cls(order, perm, C, bidx, cidx, nd, nc)
+        return cls(order, perm, C, inv.reshape(k, len(C)), bindices, bindptr, cidx, nd, nc)
 
     def factor(self, w: np.ndarray, s: np.ndarray) -> _SchurFactor:
         """The factorisation of H = I + A'WA for weights w and SDs s."""
         so = s[self.order]
         D = 1.0 + so[0] ** 2 * np.bincount(self.cols[:, 0], w, minlength=self.nd)
-        B = np.bincount(self.bidx.ravel(), ((so[1:, None] * so[0]) * w[None, :]).ravel(),
-                        minlength=self.nc * self.nd).reshape(self.nc, self.nd)
+        B = sp.csr_matrix((np.bincount(self.bpos.ravel(), ((so[1:, None] * so[0]) * w[None, :]).ravel(),
+                                       minlength=len(self.bindices)), self.bindices, self.bindptr),
+                          shape=(self.nc, self.nd))
         ss = np.outer(so[1:], so[1:]).ravel()
         C = np.bincount(self.cidx.ravel(), (ss[:, None] * w[None, :]).ravel(),
                         minlength=self.nc * self.nc).reshape(self.nc, self.nc)
