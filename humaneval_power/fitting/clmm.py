@@ -595,10 +595,10 @@ def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping
 
 
 def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], psi0: np.ndarray,
-              gtol: float = 1e-7, polish: int = 3, central: bool = True, hess_inv0: np.ndarray | None = None
-              ) -> tuple[ClmmFit, np.ndarray | None]:
+              gtol: float = 1e-7, polish: int = 3, central: bool = True, hess_inv0: np.ndarray | None = None,
+              hessian: bool = True) -> tuple[ClmmFit, np.ndarray | None]:
     """BFGS from ``psi0`` (and ``hess_inv0``, an inverse Hessian in psi), up to ``polish`` Newton steps, the
-    observed information (central or forward differences). Also returns the inverse Hessian in psi at the
+    observed information (central or forward differences; none unless ``hessian``). Also returns the inverse Hessian in psi at the
     estimates (None if not positive definite): a warm start for a similar data set."""
     K, p, N = model.K, model.p, len(model.y)
 
@@ -636,9 +636,17 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
         n_iter += 1
         if np.max(np.abs(step)) < 1e-9:
             break
-    Hs = _hessian(fun_grad_nat, phi, free, None if central else g)
     nfe = K - 1 + p
     warnings: list[str] = []
+    max_grad = float(np.max(np.abs(g[free]), initial=0.0))
+    converged = bool(np.isfinite(value) and max_grad < 1e-4)
+    if not hessian:  # no covariance: BFGS's inverse Hessian is the warm start
+        return (ClmmFit(
+            thresholds=phi[:K - 1], threshold_names=(), beta=phi[K - 1:nfe], beta_names=names_b, sds=phi[nfe:],
+            sd_names=model.L.names, loglik=-value, cov=np.full((nfe, nfe), np.nan), link=model.link, levels=levels,
+            n_obs=N, converged=converged, message=str(res.message), n_iter=n_iter, max_grad=max_grad,
+            backend="laplace"), res.hess_inv)
+    Hs = _hessian(fun_grad_nat, phi, free, None if central else g)
     try:
         cov = np.linalg.inv(Hs)[:nfe, :nfe]
     except np.linalg.LinAlgError:
@@ -646,8 +654,6 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
         warnings.append("the observed information is singular")
     if np.any(np.linalg.eigvalsh(Hs) <= 0):
         warnings.append("the observed information is not positive definite")
-    max_grad = float(np.max(np.abs(g[free]), initial=0.0))
-    converged = bool(np.isfinite(value) and max_grad < 1e-4)
     hinv_psi = None
     if not warnings:
         H_full = np.eye(len(phi))
@@ -733,7 +739,9 @@ def fit_clmm_many(
                 Xs = Xm if full else X0
                 model = _Model(y, Xs, layout, K, link)
                 psi0, hinv0 = warm.get(full, (_start(y, K, Xs.shape[1], model.m, link, 1.0), None))
-                fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0)
+                model.inner_tol = 1e-8
+                fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0,
+                                      hessian=full)
                 fits[full] = fit
                 th = fit.thresholds
                 warm[full] = (np.concatenate([[th[0]], np.log(np.diff(th)), fit.beta, np.maximum(fit.sds, 0.1)]),
