@@ -71,7 +71,7 @@ def test_no_random_effects_equals_statsmodels_ordered_model() -> None:
     X, names = treatment_design(frame.system.to_numpy())
     ours = fit_clmm(frame.score.to_numpy(), X, None, beta_names=names)
     with pytest.warns(ConvergenceWarning):  # statsmodels' step-size rule; the score check below shows the optimum
-        ref = OrderedModel(frame.score.to_numpy(), X, distr="logit").fit(method="newton", disp=False, maxiter=100,
+        ref = OrderedModel(frame.score.to_numpy(), X, distr="logit").fit(method="newton", disp=False, maxiter=25,
                                                                          tol=1e-10)
     p = X.shape[1]
     ref_cuts = ref.model.transform_threshold_params(ref.params)[1:-1]
@@ -179,3 +179,21 @@ def test_laplace_fit_equals_clmm(clmm_pairs: dict[str, tuple[ClmmFit, ClmmFit, f
     assert ours.loglik == pytest.approx(ref.loglik, rel=1e-6)
     assert ours.loglik >= ref.loglik - 1e-6  # clmm stops near, not beyond, the optimum
     np.testing.assert_allclose(ours.se, ref.se, rtol=1e-3)
+
+
+def test_batched_fits_equal_single_fits_and_count_refused_studies() -> None:
+    frames = [_simulate(100 + k, 4, 12, 2, {"worker": 0.7, "item": 0.9, "item:system": 0.4}, 0.5) for k in range(2)]
+    layout = frames[0][["worker", "item", "system"]]
+    Y = np.column_stack([f.score.to_numpy() for f in frames] + [np.where(frames[0].score == 2, 3, frames[0].score)])
+    terms = ("worker", "item", "item:system")
+    groups = crossed_groups(layout.worker, layout.item, layout.system, terms)
+    X = layout.system.to_numpy()[:, None].astype(float)
+    batch = clmm.fit_clmm_many(Y, X, groups, scale=(1, 5), lrt=True)
+    assert batch.failed.tolist() == [False, False, True] and "rating 2 is never used" in batch.reasons[0]
+    for j in range(2):
+        full = fit_clmm(Y[:, j], X, groups, scale=(1, 5))
+        null = fit_clmm(Y[:, j], None, groups, scale=(1, 5))
+        assert batch.estimate[j] == pytest.approx(full.beta[0], abs=1e-3)
+        assert batch.se[j] == pytest.approx(full.se_beta[0], rel=1e-2)
+        assert batch.lr[j] == pytest.approx(2 * (full.loglik - null.loglik), abs=1e-4)
+    assert np.isnan(batch.estimate[2]) and batch.converged[:2].all()

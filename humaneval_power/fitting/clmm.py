@@ -673,6 +673,17 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
 # --------------------------------------------------------------------------- many studies on one layout
 
 
+def _positive_definite(a: np.ndarray | None) -> bool:
+    """Whether ``a`` is a finite symmetric positive-definite matrix."""
+    if a is None or a.ndim != 2 or not np.all(np.isfinite(a)):
+        return False
+    try:
+        np.linalg.cholesky(0.5 * (a + a.T))
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class ClmmBatch:
     """Per-study results of :func:`fit_clmm_many` for one coefficient (NaN where a study failed)."""
@@ -687,6 +698,25 @@ class ClmmBatch:
     converged: np.ndarray
     failed: np.ndarray
     reasons: tuple[str, ...]
+
+
+def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, layout: Layout, levels: tuple[int, ...], link: str,
+           lrt: bool, warm: dict[bool, tuple[np.ndarray, np.ndarray | None]]) -> dict[bool, ClmmFit]:
+    """One study's fits (with the coefficient, and without it for the LRT), warm-started and updating ``warm``."""
+    K = len(levels)
+    fits = {}
+    for full in (True, False) if lrt else (True,):
+        Xs = Xm if full else X0
+        model = _Model(y, Xs, layout, K, link)
+        model.inner_tol = 1e-8
+        psi0, hinv0 = warm.get(full, (_start(y, K, Xs.shape[1], model.m, link, 1.0), None))
+        fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0,
+                              hessian=full)
+        fits[full] = fit
+        th = fit.thresholds
+        warm[full] = (np.concatenate([[th[0]], np.log(np.diff(th)), fit.beta, np.maximum(fit.sds, 0.1)]),
+                      0.5 * (hinv + hinv.T) if hinv is not None and _positive_definite(hinv) else hinv0)
+    return fits
 
 
 def fit_clmm_many(
@@ -721,7 +751,6 @@ def fit_clmm_many(
     layout = Layout.build(groups, N)
     X0 = np.delete(Xm, coef, axis=1)
     levels = tuple(range(scale[0], scale[1] + 1))
-    K = len(levels)
     out = {k: np.full(S, np.nan) for k in ("estimate", "se", "loglik", "lr")}
     converged, failed = np.zeros(S, bool), np.zeros(S, bool)
     reasons: list[str] = []
@@ -734,18 +763,12 @@ def fit_clmm_many(
                 failed[j] = True
                 reasons.append(str(exc))
                 continue
-            fits = {}
-            for full in (True, False) if lrt else (True,):
-                Xs = Xm if full else X0
-                model = _Model(y, Xs, layout, K, link)
-                psi0, hinv0 = warm.get(full, (_start(y, K, Xs.shape[1], model.m, link, 1.0), None))
-                model.inner_tol = 1e-8
-                fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0,
-                                      hessian=full)
-                fits[full] = fit
-                th = fit.thresholds
-                warm[full] = (np.concatenate([[th[0]], np.log(np.diff(th)), fit.beta, np.maximum(fit.sds, 0.1)]),
-                              hinv if hinv is not None else hinv0)
+            try:
+                fits = _study(y, Xm, X0, layout, levels, link, lrt, warm)
+            except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
+                failed[j] = True
+                reasons.append(f"numerical failure: {exc}")
+                continue
             f1 = fits[True]
             out["estimate"][j] = f1.beta[coef]
             out["se"][j] = f1.se_beta[coef]
