@@ -161,7 +161,7 @@ class _SchurPlan:
                           shape=(self.nc, self.nd))
         ss = np.outer(so[1:], so[1:]).ravel()
         C = np.bincount(self.cidx.ravel(), (ss[:, None] * w[None, :]).ravel(),
-                        minlength=self.nc * self.nc).reshape(self.nc, self.nc)
+                        minlength=self.nc * self.nc).astype(float).reshape(self.nc, self.nc)
         C[np.diag_indices(self.nc)] += 1.0
         return _SchurFactor(D, B, C, self)
 
@@ -452,7 +452,7 @@ class _Model:
             return value, None
         return value, self._gradient(pc, u, lu, alpha, s)
 
-    def _gradient(self, pc: _Pieces, u: np.ndarray, lu: _Factor, alpha: np.ndarray, s: np.ndarray) -> np.ndarray:
+    def _gradient(self, pc: _Pieces, u: np.ndarray, lu: _Factor | None, alpha: np.ndarray, s: np.ndarray) -> np.ndarray:
         y, X, K, C, m = self.y, self.X, self.K, self.L.cols, self.m
         a, b, c1, c2, e1, e2 = pc.a, pc.b, pc.c1, pc.c2, pc.e1, pc.e2
         g11, g12, g22 = a * a - c1, -a * b, c2 + b * b
@@ -463,7 +463,7 @@ class _Model:
         w3 = -(g111 + 3 * g112 + 3 * g122 + g222)
         wa1, wa2 = g111 + 2 * g112 + g122, g112 + 2 * g122 + g222
         da1, da2 = -(g11 + g12), -(g12 + g22)
-        if m:
+        if lu is not None:
             B = lu.selected(self.L.cols)
             Bs = B @ s  # N x m
             h = Bs @ s
