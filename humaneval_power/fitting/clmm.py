@@ -66,63 +66,70 @@ class _Factor:
 class _SchurFactor(_Factor):
     """H = [[D, B'], [B, C]] with D the (diagonal) block of one term, eliminated first; the Schur
     complement S = C - B D^-1 B' is factorised densely (Cholesky). The cost is that of the other
-    terms' columns, not of q. Blocks in the (D, C) order of :class:`_SchurPlan`."""
+    terms' columns, not of q. B is kept as its nonzeros (a few per column) in the plan's pattern."""
 
-    def __init__(self, D: np.ndarray, B: sp.csr_matrix, C: np.ndarray, plan: _SchurPlan) -> None:
-        self.D, self.B, self.plan = D, B, plan  # B: n_c x n_d, sparse (a few entries per column)
-        self.BDi = sp.csr_matrix((B.data / D[B.indices], B.indices, B.indptr), shape=B.shape)
-        self.nd = len(D)
-        self.chol = (linalg.cho_factor(C - (self.BDi @ B.T).toarray(), lower=True, check_finite=False)
-                     if len(C) else None)
-        logdet_s = 2.0 * float(np.sum(np.log(np.diag(self.chol[0])))) if self.chol is not None else 0.0
+    def __init__(self, D: np.ndarray, bdata: np.ndarray, C: np.ndarray, plan: _SchurPlan) -> None:
+        self.D, self.bdata, self.plan = D, bdata, plan
+        self.bdi = bdata / D[plan.nz_col]  # B D^-1
+        self.nd, nc = len(D), plan.nc
+        self.chol = None
+        logdet_s = 0.0
+        if nc:
+            corr = np.bincount(plan.pair_target, self.bdi[plan.pair_a] * bdata[plan.pair_b], minlength=nc * nc)
+            self.chol = linalg.cho_factor(C - corr.reshape(nc, nc), lower=True, check_finite=False)
+            logdet_s = 2.0 * float(np.sum(np.log(np.diag(self.chol[0]))))
         self.logdet = float(np.sum(np.log(D))) + logdet_s
 
     def solve(self, b: np.ndarray) -> np.ndarray:
-        """H^-1 b."""
-        bp = np.empty_like(b, dtype=float)
-        bp[self.plan.perm] = b
-        Dv = self.D if b.ndim == 1 else self.D[:, None]
+        """H^-1 b for a vector b."""
+        plan = self.plan
+        bp = np.empty(len(b))
+        bp[plan.perm] = b
         bd, bc = bp[:self.nd], bp[self.nd:]
         if self.chol is None:
-            return (bd / Dv)[self.plan.perm]
-        xc = linalg.cho_solve(self.chol, bc - self.BDi @ bd, check_finite=False)
-        return np.concatenate([(bd - self.B.T @ xc) / Dv, xc])[self.plan.perm]
+            return (bd / self.D)[plan.perm]
+        xc = linalg.cho_solve(self.chol, bc - np.bincount(plan.nz_row, self.bdi * bd[plan.nz_col], minlength=plan.nc),
+                              check_finite=False)
+        xd = (bd - np.bincount(plan.nz_col, self.bdata * xc[plan.nz_row], minlength=self.nd)) / self.D
+        return np.concatenate([xd, xc])[plan.perm]
 
     def selected(self, cols: np.ndarray) -> np.ndarray:
         """As :meth:`_Factor.selected` (``cols`` is the layout's: the plan holds the same in its order)."""
-        out = self._selected(self.plan.cols)
-        back = np.argsort(self.plan.order)
-        return out[:, back][:, :, back]
-
-    def _selected(self, cols: np.ndarray) -> np.ndarray:
-        N, m = cols.shape
+        plan = self.plan
+        c_cols = plan.cols
+        N, m = c_cols.shape
         out = np.zeros((N, m, m))
-        d = cols[:, 0]
+        d = c_cols[:, 0]
         out[:, 0, 0] = 1.0 / self.D[d]
-        if self.chol is None:
-            return out
-        Sinv = linalg.lapack.dpotri(self.chol[0], lower=1)[0]
-        Sinv = np.tril(Sinv) + np.tril(Sinv, -1).T
-        BDiT = self.BDi.T.tocsr()
-        G = BDiT @ Sinv  # n_d x n_c; (H^-1)[d, c] = -G
-        out[:, 0, 0] += np.asarray(BDiT.multiply(G).sum(axis=1)).ravel()[d]
-        c = cols[:, 1:] - self.nd
-        out[:, 1:, 1:] = Sinv[c[:, :, None], c[:, None, :]]
-        out[:, 0, 1:] = -G[d[:, None], c]
-        out[:, 1:, 0] = out[:, 0, 1:]
-        return out
+        if self.chol is not None:
+            Sinv = linalg.lapack.dpotri(self.chol[0], lower=1)[0]
+            Sinv = np.tril(Sinv) + np.tril(Sinv, -1).T
+            # (H^-1)[d, c] = -G[d, c], G = D^-1 B' S^-1, needed only on B's pattern: pairs of nonzeros of a column
+            G = np.bincount(plan.pair_b, self.bdi[plan.pair_a] * Sinv[plan.nz_row[plan.pair_a], plan.nz_row[plan.pair_b]],
+                            minlength=len(self.bdi))
+            out[:, 0, 0] += np.bincount(plan.nz_col, G * self.bdi, minlength=self.nd)[d]
+            c = c_cols[:, 1:] - self.nd
+            out[:, 1:, 1:] = Sinv[c[:, :, None], c[:, None, :]]
+            out[:, 0, 1:] = -G[plan.bpos.T]
+            out[:, 1:, 0] = out[:, 0, 1:]
+        back = np.argsort(plan.order)
+        return out[:, back][:, :, back]
 
 
 @dataclass(frozen=True)
 class _SchurPlan:
-    """Where each rating's (t, t') contribution goes in D, dense B and dense C (the largest term eliminated)."""
+    """Where each rating's contributions go in D, B (nonzeros by column of D) and dense C; the largest
+    term is eliminated. Built once per layout."""
 
     order: np.ndarray  # the terms, the eliminated one first
     perm: np.ndarray  # position of each column of u in the (D, C) order
     cols: np.ndarray  # N x m: the ratings' columns in the (D, C) order, terms in ``order``
-    bpos: np.ndarray  # (m-1, N): position in B.data (CSR, n_c x n_d) of each rating's contribution
-    bindices: np.ndarray
-    bindptr: np.ndarray
+    bpos: np.ndarray  # (m-1, N): each rating's nonzero of B, per other term
+    nz_row: np.ndarray  # row (C index) and column (D index) of each nonzero of B, sorted by column
+    nz_col: np.ndarray
+    pair_a: np.ndarray  # pairs of nonzeros in one column, and their flat index in C: B D^-1 B'
+    pair_b: np.ndarray
+    pair_target: np.ndarray
     cidx: np.ndarray  # ((m-1)^2, N): flat index into C (n_c x n_c)
     nd: int
     nc: int
@@ -144,26 +151,34 @@ class _SchurPlan:
         order = np.array([e] + [t for t in range(len(n)) if t != e])
         C = perm[layout.cols[:, order]]
         c = C[:, 1:] - nd
-        k = c.shape[1]
-        keys = np.array([c[:, j] * nd + C[:, 0] for j in range(k)], dtype=np.int64).reshape(k, len(C))
+        k, N = c.shape[1], len(C)
+        keys = np.array([C[:, 0].astype(np.int64) * nc + c[:, j] for j in range(k)]).reshape(k, N)
         uniq, inv = np.unique(keys, return_inverse=True)
-        bindices = (uniq % nd).astype(np.int32)
-        bindptr = np.searchsorted(uniq // nd, np.arange(nc + 1)).astype(np.int32)
-        cidx = np.array([c[:, j] * nc + c[:, j2] for j in range(k) for j2 in range(k)]).reshape(k * k, len(C))
-        return cls(order, perm, C, inv.reshape(k, len(C)), bindices, bindptr, cidx, nd, nc)
+        nz_col, nz_row = (uniq // max(nc, 1)).astype(np.intp), (uniq % max(nc, 1)).astype(np.intp)
+        starts = np.searchsorted(nz_col, np.arange(nd))
+        ends = np.append(starts[1:], len(uniq))
+        pa, pb = [], []
+        for s0, s1 in zip(starts, ends):
+            idx = np.arange(s0, s1)
+            pa.append(np.repeat(idx, len(idx)))
+            pb.append(np.tile(idx, len(idx)))
+        pair_a = np.concatenate(pa) if pa else np.zeros(0, np.intp)
+        pair_b = np.concatenate(pb) if pb else np.zeros(0, np.intp)
+        cidx = np.array([c[:, j] * nc + c[:, j2] for j in range(k) for j2 in range(k)]).reshape(k * k, N)
+        return cls(order, perm, C, inv.reshape(k, N), nz_row, nz_col, pair_a, pair_b,
+                   nz_row[pair_a] * nc + nz_row[pair_b], cidx, nd, nc)
 
     def factor(self, w: np.ndarray, s: np.ndarray) -> _SchurFactor:
         """The factorisation of H = I + A'WA for weights w and SDs s."""
         so = s[self.order]
         D = 1.0 + so[0] ** 2 * np.bincount(self.cols[:, 0], w, minlength=self.nd)
-        B = sp.csr_matrix((np.bincount(self.bpos.ravel(), ((so[1:, None] * so[0]) * w[None, :]).ravel(),
-                                       minlength=len(self.bindices)), self.bindices, self.bindptr),
-                          shape=(self.nc, self.nd))
+        bdata = np.bincount(self.bpos.ravel(), ((so[1:, None] * so[0]) * w[None, :]).ravel(),
+                            minlength=len(self.nz_row)).astype(float)
         ss = np.outer(so[1:], so[1:]).ravel()
         C = np.bincount(self.cidx.ravel(), (ss[:, None] * w[None, :]).ravel(),
                         minlength=self.nc * self.nc).astype(float).reshape(self.nc, self.nc)
         C[np.diag_indices(self.nc)] += 1.0
-        return _SchurFactor(D, B, C, self)
+        return _SchurFactor(D, bdata, C, self)
 
 
 @dataclass(frozen=True)
@@ -602,9 +617,15 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
     estimates (None if not positive definite): a warm start for a similar data set."""
     K, p, N = model.K, model.p, len(model.y)
 
+    last: list[tuple[bytes, float, np.ndarray]] = []  # the latest evaluation (BFGS ends where it evaluated)
+
     def fun_grad_nat(phi: np.ndarray) -> tuple[float, np.ndarray]:
+        if last and last[0][0] == phi.tobytes():
+            return last[0][1], last[0][2]
         val, g = model.objective(phi[:K - 1], phi[K - 1:K - 1 + p], phi[K - 1 + p:])
-        return val, (np.full(len(phi), np.nan) if g is None else g)
+        out = val, (np.full(len(phi), np.nan) if g is None else g)
+        last[:] = [(phi.tobytes(), *out)]
+        return out
 
     def fun_grad_psi(psi: np.ndarray) -> tuple[float, np.ndarray]:
         val, g = fun_grad_nat(_to_natural(psi, K))
