@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import linalg, optimize, special
+from scipy import linalg, optimize, special, stats
 from scipy.sparse.linalg import splu
 
 from ..errors import InputError
@@ -81,16 +81,25 @@ class _SchurFactor(_Factor):
         self.logdet = float(np.sum(np.log(D))) + logdet_s
 
     def solve(self, b: np.ndarray) -> np.ndarray:
-        """H^-1 b for a vector b."""
+        """H^-1 b (b a vector or a matrix of columns)."""
         plan = self.plan
-        bp = np.empty(len(b))
+        bp = np.empty(b.shape)
         bp[plan.perm] = b
         bd, bc = bp[:self.nd], bp[self.nd:]
+        Dv = self.D if b.ndim == 1 else self.D[:, None]
         if self.chol is None:
-            return (bd / self.D)[plan.perm]
-        xc = linalg.cho_solve(self.chol, bc - np.bincount(plan.nz_row, self.bdi * bd[plan.nz_col], minlength=plan.nc),
-                              check_finite=False)
-        xd = (bd - np.bincount(plan.nz_col, self.bdata * xc[plan.nz_row], minlength=self.nd)) / self.D
+            return (bd / Dv)[plan.perm]
+        if b.ndim == 1:
+            rhs = bc - np.bincount(plan.nz_row, self.bdi * bd[plan.nz_col], minlength=plan.nc)
+        else:
+            Bd = np.zeros((plan.nc, self.nd))
+            Bd[plan.nz_row, plan.nz_col] = self.bdata
+            rhs = bc - (Bd / self.D[None, :]) @ bd
+        xc = linalg.cho_solve(self.chol, rhs, check_finite=False)
+        if b.ndim == 1:
+            xd = (bd - np.bincount(plan.nz_col, self.bdata * xc[plan.nz_row], minlength=self.nd)) / self.D
+        else:
+            xd = (bd - Bd.T @ xc) / Dv
         return np.concatenate([xd, xc])[plan.perm]
 
     def selected(self, cols: np.ndarray) -> np.ndarray:
@@ -397,6 +406,8 @@ class _Model:
         self.y, self.X, self.L, self.K, self.link = y, X, layout, K, link
         self.p, self.m = X.shape[1], len(layout.names)
         self.u = np.zeros(layout.q)
+        self.u_dot: np.ndarray | None = None  # d u^ / d (alpha, beta, s) at phi_last
+        self.phi_last = np.zeros(0)
         self.plan = _SchurPlan.build(layout)
         self.inner_tol = 1e-10
 
@@ -432,6 +443,12 @@ class _Model:
         obj = pc.nll + 0.5 * u @ u
         if self.L.q == 0:
             return u, pc, None, 0
+        if self.u_dot is not None:  # first-order prediction of the modes from the last evaluation
+            u_pred = u + self.u_dot @ (np.concatenate([alpha, beta, s]) - self.phi_last)
+            pc_pred = _pieces(self.y, ae, eta_fix + self._eta_re(u_pred, s), self.link, False)
+            obj_pred = pc_pred.nll + 0.5 * u_pred @ u_pred
+            if obj_pred < obj:
+                u, pc, obj = u_pred, pc_pred, obj_pred
         for it in range(100):
             grad = self._At(pc.d, s) + u
             lu = self.plan.factor(pc.w, s) if self.plan is not None else _Factor(self._H(pc.w, s))
@@ -459,6 +476,7 @@ class _Model:
         if np.any(np.diff(alpha) <= 0):
             return np.inf, None
         u, _, lu, _ = self.modes(alpha, beta, s)
+        self.beta_last = beta
         ae = self._alpha_ext(alpha)
         pc = _pieces(self.y, ae, self.X @ beta + self._eta_re(u, s), self.link, True)
         logdet = 0.0 if lu is None else lu.logdet
@@ -498,6 +516,13 @@ class _Model:
             ut = u[C[:, t]]
             g_s[t] = (pc.d * ut).sum() + (0.5 * h * w3 * ut).sum() + (pc.w * Bs[:, t]).sum() \
                 - (r * pc.w * ut).sum() - (v[C[:, t]] * pc.d).sum()
+        if lu is not None:  # d u^/d phi = -H^-1 d(grad_u f)/d phi: the next evaluation's starting modes
+            cross = [self._At(np.where(ok_u & (upper == k), da1, 0.0) + np.where(ok_l & (lower == k), da2, 0.0), s)
+                     for k in range(K - 1)]
+            cross += [self._At(pc.w * X[:, j], s) for j in range(self.p)]
+            cross += [self._At(pc.w * u[C[:, t]], s) + np.bincount(C[:, t], pc.d, minlength=self.L.q) for t in range(m)]
+            self.u_dot = -lu.solve(np.column_stack(cross))
+            self.phi_last = np.concatenate([alpha, self.beta_last, s])
         return np.concatenate([g_alpha, g_beta, g_s])
 
 
@@ -797,8 +822,6 @@ def fit_clmm_many(
             converged[j] = f1.converged and all(f.converged for f in fits.values())
             if lrt:
                 out["lr"][j] = max(0.0, 2 * (f1.loglik - fits[False].loglik))
-    from scipy import stats
-
     z = out["estimate"] / out["se"]
     return ClmmBatch(out["estimate"], out["se"], z, 2 * stats.norm.sf(np.abs(z)), out["loglik"], out["lr"],
                      stats.chi2.sf(out["lr"], 1), converged, failed, tuple(dict.fromkeys(reasons)))
