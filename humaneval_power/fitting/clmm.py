@@ -161,7 +161,7 @@ class _SchurPlan:
         C = perm[layout.cols[:, order]]
         c = C[:, 1:] - nd
         k, N = c.shape[1], len(C)
-        keys = np.array([C[:, 0].astype(np.int64) * nc + c[:, j] for j in range(k)]).reshape(k, N)
+        keys = np.array([C[:, 0].astype(np.int64) * nc + c[:, j] for j in range(k)], dtype=np.int64).reshape(k, N)
         uniq, inv = np.unique(keys, return_inverse=True)
         nz_col, nz_row = (uniq // max(nc, 1)).astype(np.intp), (uniq % max(nc, 1)).astype(np.intp)
         starts = np.searchsorted(nz_col, np.arange(nd))
@@ -173,7 +173,7 @@ class _SchurPlan:
             pb.append(np.tile(idx, len(idx)))
         pair_a = np.concatenate(pa) if pa else np.zeros(0, np.intp)
         pair_b = np.concatenate(pb) if pb else np.zeros(0, np.intp)
-        cidx = np.array([c[:, j] * nc + c[:, j2] for j in range(k) for j2 in range(k)]).reshape(k * k, N)
+        cidx = np.array([c[:, j] * nc + c[:, j2] for j in range(k) for j2 in range(k)], dtype=np.intp).reshape(k * k, N)
         return cls(order, perm, C, inv.reshape(k, N), nz_row, nz_col, pair_a, pair_b,
                    nz_row[pair_a] * nc + nz_row[pair_b], cidx, nd, nc)
 
