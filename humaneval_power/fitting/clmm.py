@@ -8,12 +8,15 @@ scale), F logistic (``logit``) or normal (``probit``).
 The Laplace log-likelihood is -[f(u^) + 1/2 log|H|] with f(u) = -sum log P(y_i | u) + u'u/2
 and H = I + A'WA its Hessian (A = Z Lambda, W the observed second derivative of -log P
 per rating): clmm's objective. The conditional modes u^ come from an inner Newton iteration
-on the sparse H (SuperLU, memory proportional to the ratings); the outer optimisation is
+on H: the largest term's (diagonal) block is eliminated and the Schur complement of the other
+terms factorised densely, or, when that complement is large, SuperLU on the sparse H (memory
+proportional to the ratings; N x q is never formed). The outer optimisation is
 BFGS over (theta_1, log theta increments, beta, s) with the analytic gradient (implicit
 derivative of u^, selected entries of H^-1), then Newton polishing with the observed
 information (central differences of the analytic gradient), whose inverse gives the
 covariance of (thresholds, beta). The Laplace objective is even in each s_t, so s is
-optimised unconstrained and reported as |s|.
+optimised unconstrained and reported as |s|. :func:`fit_clmm_many` is the fast path for many
+simulated studies on one layout (docs/ordinal.md).
 """
 from __future__ import annotations
 
