@@ -749,23 +749,40 @@ class ClmmBatch:
     reasons: tuple[str, ...]
 
 
-def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, layout: Layout, levels: tuple[int, ...], link: str,
-           lrt: bool, warm: dict[bool, tuple[np.ndarray, np.ndarray | None]]) -> dict[bool, ClmmFit]:
-    """One study's fits (with the coefficient, and without it for the LRT), warm-started and updating ``warm``."""
+def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, coef: int, layout: Layout, levels: tuple[int, ...],
+           link: str, lrt: bool, warm: dict[bool, tuple[np.ndarray, np.ndarray | None]]) -> dict[bool, ClmmFit]:
+    """One study's fits, warm-started and updating ``warm``: with the coefficient (from the previous
+    study's fit) and, for the LRT, without it (from this study's full fit, the coefficient dropped)."""
     K = len(levels)
     fits = {}
+    modes = np.zeros(layout.q)
     for full in (True, False) if lrt else (True,):
         Xs = Xm if full else X0
         model = _Model(y, Xs, layout, K, link)
         model.inner_tol = 1e-8
-        psi0, hinv0 = warm.get(full, (_start(y, K, Xs.shape[1], model.m, link, 1.0), None))
+        model.u = modes  # the null model starts from the full model's modes
+        if full:
+            psi0, hinv0 = warm.get(True, (_start(y, K, Xs.shape[1], model.m, link, 1.0), None))
+        else:
+            psi0, hinv0 = _drop(*warm[True], K - 1 + coef)
         fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0,
                               hessian=full)
+        modes = model.u
         fits[full] = fit
         th = fit.thresholds
-        warm[full] = (np.concatenate([[th[0]], np.log(np.diff(th)), fit.beta, np.maximum(fit.sds, 0.1)]),
+        warm[full] = (np.concatenate([[th[0]], np.log(np.diff(th)), fit.beta, np.maximum(fit.sds, 0.05)]),
                       0.5 * (hinv + hinv.T) if hinv is not None and _positive_definite(hinv) else hinv0)
     return fits
+
+
+def _drop(psi: np.ndarray, hinv: np.ndarray | None, j: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Parameter j removed from a start and from an inverse Hessian (through the Hessian)."""
+    if hinv is None:
+        return np.delete(psi, j), None
+    H = np.delete(np.delete(np.linalg.inv(hinv), j, axis=0), j, axis=1)
+    out = np.linalg.inv(H)
+    out = 0.5 * (out + out.T)
+    return np.delete(psi, j), out if _positive_definite(out) else None
 
 
 def fit_clmm_many(
@@ -813,7 +830,7 @@ def fit_clmm_many(
                 reasons.append(str(exc))
                 continue
             try:
-                fits = _study(y, Xm, X0, layout, levels, link, lrt, warm)
+                fits = _study(y, Xm, X0, coef, layout, levels, link, lrt, warm)
             except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
                 failed[j] = True
                 reasons.append(f"numerical failure: {exc}")
