@@ -1,0 +1,26 @@
+# R side of the clmm backend (humaneval_power/fitting/clmm_r.py): one ordinal::clmm fit.
+# data: y (integer ratings), x1..xp (numeric design columns), g1..gm (grouping factors).
+# levels: the scale's ratings (all of them, in order); tight: tighter optimiser tolerances
+# (inner gradTol 1e-8, nlminb rel.tol 1e-12) than clmm's defaults.
+
+suppressPackageStartupMessages(library(ordinal))
+
+hepower_fit_clmm <- function(data, formula, levels, link, tight) {
+  data$y <- factor(data$y, levels = levels, ordered = TRUE)
+  for (g in grep("^g[0-9]+$", names(data), value = TRUE)) data[[g]] <- factor(data[[g]])
+  ctrl <- if (tight) clmm.control(gradTol = 1e-8, rel.tol = 1e-12) else clmm.control()
+  warnings <- character(0)
+  m <- withCallingHandlers(
+    clmm(as.formula(formula), data = data, link = link, Hess = TRUE, control = ctrl),
+    warning = function(w) {
+      warnings <<- c(warnings, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+  fe <- c(names(m$alpha), names(m$beta))
+  list(alpha = unname(m$alpha), beta = unname(m$beta), beta_names = names(m$beta),
+       sd = vapply(m$ST, function(s) s[1, 1], 0), sd_names = names(m$ST),
+       loglik = as.numeric(logLik(m)), vcov = vcov(m)[fe, fe, drop = FALSE],
+       convergence = m$optRes$convergence, message = m$optRes$message,
+       max_grad = max(abs(m$gradient)), niter = m$optRes$iterations, warnings = warnings,
+       version = as.character(packageVersion("ordinal")))
+}
