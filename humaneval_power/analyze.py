@@ -67,6 +67,9 @@ ADJUST_TEXT = {
                "(emmeans' mvt; Dunnett's test for contrasts with a baseline), Monte Carlo, seed {seed}",
     "none": "none ({n} unadjusted tests)",
 }
+#: how each adjustment's intervals are adjusted (plot titles): holm and fdr intervals are Bonferroni's
+INTERVAL_TEXT = {"holm": "Bonferroni-adjusted", "bonferroni": "Bonferroni-adjusted", "fdr": "Bonferroni-adjusted",
+                 "tukey": "Tukey-adjusted", "dunnett": "mvt-adjusted", "none": "unadjusted"}
 
 
 @dataclass(frozen=True, eq=False)
