@@ -433,7 +433,7 @@ def _fit_once(frame: pd.DataFrame, spec: Any, backend: str, kenward_roger: bool,
     if backend == "lme4":
         from .fitting.lmer_inference import lme4_inference
 
-        return lme4_inference(frame, spec, kenward_roger)
+        return lme4_inference(frame, spec, kenward_roger, progress)
     from .fitting.lmer_inference import statsmodels_inference
 
     return statsmodels_inference(frame, spec, progress, kenward_roger)

@@ -298,8 +298,7 @@ def analyze_judgments(
     pairs = pd.DataFrame(rows)
     m = len(pairs)
     # a withheld pair stays in the family at p = 1 (its p-value is unknown, at most 1: conservative for the rest)
-    p_adj = adjust_pvalues(pairs["p_value"].fillna(1.0).to_numpy(), adjust)
-    p_adj[pairs["withheld"].to_numpy()] = np.nan
+    p_adj = np.where(pairs["withheld"], np.nan, adjust_pvalues(pairs["p_value"].fillna(1.0).to_numpy(), adjust))
     if pairs["withheld"].any() and adjust != "none":
         notes.append(f"the {adjust} adjustment counts the withheld pairs in its family of {m} at p = 1")
     pairs.insert(pairs.columns.get_loc("p_value") + 1, "p_adjusted", p_adj)

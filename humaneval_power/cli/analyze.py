@@ -24,7 +24,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                         "correlations, then invariant, on a failed, non-converged or singular fit (logged; lme4 "
                         "only); slopes: Card et al.'s (1 + contrasts || worker) + (1 + contrasts || item)")
     p.add_argument("--df", choices=DF_METHODS, default="satterthwaite",
-                   help="denominator df of the F test and the contrasts (kenward-roger: pbkrtest's method; without R up to 4,000 ratings)")
+                   help="denominator df of the F test and the contrasts (kenward-roger: pbkrtest's method, dense in the ratings: refused above 3,000 ratings with lme4, 4,000 without R, with the estimated memory and time)")
     p.add_argument("--by", metavar="COLUMN",
                    help="analyse each value of COLUMN (e.g. dimension) separately; each adjustment covers the "
                         "contrasts within one group")
