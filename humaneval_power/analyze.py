@@ -231,15 +231,16 @@ def design_summary(data: PilotData) -> pd.DataFrame:
     per_output = f.groupby(["item", "system"]).size()
     items_per_system = f.groupby("system")["item"].nunique()
     systems_per_worker = f.groupby("worker")["system"].nunique()
-    full = len(f) == f["worker"].nunique() * f["item"].nunique() * k and not f.duplicated(
-        ["worker", "item", "system"]).any()
-    if full:
+    repeats = int(f.duplicated(["worker", "item", "system"]).sum())  # --duplicates keep
+    if len(f) - repeats == f["worker"].nunique() * f["item"].nunique() * k:
         crossing = "fully crossed: every worker rated every system on every item"
     elif (systems_per_worker == k).all():
-        crossing = "every worker rated every system, on some items"
+        crossing = "every worker rated every system, but not every item"
     else:
         crossing = (f"{int((systems_per_worker > 1).sum())} of {len(systems_per_worker)} workers rated more than "
                     "one system")
+    if repeats:
+        crossing += f"; {repeats} repeated ratings of a (worker, item, system), kept as independent ratings"
     by_items = len(_connected_groups(f.assign(worker=f["item"])))  # items alone
     rows = [
         ("ratings", len(f)), ("systems", k), ("workers", f["worker"].nunique()), ("items", f["item"].nunique()),
