@@ -169,14 +169,10 @@ def variance_parameters(spec: LmmSpec) -> int:
     return 1 + (sum(t * (t + 1) // 2 for t in sizes) if spec.correlated else sum(sizes))
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 7200
-                                                     else f"{seconds / 3600:.0f} h")
-
-
 def check_kenward_roger(n: int, parameters: int, backend: str) -> str:
     """Refuse Kenward-Roger above ``KR_MAX_RATINGS[backend]`` ratings with the estimated cost; below, the
     estimate in words (for a progress line)."""
+    from ..engine import _duration
     from ..errors import InputError
 
     memory, seconds = kenward_roger_cost(n, parameters, backend)
