@@ -8,7 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from humaneval_power.errors import InputError
-from humaneval_power.fitting.lmer_inference import KR_MAX_RATINGS, check_kenward_roger, kenward_roger_cost
+from humaneval_power.fitting.lmer_inference import (
+    KR_MAX_RATINGS,
+    check_kenward_roger,
+    kenward_roger_cost,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -270,7 +270,6 @@ def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec, progress: Any = No
     (:meth:`~.vc_reml.CrossedComponentsModel.satterthwaite`, from the fit itself: nothing is refitted).
     ``kenward_roger``: :func:`kenward_roger_dense` at the same optimum instead.
     """
-    from ..errors import InputError
     from .statsmodels_lmm import fit_components
 
     if kenward_roger:
