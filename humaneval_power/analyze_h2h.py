@@ -73,7 +73,7 @@ class JudgmentAnalysis:
 
     def records(self) -> list[dict[str, Any]]:
         """One record per pair (the CLI's ``--json``)."""
-        return [{**r, "adjust": self.adjust, "ties": self.ties} for r in self.pairs.to_dict("records")]
+        return [{**r, "adjust": self.adjust, "ties_policy": self.ties} for r in self.pairs.to_dict("records")]
 
     def methods(self) -> str:
         """A methods paragraph for the paper."""

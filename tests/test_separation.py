@@ -59,6 +59,9 @@ def test_synthetic_quasi_separated_pair_withheld(lme4_backend) -> None:
 
     res = analyze_judgments(separated_judgments(), worker="worker", item="item", baseline="A", ties="drop")
     _check_withheld(res, {("C", "A")})
+    records = res.records()
+    assert all(r["ties"] == 0 and r["ties_policy"] == "drop" for r in records)  # the count is not overwritten
+    assert next(r for r in records if r["system"] == "C")["withheld_reason"].startswith("quasi-separated")
     pairs = res.pairs
     np.testing.assert_allclose(pairs["p_adjusted"].dropna(),
                                adjust_pvalues(pairs["p_value"].fillna(1.0).to_numpy(), "holm")[~pairs["withheld"]])
