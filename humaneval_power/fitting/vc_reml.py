@@ -358,10 +358,10 @@ class CrossedComponentsModel:
         """Hessian of the deviance in lmerTest's varpar = (theta..., sigma) (sigma not profiled out: ``devfun_vp``).
 
         By the chain rule from the Hessian in (gamma, sigma), gamma = theta^2:
-        ``H_jk = 4 theta_j theta_k D_gamma_j gamma_k + 2 delta_jk D_gamma_k``, ``H_k,sigma = 2 theta_k D_gamma_k sigma``.
-        The same matrix as differencing in theta (what lmerTest does numerically), but exact where a theta is
-        near zero, where differences in theta lose the ``2 D_gamma_k`` term's balance against ``4 gamma_k D_gamma_k gamma_k``;
-        a component at zero has only ``2 D_gamma_k`` (its gradient, positive at a boundary optimum).
+        ``H_jk = 4 theta_j theta_k d2D/dgamma_j dgamma_k + 2 delta_jk dD/dgamma_k`` and
+        ``H_k,sigma = 2 theta_k d2D/dgamma_k dsigma``: the matrix lmerTest differences numerically in theta,
+        without the cancellation of differences in theta near zero. A component at zero keeps only
+        ``2 dD/dgamma_k`` (positive at a boundary optimum) and drops out of the df, as in lmerTest.
         """
         theta, sigma = fit.theta, math.sqrt(fit.sigma2)
         d_gamma = self._fixed_sigma(fit.gamma, sigma)[1]
@@ -557,13 +557,18 @@ class CrossedComponentsModel:
             new = gamma.copy()
             new[near] = np.maximum(gamma[near] - step, 0.0)
             new_grad = self.deviance(new)[1]
-            if np.abs(new_grad[near]).max() >= np.abs(grad[near]).max():
+            if _projected_abs(new[near], new_grad[near]) >= _projected_abs(gamma[near], grad[near]):
                 break
             done = np.all(np.abs(new[near] - gamma[near]) <= 1e-10 * np.maximum(new[near], 1e-12))
             gamma, grad = new, new_grad
             if done:
                 break
         return gamma
+
+
+def _projected_abs(gamma: np.ndarray, grad: np.ndarray) -> float:
+    """Largest |gradient| over coordinates inside, and of its descent part over those at zero."""
+    return float(np.where(gamma > 0, np.abs(grad), np.maximum(-grad, 0.0)).max())
 
 
 def _decrement(res: optimize.OptimizeResult, gamma: np.ndarray, grad: np.ndarray) -> float:
