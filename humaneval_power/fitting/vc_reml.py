@@ -547,9 +547,14 @@ class CrossedComponentsModel:
             near = np.flatnonzero(((gamma > 0) & (gamma < POLISH_BELOW)) | ((gamma == 0) & (grad < -BOUNDARY_TOL)))
             if not near.size:
                 break
-            sigma = math.sqrt(self._evaluate(gamma, gradient=False).r2 / self.nu)
-            cols, sig = self._sigma_hessian(gamma, sigma, near)
-            hess = cols[near] - np.outer(sig[near], cols[-1]) / sig[-1]  # of the deviance with sigma profiled out
+            hess = np.empty((len(near), len(near)))  # of the profiled deviance, by differences of its gradient
+            for n, i in enumerate(near):
+                h = 1e-4 * max(gamma[i], 1e-5)
+                e = np.zeros(self.k)
+                e[i] = h
+                central = gamma[i] >= h
+                hess[:, n] = (self.deviance(gamma + e)[1][near] - (self.deviance(gamma - e)[1][near] if central
+                                                                    else grad[near])) / (2 * h if central else h)
             try:
                 step = np.linalg.solve((hess + hess.T) / 2, grad[near])
             except np.linalg.LinAlgError:
