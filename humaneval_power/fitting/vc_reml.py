@@ -318,6 +318,10 @@ class CrossedComponentsModel:
         pt = self._evaluate(gamma, gradient)
         return pt.deviance, None if pt.trace is None else self._gradient(pt), pt.beta, pt.s
 
+    def _grad(self, gamma: np.ndarray) -> np.ndarray:
+        """The gradient of the profiled deviance at ``gamma``."""
+        return self._gradient(self._evaluate(gamma, gradient=True))
+
     def _gradient(self, pt: _Point) -> np.ndarray:
         """Gradient of the profiled deviance in gamma."""
         return pt.trace - self.nu * pt.score / pt.r2
@@ -520,13 +524,13 @@ class CrossedComponentsModel:
             pt = self._evaluate(gamma, gradient=False)
             grad = grads.get(gamma.tobytes())
             if grad is None:
-                grad = self.deviance(gamma)[1]
+                grad = self._grad(gamma)
             projected, decrement = _projected(gamma, grad), _decrement(res, gamma, grad)
             if projected <= gtol or decrement <= DECREMENT_TOL:
                 break
             best[0] = math.inf
         converged = projected <= gtol or decrement <= DECREMENT_TOL
-        if converged:
+        if converged and grad is not None:  # (never None here: for the type checker)
             polished = self._polish(gamma, grad)
             if polished is not gamma:
                 gamma, pt = polished, self._evaluate(polished, gradient=False)
@@ -553,7 +557,7 @@ class CrossedComponentsModel:
                 e = np.zeros(self.k)
                 e[i] = h
                 central = gamma[i] >= h
-                hess[:, n] = (self.deviance(gamma + e)[1][near] - (self.deviance(gamma - e)[1][near] if central
+                hess[:, n] = (self._grad(gamma + e)[near] - (self._grad(gamma - e)[near] if central
                                                                     else grad[near])) / (2 * h if central else h)
             try:
                 step = np.linalg.solve((hess + hess.T) / 2, grad[near])
@@ -561,7 +565,7 @@ class CrossedComponentsModel:
                 break
             new = gamma.copy()
             new[near] = np.maximum(gamma[near] - step, 0.0)
-            new_grad = self.deviance(new)[1]
+            new_grad = self._grad(new)
             if _projected_abs(new[near], new_grad[near]) >= _projected_abs(gamma[near], grad[near]):
                 break
             done = np.all(np.abs(new[near] - gamma[near]) <= 1e-10 * np.maximum(new[near], 1e-12))
