@@ -67,6 +67,9 @@ ADJUST_TEXT = {
                "(emmeans' mvt; Dunnett's test for contrasts with a baseline), Monte Carlo, seed {seed}",
     "none": "none ({n} unadjusted tests)",
 }
+#: how each adjustment's intervals are adjusted (plot titles): holm and fdr intervals are Bonferroni's
+INTERVAL_TEXT = {"holm": "Bonferroni-adjusted", "bonferroni": "Bonferroni-adjusted", "fdr": "Bonferroni-adjusted",
+                 "tukey": "Tukey-adjusted", "dunnett": "mvt-adjusted", "none": "unadjusted"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,15 +231,16 @@ def design_summary(data: PilotData) -> pd.DataFrame:
     per_output = f.groupby(["item", "system"]).size()
     items_per_system = f.groupby("system")["item"].nunique()
     systems_per_worker = f.groupby("worker")["system"].nunique()
-    full = len(f) == f["worker"].nunique() * f["item"].nunique() * k and not f.duplicated(
-        ["worker", "item", "system"]).any()
-    if full:
+    repeats = int(f.duplicated(["worker", "item", "system"]).sum())  # --duplicates keep
+    if len(f) - repeats == f["worker"].nunique() * f["item"].nunique() * k:
         crossing = "fully crossed: every worker rated every system on every item"
     elif (systems_per_worker == k).all():
-        crossing = "every worker rated every system, on some items"
+        crossing = "every worker rated every system, but not every item"
     else:
         crossing = (f"{int((systems_per_worker > 1).sum())} of {len(systems_per_worker)} workers rated more than "
                     "one system")
+    if repeats:
+        crossing += f"; {repeats} repeated ratings of a (worker, item, system), kept as independent ratings"
     by_items = len(_connected_groups(f.assign(worker=f["item"])))  # items alone
     rows = [
         ("ratings", len(f)), ("systems", k), ("workers", f["worker"].nunique()), ("items", f["item"].nunique()),
@@ -415,12 +419,12 @@ def singular_text(design: Any, raw: Any) -> str:
     return "; ".join(singular_parts(design, raw)) or "a random-effect covariance matrix of reduced rank"
 
 
-def _ladder_reason(design: Any, raw: Any) -> str | None:
-    """Why a fit of the ladder is not kept (convergence warning, singular fit), or None."""
+def _ladder_reason(design: Any, raw: Any, keep_singular: bool = False) -> str | None:
+    """Why a fit of the ladder is not kept (convergence warning, singular fit unless ``keep_singular``), or None."""
     warned = [w for w in raw.warnings if any(key in w.lower() for key in CONVERGENCE)]
     if warned:
         return f"convergence warning ({warned[0].strip()})"
-    if raw.singular:
+    if raw.singular and not keep_singular:
         return f"singular fit ({singular_text(design, raw)})"
     return None
 
@@ -430,16 +434,17 @@ def _fit_once(frame: pd.DataFrame, spec: Any, backend: str, kenward_roger: bool,
     if backend == "lme4":
         from .fitting.lmer_inference import lme4_inference
 
-        return lme4_inference(frame, spec, kenward_roger)
+        return lme4_inference(frame, spec, kenward_roger, progress)
     from .fitting.lmer_inference import statsmodels_inference
 
     return statsmodels_inference(frame, spec, progress, kenward_roger)
 
 
 def _fit_ladder(data: PilotData, random: str, backend: str, kenward_roger: bool,
-                report: Callable[[str], None], progress: Callable[[str], None] | None) -> tuple[Any, ...]:
-    """Fit the first step of ``random``'s ladder that converges without a singular fit (the last step is kept
-    whatever it gives); returns design, frame, spec, fit, inference, the steps taken (in words), identifiability notes."""
+                report: Callable[[str], None], progress: Callable[[str], None] | None,
+                keep_singular: bool = False) -> tuple[Any, ...]:
+    """Fit the first step of ``random``'s ladder that converges without a singular fit (``keep_singular``: singular
+    or not; the last step is kept whatever it gives); returns design, frame, spec, fit, inference, the steps taken (in words), identifiability notes."""
     from .fitting.model import _identifiable
     from .fitting.types import Design
 
@@ -459,7 +464,7 @@ def _fit_ladder(data: PilotData, random: str, backend: str, kenward_roger: bool,
                 raise
             why = f"failed ({exc})"
         else:
-            why = None if last else _ladder_reason(design, raw)
+            why = None if last else _ladder_reason(design, raw, keep_singular)
             if why is None:
                 return design, frame, spec, raw, inference, steps, unidentified
         steps.append(f"{name} model `{_model_text(design, spec)}`: {why}; next: {ladder[n + 1][0]}")
@@ -492,8 +497,11 @@ def _coding_note(design: Any) -> str | None:
             + f" (baseline {design.systems[0]}); the slope model's variances depend on that choice")
 
 
-def _check_options(random: str, contrasts: str, adjust: str | None, backend: str, df: str, level: float) -> str:
+def _check_options(random: str, contrasts: str, adjust: str | None, backend: str, df: str, level: float,
+                   keep_singular: bool = False) -> str:
     """Refuse option combinations that cannot be computed; the adjustment to use."""
+    if keep_singular and random != "maximal":
+        raise InputError("--keep-singular applies to --random maximal (the only structure that steps down)")
     check_choice("random-effect structure", random, RANDOM)
     check_choice("contrasts", contrasts, CONTRASTS)
     check_choice("backend", backend, BACKENDS)
@@ -540,6 +548,7 @@ def analyze(
     by: str | None = None,
     draws: int = 1000,
     chains: int = 2,
+    keep_singular: bool = False,
 ) -> AnalysisResult | BayesianAnalysis | GroupedAnalysis:
     """Analyse a completed study: F test, marginal means and adjusted contrasts (see the module docs).
 
@@ -552,20 +561,22 @@ def analyze(
     ``adjust``: default ``holm`` (none with ``backend="bambi"``, whose result is a posterior:
     :class:`BayesianAnalysis`, ``draws`` per chain, ``chains``). ``by``: a column; each of its
     values is analysed separately (:class:`GroupedAnalysis`; adjustments within each group).
+    ``keep_singular`` (with ``random="maximal"``): keep a singular maximal fit, as lme4 does, instead of
+    stepping down (a fit that did not converge still steps down).
     """
-    adjust_used = _check_options(random, contrasts, adjust, backend, df, level)
+    adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
     if by is not None:
         return _analyze_by(ratings, by, where, dict(
             worker=worker, item=item, system=system, score=score, baseline=baseline, scale=scale, random=random,
             contrasts=contrasts, adjust=adjust, backend=backend, level=level, seed=seed, systems=systems,
-            duplicates=duplicates, progress=progress, df=df, draws=draws, chains=chains))
+            duplicates=duplicates, progress=progress, df=df, draws=draws, chains=chains, keep_singular=keep_singular))
     data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
     _check_data(data)
     report = progress or (lambda message: None)
     if backend == "bambi":
         return _bayesian(data, random, contrasts, level, seed, draws, chains, report)
     design, frame, spec, raw, inference, steps, unidentified = _fit_ladder(
-        data, random, backend, df == "kenward-roger", report, progress)
+        data, random, backend, df == "kenward-roger", report, progress, keep_singular)
     m = _system_rows(design, frame)
     components, rating_sd = _components_table(design, raw, m)
     names = list(data.systems)

@@ -28,6 +28,26 @@ from .validation import TIE_POLICIES, check_choice
 H2H_ADJUSTMENTS = ("holm", "bonferroni", "fdr", "none")
 #: |ability| beyond this (log-odds against the baseline) marks a Bradley-Terry fit as quasi-separated
 MAX_ABILITY = 10.0
+#: a pair's Wald SE below this share of the SE with independent judgments, 1 / sqrt(n p (1 - p)), marks a
+#: degenerate Hessian (random effects only add variance: cu-zeman vs Shef-wproa in WMT13 gave 0.00085 for 0.058)
+MIN_SE_RATIO = 0.5
+#: the columns of a pair withheld from inference (quasi-separated or degenerate): missing, with the reason
+WALD_COLUMNS = ("log_odds", "se", "z", "p_value")
+
+
+def withheld_reason(n: int, win_rate: float, se: float, separation: str | None) -> str | None:
+    """Why a pair's GLMM must not be reported as a test (quasi-separation, or an SE too small to be real), or None.
+
+    A quasi-separated fit's log-odds and SDs run off to unbounded values, and its Wald SE with them: the
+    p-value (1e-35 and below) and the interval describe the optimiser's stopping point, not the data.
+    """
+    if separation:
+        return separation
+    floor = 1 / np.sqrt(n * max(win_rate * (1 - win_rate), 1 / n))
+    if not se >= MIN_SE_RATIO * floor:
+        return (f"degenerate fit: Wald SE {se:.2g} is below {MIN_SE_RATIO:g} x the SE with independent judgments "
+                f"({floor:.2g}), which random effects should only raise")
+    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,7 +73,7 @@ class JudgmentAnalysis:
 
     def records(self) -> list[dict[str, Any]]:
         """One record per pair (the CLI's ``--json``)."""
-        return [{**r, "adjust": self.adjust, "ties": self.ties} for r in self.pairs.to_dict("records")]
+        return [{**r, "adjust": self.adjust, "ties_policy": self.ties} for r in self.pairs.to_dict("records")]
 
     def methods(self) -> str:
         """A methods paragraph for the paper."""
@@ -68,6 +88,11 @@ class JudgmentAnalysis:
                 f"for a typical worker and item, tested against 0 by a Wald z test. {ties} p-values were adjusted "
                 f"over the {len(self.pairs)} pairs {adj}; intervals are {self.level:.0%} Wald intervals"
                 + ("" if self.adjust == "none" or len(self.pairs) == 1 else ", Bonferroni-adjusted") + ".")
+        withheld = self.pairs.loc[self.pairs["withheld"]]
+        if len(withheld):
+            text += (" For " + ", ".join(f"{r.system} vs {r.versus}" for r in withheld.itertuples())
+                     + " the model was quasi-separated or degenerate (items or workers won unanimously), so its "
+                     "Wald test and interval are not reported; we report the raw win rate only.")
         if len(self.ranking):
             text += (" We ranked the systems by a Bradley-Terry model (logit P(j preferred to i) = lambda_j - "
                      "lambda_i) fitted by maximum likelihood to all judgments, with Wald intervals for each "
@@ -79,7 +104,7 @@ class JudgmentAnalysis:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [f"{self.source}: " + "; ".join(f"{n} {v}" for n, v in zip(self.design.name, self.design.value)),
                  f"model: {self.model}; ties {self.ties}; adjustment {self.adjust} over {len(self.pairs)} pairs",
-                 "", self.pairs.to_string(**fmt)]
+                 "", self.pairs.drop(columns="withheld_reason").to_string(**fmt)]
         if len(self.ranking):
             parts += ["", f"Bradley-Terry ranking ({self.level:.0%} Wald intervals, log-odds vs the baseline):",
                       self.ranking.to_string(**fmt)]
@@ -88,6 +113,7 @@ class JudgmentAnalysis:
 
     def figure(self) -> Any:
         """The Bradley-Terry abilities (left, with more than two systems) and the pairwise log-odds (right)."""
+        from .analyze import INTERVAL_TEXT
         from .plots import plot_intervals
 
         pairs = self.pairs.assign(label=self.pairs["system"] + " vs " + self.pairs["versus"],
@@ -97,7 +123,8 @@ class JudgmentAnalysis:
         if len(self.ranking):
             panels.append((self.ranking.rename(columns={"system": "label", "ability": "estimate"}),
                            f"Bradley-Terry abilities, {self.level:.0%} CIs", "log-odds vs the baseline", 0.0))
-        panels.append((pairs, f"pairwise GLMMs, {self.adjust}-adjusted {self.level:.0%} CIs",
+        kind = INTERVAL_TEXT["none" if len(self.pairs) == 1 else self.adjust]
+        panels.append((pairs, f"pairwise GLMMs, {kind} {self.level:.0%} CIs",
                        "log-odds that the first system wins", 0.0))
         return plot_intervals(panels, title=Path(self.source).name)
 
@@ -110,7 +137,7 @@ class JudgmentAnalysis:
                 "win_rate: share of the pair's judgments won by the first system "
                 + ("(ties excluded)" if self.ties == "drop" else "(a tie counts one half)")
                 + "; log_odds: the GLMM's intercept; p_win: its probability for a typical worker and item.",
-                self.pairs, self.figure()]),
+                self.pairs.drop(columns="withheld_reason"), self.figure()]),
         ]
         if len(self.ranking):
             sections.append(("Bradley-Terry ranking", [self.ranking]))
@@ -254,18 +281,26 @@ def analyze_judgments(
         comps = raw.components.set_index("group")["sd"]
         wins, losses, n_ties = counted[(i, j)]
         rate = wins / (wins + losses) if ties == "drop" else (wins + n_ties / 2) / (wins + losses + n_ties)
-        reason = separation_reason(raw)
-        if reason:
-            notes.append(f"{order[j]} vs {order[i]}: {reason}")
+        separation = separation_reason(raw)
+        withheld = withheld_reason(len(f), rate, float(co.se), separation)
+        if withheld:
+            notes.append(f"{order[j]} vs {order[i]}: {withheld}; its log-odds, SE, test and interval are withheld "
+                         "(missing), the win rate stands")
         notes += [f"{order[j]} vs {order[i]}: {w}" for w in raw.warnings]
+        wald = dict(zip(WALD_COLUMNS, (float(co.estimate), float(co.se), float(co.estimate / co.se),
+                                       float(co.p_value))))
         rows.append({"system": order[j], "versus": order[i], "n": len(f), "wins": wins, "losses": losses,
-                     "ties": n_ties, "win_rate": rate, "log_odds": float(co.estimate), "se": float(co.se),
-                     "z": float(co.estimate / co.se), "p_value": float(co.p_value),
+                     "ties": n_ties, "win_rate": rate,
+                     **{k: np.nan if withheld else v for k, v in wald.items()},
                      "sd_worker": float(comps.get("worker", 0.0)), "sd_item": float(comps.get("item", 0.0)),
-                     "singular": bool(raw.singular), "separation": reason is not None})
+                     "singular": bool(raw.singular), "separation": separation is not None,
+                     "withheld": withheld is not None, "withheld_reason": withheld or ""})
     pairs = pd.DataFrame(rows)
     m = len(pairs)
-    p_adj = adjust_pvalues(pairs["p_value"].to_numpy(), adjust)
+    # a withheld pair stays in the family at p = 1 (its p-value is unknown, at most 1: conservative for the rest)
+    p_adj = np.where(pairs["withheld"], np.nan, adjust_pvalues(pairs["p_value"].fillna(1.0).to_numpy(), adjust))
+    if pairs["withheld"].any() and adjust != "none":
+        notes.append(f"the {adjust} adjustment counts the withheld pairs in its family of {m} at p = 1")
     pairs.insert(pairs.columns.get_loc("p_value") + 1, "p_adjusted", p_adj)
     crit = stats.norm.ppf(1 - (1 - level) / 2 / (1 if adjust == "none" else m))
     at = pairs.columns.get_loc("p_adjusted") + 1
@@ -280,7 +315,8 @@ def analyze_judgments(
         far = bt.loc[bt["ability"].abs() > MAX_ABILITY, "system"].tolist()
         if far:
             notes.append(f"Bradley-Terry: quasi-separated ({', '.join(far)} won or lost nearly everything: |ability| "
-                         f"> {MAX_ABILITY:g}); those abilities and intervals are unreliable")
+                         f"> {MAX_ABILITY:g}); their SEs and intervals are withheld (missing)")
+            bt.loc[bt["ability"].abs() > MAX_ABILITY, ["se", "ci_low", "ci_high"]] = np.nan
         if ties == "drop":
             bt = bt.drop(columns="ties")
         ranking = bt.sort_values("ability", ascending=False, kind="stable").reset_index(drop=True)

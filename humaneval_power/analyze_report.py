@@ -161,12 +161,14 @@ def analysis_figure(result: Any) -> Any:
         return plot_intervals([(means, f"posterior means, {result.level:.0%} HDI", unit, None),
                                (con, f"contrasts, {result.level:.0%} HDI", f"difference in {unit}", 0.0)],
                               title=Path(result.source).name)
+    from .analyze import INTERVAL_TEXT
+
     alpha = 1 - result.level
     means = result.means.rename(columns={"system": "label", "emmean": "estimate"})
     con = result.contrasts.assign(label=label, significant=result.contrasts["p_adjusted"] <= alpha)
     return plot_intervals([
         (means, f"estimated marginal means, {result.level:.0%} CIs", unit, None),
-        (con, f"contrasts, {result.adjust}-adjusted {result.level:.0%} CIs (filled: p_adj <= {alpha:g})",
+        (con, f"contrasts, {INTERVAL_TEXT[result.adjust]} {result.level:.0%} CIs (filled: p_adj <= {alpha:g})",
          f"difference in {unit}", 0.0)], title=Path(result.source).name)
 
 

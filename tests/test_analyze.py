@@ -231,7 +231,7 @@ def test_statsmodels_backend_on_simulated_study_tables():
     (_toy(), {"random": "crossed"}, "random-effect structure"),
     (_toy(), {"random": "maximal"}, "--random maximal needs --backend lme4"),
     (_toy(), {"df": "kenward-roger", "backend": "bambi"}, "does not apply to --backend bambi"),
-    (_toy(n_items=400), {"df": "kenward-roger"}, "limit 4000 ratings"),
+    (_toy(n_items=400), {"df": "kenward-roger"}, "limit of 4,000 ratings"),
     (_toy(), {"df": "containment"}, "df method"),
     (_toy(), {"backend": "bambi", "adjust": "holm"}, "does not apply to --backend bambi"),
     (_toy(), {"by": "nocolumn"}, "--by column 'nocolumn' not found"),

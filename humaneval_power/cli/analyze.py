@@ -23,8 +23,13 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                         "maximal (system|worker) + (system|item) with correlations, stepping down to no "
                         "correlations, then invariant, on a failed, non-converged or singular fit (logged; lme4 "
                         "only); slopes: Card et al.'s (1 + contrasts || worker) + (1 + contrasts || item)")
+    p.add_argument("--keep-singular", action="store_true",
+                   help="with --random maximal: keep the maximal fit when it is singular (lme4's own behaviour, "
+                        "R's (system | worker) numbers; a variance at zero or a correlation at +-1 is then treated "
+                        "as absent by the tests) instead of stepping down; a fit that did not converge still steps "
+                        "down")
     p.add_argument("--df", choices=DF_METHODS, default="satterthwaite",
-                   help="denominator df of the F test and the contrasts (kenward-roger: pbkrtest's method; without R up to 4,000 ratings)")
+                   help="denominator df of the F test and the contrasts (kenward-roger: pbkrtest's method, dense in the ratings: refused above 3,000 ratings with lme4, 4,000 without R, with the estimated memory and time)")
     p.add_argument("--by", metavar="COLUMN",
                    help="analyse each value of COLUMN (e.g. dimension) separately; each adjustment covers the "
                         "contrasts within one group")
@@ -84,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         result = analyze(args.data, args.worker, args.item, args.system, args.score, where_filters(args.where),
                          args.baseline, tuple(args.scale) if args.scale else None, args.random, args.contrasts,
                          args.adjust, args.backend, args.level, args.seed, args.systems, args.duplicates,
-                         progress=progress, df=args.df, by=args.by, draws=args.draws, chains=args.chains)
+                         progress=progress, df=args.df, by=args.by, draws=args.draws, chains=args.chains,
+                         keep_singular=args.keep_singular)
         return finish(args, result, progress)
 
 
@@ -143,6 +149,7 @@ def run_judgments(args: argparse.Namespace) -> int:
 
     gaussian_only = {"--score": args.score, "--system": args.system, "--scale": args.scale,
                      "--contrasts baseline": args.contrasts == "baseline", "--random": args.random != "invariant",
+                     "--keep-singular": args.keep_singular,
                      f"--backend {args.backend}": args.backend != "lme4", "--duplicates": args.duplicates != "error",
                      f"--df {args.df}": args.df != "satterthwaite", "--by": args.by}
     given = [k for k, v in gaussian_only.items() if v]

@@ -252,7 +252,9 @@ def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
     p.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
                    help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
     p.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
-                   help="several ratings of one (worker, item, system)")
+                   help="several ratings of one (worker, item, system): error (default); average them into one "
+                        "rating; keep each as its own rating (the model then treats repeats as independent errors: "
+                        "no worker x item x system effect, so agreeing repeats make the SEs too small)")
 
 
 def add_checkpoint(p: argparse.ArgumentParser) -> None:
@@ -303,6 +305,7 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
 
 
 BAR_DELAY = 1.0  #: seconds before a progress bar appears (short runs stay quiet)
+LOG_SECONDS = 10.0  #: seconds between progress lines when stderr is not a terminal (no bar: one line each)
 #: where progress goes instead of a bar, ``sink(done, total, label)`` (set by ``hepower serve``'s workers)
 PROGRESS_SINK: Callable[[int, int, str], None] | None = None
 NOTE_DELAY: float | None = 1.0  #: seconds after which a long step says on stderr what it does (None: never)
@@ -371,7 +374,7 @@ class ProgressBar:
         self.enabled = enabled
         self.unit = unit
         self.bar: Any = None
-        self._born = 0.0
+        self._born = self._logged = 0.0
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self.tick = tick
@@ -383,6 +386,9 @@ class ProgressBar:
             PROGRESS_SINK(done, total, label)
             return
         total = total or None  # 0: a search whose number of steps is not known in advance
+        if not sys.stderr.isatty():  # a log file: tqdm's carriage returns would make one endless line
+            self._line(done, total, label)
+            return
         if self.bar is None or self.bar.total != total:
             from tqdm import tqdm
 
@@ -397,6 +403,17 @@ class ProgressBar:
         if self._ticker is None:
             self._ticker = threading.Thread(target=self._redraw, daemon=True, name="hepower-progress")
             self._ticker.start()
+
+    def _line(self, done: int, total: int | None, label: str) -> None:
+        """One plain line per update, at most every ``LOG_SECONDS`` (and at the end), after ``BAR_DELAY``."""
+        now = time.monotonic()
+        if not self._born:
+            self._born, self._logged = now, now
+        if now - self._born < BAR_DELAY or (now - self._logged < LOG_SECONDS and done != total):
+            return
+        self._logged = now
+        print(f"hepower: {label + ': ' if label else ''}{done:,}{f'/{total:,}' if total else ''} {self.unit}s "
+              f"({now - self._born:.0f} s)", file=sys.stderr, flush=True)
 
     def summary(self, run: Any) -> None:
         """Where the time of a finished sweep went (a :class:`~humaneval_power.engine.RunSummary`), on

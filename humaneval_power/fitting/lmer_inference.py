@@ -146,15 +146,61 @@ def fisher_ddf(nu: np.ndarray, tol: float = 1e-8) -> float:
     return 2 * e / (e - len(nu))
 
 
-def lme4_inference(frame: pd.DataFrame, spec: LmmSpec,
-                   kenward_roger: bool = False) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
+#: Kenward-Roger is dense in the ratings. pbkrtest's ``vcovAdj`` holds Sigma^-1, its Cholesky factor, a
+#: transpose and ``G_r Sigma^-1`` for each of the m variance parameters (m + 3 matrices of n x n doubles);
+#: the no-R ``kenward_roger_dense`` holds four. Time grows as n^3: measured on 2 shared cores, pbkrtest 11 s at
+#: 900 ratings and 49 s at 1,500 (1.5e-8 n^3 s), the no-R code 1-3 s at 900 (4e-9 n^3 s).
+KR_SECONDS_PER_CUBE = {"lme4": 1.5e-8, "statsmodels": 4e-9}
+#: above this many ratings --df kenward-roger is refused: lme4 (pbkrtest) ~7 min and 0.6 GB at 3,000 for the
+#: invariant model, the no-R code ~4 min and 0.5 GB at 4,000
+KR_MAX_RATINGS = {"lme4": 3000, "statsmodels": 4000}
+
+
+def kenward_roger_cost(n: int, parameters: int, backend: str) -> tuple[float, float]:
+    """Estimated peak memory (bytes) and time (seconds) of Kenward-Roger's adjusted covariance on ``n`` ratings
+    with ``parameters`` variance parameters (the residual's included)."""
+    matrices = parameters + 3 if backend == "lme4" else 4
+    return 8.0 * n * n * matrices, KR_SECONDS_PER_CUBE[backend] * float(n) ** 3
+
+
+def variance_parameters(spec: LmmSpec) -> int:
+    """The model's variance parameters, the residual's included (a correlated term of t effects has t(t+1)/2)."""
+    sizes = [sum(1 for h, _ in spec.components if h == g) for g in dict.fromkeys(g for g, _ in spec.components)]
+    return 1 + (sum(t * (t + 1) // 2 for t in sizes) if spec.correlated else sum(sizes))
+
+
+def check_kenward_roger(n: int, parameters: int, backend: str) -> str:
+    """Refuse Kenward-Roger above ``KR_MAX_RATINGS[backend]`` ratings with the estimated cost; below, the
+    estimate in words (for a progress line)."""
+    from ..engine import _duration
+    from ..errors import InputError
+
+    memory, seconds = kenward_roger_cost(n, parameters, backend)
+    what = "pbkrtest's vcovAdj (lme4)" if backend == "lme4" else "Kenward-Roger without R"
+    cost = (f"{what} builds dense {n} x {n} matrices of the ratings: about {memory / 1e9:.2g} GB and "
+            f"{_duration(seconds)} (estimated)")
+    if n > KR_MAX_RATINGS[backend]:
+        other = "statsmodels" if backend == "lme4" else "lme4"
+        alt = f"--backend {other} or " if n <= KR_MAX_RATINGS[other] else ""
+        raise InputError(f"--df kenward-roger: {cost}, over the limit of {KR_MAX_RATINGS[backend]:,} ratings; "
+                         f"use {alt}--df satterthwaite")
+    return cost
+
+
+def lme4_inference(frame: pd.DataFrame, spec: LmmSpec, kenward_roger: bool = False,
+                   progress: Any = None) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
     """Fit ``spec`` by REML with lme4 + lmerTest; the fit and lmerTest's own beta, V, J and A
-    (``kenward_roger``: pbkrtest's adjusted covariance instead, :class:`KenwardRogerInference`)."""
+    (``kenward_roger``: pbkrtest's adjusted covariance instead, :class:`KenwardRogerInference`, refused
+    above ``KR_MAX_RATINGS`` with its estimated cost, which ``progress`` hears of below it)."""
     from rpy2.rinterface_lib.embedded import RRuntimeError
 
     from ..errors import InputError
     from . import lme4
 
+    if kenward_roger:
+        cost = check_kenward_roger(len(frame), variance_parameters(spec), "lme4")
+        if progress is not None:
+            progress(cost)
     ro = lme4._r()
     if not ro.r('exists("hepower_analyze_lmm")')[0]:
         ro.r["source"](str(lme4.r_bridge_dir() / "analyze.R"))
@@ -178,10 +224,6 @@ def lme4_inference(frame: pd.DataFrame, spec: LmmSpec,
     inference = FixedEffectsInference(arr["beta"], arr["vcov_beta"].reshape(p, p, order="F"), jac,
                                       arr["vcov_varpar"].reshape(m, m, order="F"))
     return raw, inference
-
-
-#: Kenward-Roger without R builds the ratings' covariance densely (n x n): above this many ratings it refuses
-KR_MAX_RATINGS = 4000
 
 
 def kenward_roger_dense(x: np.ndarray, beta: np.ndarray, z: Any, component: np.ndarray, variances: np.ndarray,
@@ -228,13 +270,12 @@ def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec, progress: Any = No
     (:meth:`~.vc_reml.CrossedComponentsModel.satterthwaite`, from the fit itself: nothing is refitted).
     ``kenward_roger``: :func:`kenward_roger_dense` at the same optimum instead.
     """
-    from ..errors import InputError
     from .statsmodels_lmm import fit_components
 
-    if kenward_roger and len(frame) > KR_MAX_RATINGS:
-        raise InputError(f"--df kenward-roger without R builds the {len(frame)} x {len(frame)} covariance of the "
-                         f"ratings (limit {KR_MAX_RATINGS} ratings): use --backend lme4 (pbkrtest) or --df "
-                         "satterthwaite")
+    if kenward_roger:
+        cost = check_kenward_roger(len(frame), variance_parameters(spec), "statsmodels")
+        if progress is not None:
+            progress(cost)
     raw, model, fit, satt = fit_components(frame, spec.columns, spec.components, intervals="none", progress=progress)
     if kenward_roger:
         from threadpoolctl import threadpool_limits

@@ -194,7 +194,8 @@ def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, n_boot
     draws = np.empty((n_boot, model.k + 1))
     failed = 0
     with threadpool_limits(1):
-        for b in tqdm(range(n_boot), unit="refit", delay=1.0, file=sys.stderr, leave=False):
+        for b in tqdm(range(n_boot), unit="refit", delay=1.0, file=sys.stderr, leave=False,
+                      disable=not sys.stderr.isatty()):  # no endless carriage-return line in a log file
             refit = model.with_response(model.simulate(fit, rng)).fit(start=fit.gamma)
             draws[b] = np.append(refit.sds, math.sqrt(refit.sigma2))
             failed += not refit.converged

@@ -417,10 +417,13 @@ class FitResult:
         comp = self.raw.components.copy()
         comp = comp.iloc[sorted(range(len(comp)), key=lambda r: order.get((comp.group.iloc[r], comp.term.iloc[r]), r))]
         comp.insert(0, "component", [component_label(self.design, g, t) for g, t in zip(comp.group, comp.term)])
-        lines.append(comp.drop(columns=["group", "term"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        if {"lower", "upper"} <= set(comp.columns):  # an interval not reported (an SD at or near zero) is left empty
+            comp.loc[comp["upper"].isna(), "lower"] = np.nan
+        lines.append(comp.drop(columns=["group", "term"]).to_string(index=False, na_rep="",
+                                                                     float_format=lambda v: f"{v:.4g}"))
         if self.design.family == "gaussian":
             lo, hi = self.raw.sigma_interval
-            lines.append(f"residual SD {self.raw.sigma:.4g} [{lo:.4g}, {hi:.4g}]")
+            lines.append(f"residual SD {self.raw.sigma:.4g}" + (f" [{lo:.4g}, {hi:.4g}]" if np.isfinite(hi) else ""))
         if self.correlated and not self.raw.correlations.empty:
             lines.append(self.raw.correlations.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         zeros = self.zero_components

@@ -28,8 +28,8 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,6 +45,11 @@ STOP_GAIN = 1e-12
 DECREMENT_TOL = 1e-6
 #: entries of a dense row chunk in products of sparse rows with dense matrices (32 MB)
 CHUNK = 1 << 22
+#: relative variances below this are polished by Newton steps to a zero gradient (near the boundary lmerTest's
+#: Satterthwaite df moves by about half the relative error of such a component: see :meth:`~CrossedComponentsModel._polish`)
+POLISH_BELOW = 1e-2
+#: a component at zero whose gradient is below minus this has its optimum inside (it is freed and polished)
+BOUNDARY_TOL = 1e-7
 
 
 def _row_sq_norms(r: sp.csr_matrix, m: np.ndarray) -> np.ndarray:
@@ -313,6 +318,10 @@ class CrossedComponentsModel:
         pt = self._evaluate(gamma, gradient)
         return pt.deviance, None if pt.trace is None else self._gradient(pt), pt.beta, pt.s
 
+    def _grad(self, gamma: np.ndarray) -> np.ndarray:
+        """The gradient of the profiled deviance at ``gamma``."""
+        return self._gradient(self._evaluate(gamma, gradient=True))
+
     def _gradient(self, pt: _Point) -> np.ndarray:
         """Gradient of the profiled deviance in gamma."""
         return pt.trace - self.nu * pt.score / pt.r2
@@ -330,11 +339,44 @@ class CrossedComponentsModel:
 
     # -- lmerTest's variance-parameter calculus: varpar = (theta, sigma), theta = sqrt(gamma) ---------
 
-    def varpar_gradient(self, varpar: np.ndarray) -> np.ndarray:
-        """Gradient of the deviance with sigma not profiled out (lmerTest's ``devfun_vp``)."""
-        theta, sigma = np.asarray(varpar[:-1], float), float(varpar[-1])
-        _, d_gamma, d_sigma = self._fixed_sigma(theta**2, sigma)
-        return np.append(2 * theta * d_gamma, d_sigma)
+    def _sigma_hessian(self, gamma: np.ndarray, sigma: float, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hessian of the fixed-sigma deviance in (gamma, sigma): the columns ``cols`` of gamma and sigma's column.
+
+        Differences of the exact gradient: central, or forward where gamma is too close to 0 for a step down.
+        """
+        def grad(g: np.ndarray, s: float) -> np.ndarray:
+            _, d_gamma, d_sigma = self._fixed_sigma(g, s)
+            return np.append(d_gamma, d_sigma)
+
+        out = np.zeros((self.k + 1, len(cols)))
+        for n, i in enumerate(cols):
+            h = 1e-4 * max(gamma[i], 1e-5)
+            e = np.zeros(self.k)
+            e[i] = h
+            low = gamma - e if gamma[i] >= h else gamma
+            out[:, n] = (grad(gamma + e, sigma) - grad(low, sigma)) / (h + (h if gamma[i] >= h else 0.0))
+        h = 1e-5 * sigma
+        return out, (grad(gamma, sigma + h) - grad(gamma, sigma - h)) / (2 * h)
+
+    def varpar_hessian(self, fit: ComponentsFit) -> np.ndarray:
+        """Hessian of the deviance in lmerTest's varpar = (theta..., sigma) (sigma not profiled out: ``devfun_vp``).
+
+        By the chain rule from the Hessian in (gamma, sigma), gamma = theta^2:
+        ``H_jk = 4 theta_j theta_k d2D/dgamma_j dgamma_k + 2 delta_jk dD/dgamma_k`` and
+        ``H_k,sigma = 2 theta_k d2D/dgamma_k dsigma``: the matrix lmerTest differences numerically in theta,
+        without the cancellation of differences in theta near zero. A component at zero keeps only
+        ``2 dD/dgamma_k`` (positive at a boundary optimum) and drops out of the df, as in lmerTest.
+        """
+        theta, sigma = fit.theta, math.sqrt(fit.sigma2)
+        d_gamma = self._fixed_sigma(fit.gamma, sigma)[1]
+        free = np.flatnonzero(theta > 0)
+        cols, sig = self._sigma_hessian(fit.gamma, sigma, free)
+        hess = np.zeros((self.k + 1, self.k + 1))
+        chain = np.append(2 * theta, 1.0)
+        hess[:, free] = chain[:, None] * cols * (2 * theta[free])[None, :]
+        hess[:, self.k] = chain * sig
+        hess[np.arange(self.k), np.arange(self.k)] += 2 * d_gamma
+        return (hess + hess.T) / 2
 
     def _fixed_sigma(self, gamma: np.ndarray, sigma: float) -> tuple[float, np.ndarray, float]:
         """Deviance with sigma fixed, its gradient in gamma, and its derivative in sigma."""
@@ -396,19 +438,11 @@ class CrossedComponentsModel:
         """Covariance of (theta, sigma) and Satterthwaite df of each fixed effect, as lmerTest computes them.
 
         ``vcov_varpar = 2 H^-1`` over the positive eigenvalues of the Hessian
-        ``H`` (central differences of the exact gradient), and
+        ``H`` (:meth:`varpar_hessian`), and
         ``df_j = 2 V_jj^2 / (g_j' vcov_varpar g_j)``, ``g_j`` the exact derivative
         of ``V_jj = Var(b_j)`` in (theta, sigma).
         """
-        x = np.append(fit.theta, math.sqrt(fit.sigma2))
-        m = len(x)
-        hess = np.empty((m, m))
-        for i in range(m):
-            step = 1e-5 * max(abs(x[i]), 1e-2)
-            e = np.zeros(m)
-            e[i] = step
-            hess[:, i] = (self.varpar_gradient(x + e) - self.varpar_gradient(x - e)) / (2 * step)
-        hess = (hess + hess.T) / 2
+        hess = self.varpar_hessian(fit)
         values, vectors = np.linalg.eigh(hess)
         pos = values > 1e-8
         vcov = 2 * (vectors[:, pos] / values[pos]) @ vectors[:, pos].T
@@ -490,15 +524,60 @@ class CrossedComponentsModel:
             pt = self._evaluate(gamma, gradient=False)
             grad = grads.get(gamma.tobytes())
             if grad is None:
-                grad = self.deviance(gamma)[1]
+                grad = self._grad(gamma)
             projected, decrement = _projected(gamma, grad), _decrement(res, gamma, grad)
             if projected <= gtol or decrement <= DECREMENT_TOL:
                 break
             best[0] = math.inf
         converged = projected <= gtol or decrement <= DECREMENT_TOL
+        if converged and grad is not None:  # (never None here: for the type checker)
+            polished = self._polish(gamma, grad)
+            if polished is not gamma:
+                gamma, pt = polished, self._evaluate(polished, gradient=False)
         message = str(res.message) if converged else (f"{res.message}; largest projected gradient {projected:.2g}, "
                                                       f"predicted further decrease {decrement:.2g}")
         return self._summary(gamma, pt, converged, iterations, message)
+
+    def _polish(self, gamma: np.ndarray, grad: np.ndarray, max_steps: int = 20) -> np.ndarray:
+        """Newton steps on the relative variances below ``POLISH_BELOW`` (the others held) to a zero gradient.
+
+        L-BFGS-B stops once the deviance is flat to rounding, which near zero leaves such a component's
+        gamma a few per cent off: harmless for the estimates, but lmerTest's df depends on the Hessian in
+        theta there (``4 gamma D'' + 2 D'``), whose first term is then wrong by as much. A component at
+        zero with a gradient below ``-BOUNDARY_TOL`` has its optimum inside and is freed. Returns ``gamma``
+        itself when nothing needs polishing.
+        """
+        for _ in range(max_steps):
+            near = np.flatnonzero(((gamma > 0) & (gamma < POLISH_BELOW)) | ((gamma == 0) & (grad < -BOUNDARY_TOL)))
+            if not near.size:
+                break
+            hess = np.empty((len(near), len(near)))  # of the profiled deviance, by differences of its gradient
+            for n, i in enumerate(near):
+                h = 1e-4 * max(gamma[i], 1e-5)
+                e = np.zeros(self.k)
+                e[i] = h
+                central = gamma[i] >= h
+                hess[:, n] = (self._grad(gamma + e)[near] - (self._grad(gamma - e)[near] if central
+                                                                    else grad[near])) / (2 * h if central else h)
+            try:
+                step = np.linalg.solve((hess + hess.T) / 2, grad[near])
+            except np.linalg.LinAlgError:
+                break
+            new = gamma.copy()
+            new[near] = np.maximum(gamma[near] - step, 0.0)
+            new_grad = self._grad(new)
+            if _projected_abs(new[near], new_grad[near]) >= _projected_abs(gamma[near], grad[near]):
+                break
+            done = np.all(np.abs(new[near] - gamma[near]) <= 1e-10 * np.maximum(new[near], 1e-12))
+            gamma, grad = new, new_grad
+            if done:
+                break
+        return gamma
+
+
+def _projected_abs(gamma: np.ndarray, grad: np.ndarray) -> float:
+    """Largest |gradient| over coordinates inside, and of its descent part over those at zero."""
+    return float(np.where(gamma > 0, np.abs(grad), np.maximum(-grad, 0.0)).max())
 
 
 def _decrement(res: optimize.OptimizeResult, gamma: np.ndarray, grad: np.ndarray) -> float:
