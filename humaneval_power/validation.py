@@ -26,6 +26,31 @@ def check_number(name: str, value: Any) -> float:
     return float(value)
 
 
+#: the largest size of a model parameter (an SD, a mean): its square and the square of a variance
+#: (Satterthwaite's df, information matrices) stay well inside double precision (about 1e308)
+MAX_MAGNITUDE = 1e50
+
+
+def check_magnitude(name: str, value: float) -> float:
+    """A finite number no larger than :data:`MAX_MAGNITUDE` in size."""
+    if not abs(check_number(name, value)) <= MAX_MAGNITUDE:
+        raise InputError(f"{name} {value:g} is too large: the model's variances would overflow (the limit is "
+                         f"{MAX_MAGNITUDE:g}); rescale the ratings")
+    return float(value)
+
+
+def check_scores(scores: Any, column: str) -> None:
+    """Scores a mixed model can fit: not all equal (no variance to estimate), none beyond
+    :data:`MAX_MAGNITUDE` (its variances would overflow)."""
+    values = np.asarray(scores, dtype=float)
+    if values.size and np.all(values == values[0]):
+        raise InputError(f"every score in column {column!r} is {values[0]:g}: constant scores have no variance "
+                         "to fit")
+    if values.size and np.max(np.abs(values)) > MAX_MAGNITUDE:
+        raise InputError(f"scores in column {column!r} reach {np.max(np.abs(values)):g}, beyond "
+                         f"{MAX_MAGNITUDE:g}: the model's variances would overflow; rescale them (--scale MIN MAX)")
+
+
 def check_alpha(alpha: Any) -> float:
     """A significance level in (0, 1)."""
     a = check_number("alpha", alpha)
