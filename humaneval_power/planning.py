@@ -108,7 +108,8 @@ class SolveResult:
         assert r is not None and self.value is not None
         spread, where = self._spread_where()
         type_m = f", Type-M {r.type_m:.3g}" if math.isfinite(r.type_m) else ""
-        return f"smallest {self.solve_for}: {_fmt(self.value)}{spread}; power there {r.power:.3f} {where}{type_m}"
+        note = f"\nnote: {self.detail['note']}" if "note" in self.detail else ""
+        return f"smallest {self.solve_for}: {_fmt(self.value)}{spread}; power there {r.power:.3f} {where}{type_m}{note}"
 
     def _spread_where(self) -> tuple[str, str]:
         """How far the answer may move (its range) and the power interval there, as text."""

@@ -303,6 +303,24 @@ def check_file_options(parser: argparse.ArgumentParser, args: argparse.Namespace
                                  "input: give another output file")
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse option combinations with no meaning, whichever command has them: a target power at or
+    below the significance level (a test at level alpha has power alpha with no effect at all, so
+    every effect, or none, reaches it) and --type-m without the --plot it adds a panel to."""
+    target, alpha = getattr(args, "target_power", None), getattr(args, "alpha", None)
+    if target is not None and alpha is not None and target <= alpha:
+        raise InputError(f"--target-power {target:g} is at or below --alpha {alpha:g}: a test has power alpha "
+                         "with no effect at all, so there is nothing to solve for; give a target above alpha")
+    if getattr(args, "type_m", False) and not getattr(args, "plot", None):
+        raise InputError("--type-m adds a panel to the --plot figure; give --plot FILE (the table always has type_m)")
+
+
+def check_command_line(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every check of a parsed command line that needs no computation: files, then options."""
+    check_file_options(parser, args)
+    check_options(args)
+
+
 def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
     """The input of ``fit`` and ``analyze``: the ratings file, its columns, row filters, systems,
     scale and duplicate policy (the keywords of ``fitting.ratings.read_ratings``)."""

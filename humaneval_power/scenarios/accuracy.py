@@ -180,8 +180,9 @@ def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item
     """Δacc, agreement and the discordant probabilities of two models from per-item correctness.
 
     ``source``: long CSV/Parquet/DataFrame with columns item, model, correct (0/1).
-    Both models must cover the same items. Intervals: Wald for the paired
-    difference, Wilson for the agreement; ``p_value`` is the exact McNemar test.
+    Both models must cover the same items. Intervals: Agresti-Min (Wald with half a count added
+    to each cell) for the paired difference, Wilson for the agreement; ``p_value`` is the exact
+    McNemar test.
     """
     import pandas as pd
 
@@ -218,13 +219,17 @@ def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item
     p01, p10 = n01 / n, n10 / n
     delta, agree = p01 - p10, 1 - p01 - p10
     z = stats.norm.isf((1 - level) / 2)
-    se = math.sqrt(max(p01 + p10 - delta**2, 0.0) / n)
+    # Agresti & Min (2005): the Wald interval with half a count added to each cell of the paired table,
+    # never of zero width (plain Wald gives [-1, -1] on one item, [0, 0] without discordant items)
+    q01, q10 = (n01 + 0.5) / (n + 2), (n10 + 0.5) / (n + 2)
+    shifted = q01 - q10
+    se = math.sqrt((q01 + q10 - shifted**2) / (n + 2))
     centre = (agree + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(agree * (1 - agree) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     p_value = float(stats.binomtest(n01, n01 + n10, 0.5).pvalue) if n01 + n10 else 1.0
     return {"n": n, "model_a": model_a, "model_b": model_b, "accuracy_a": float(a.mean()),
-            "accuracy_b": float(b.mean()), "delta": delta, "delta_ci_low": delta - z * se,
-            "delta_ci_high": delta + z * se, "agreement": agree, "agreement_ci_low": centre - half,
+            "accuracy_b": float(b.mean()), "delta": delta, "delta_ci_low": max(shifted - z * se, -1.0),
+            "delta_ci_high": min(shifted + z * se, 1.0), "agreement": agree, "agreement_ci_low": centre - half,
             "agreement_ci_high": centre + half, "b_right_a_wrong": n01, "a_right_b_wrong": n10,
             "p_value": p_value}
 
