@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -87,6 +87,10 @@ class SolveResult:
     def exact(self) -> bool:
         """True when the power figures are exact (no simulation)."""
         return self.at is not None and self.at.n_sims == 0
+
+    def noted(self, note: str) -> SolveResult:
+        """This result with a note for the reader, in its record and its text (e.g. an answer off the scale)."""
+        return replace(self, detail={**self.detail, "note": note})
 
     def record(self) -> dict[str, Any]:
         """One flat record: the design and power at the answer, then the answer."""

@@ -228,7 +228,7 @@ def likert_mde(
     if scale is not None and result.value is not None and result.value > scale[1] - scale[0]:
         note = (f"this effect is larger than the whole rating scale [{scale[0]:g}, {scale[1]:g}]: no two systems "
                 "can differ that much, so the design cannot detect any possible difference")
-        result = replace(result, detail={**result.detail, "note": note})
+        result = result.noted(note)
     return result
 
 
