@@ -95,7 +95,9 @@ class McNemarScenario:
 
     def __post_init__(self) -> None:
         check_count("n", self.n)
-        discordant(self.delta, self.agreement)
+        if discordant(self.delta, self.agreement) == (0.0, 0.0):
+            raise InputError("agreement 1: the two models agree on every item, so there are no discordant items "
+                             "and McNemar's test never rejects; give an agreement below 1")
         check_alpha(self.alpha)
         check_choice("method", self.method, METHODS)
 
