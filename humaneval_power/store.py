@@ -92,7 +92,11 @@ class Store:
         self._created = create and (not self.path.exists() or self.path.stat().st_size == 0)
         if not create:
             self.db = self._read_only()
-            self._check_meta(self.about())
+            try:
+                meta = self.about()
+            except sqlite3.Error:  # an SQLite file without the store's tables
+                meta = {}
+            self._check_meta(meta)
             return
         try:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
