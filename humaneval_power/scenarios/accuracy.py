@@ -177,6 +177,17 @@ def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.
     return result
 
 
+def paired_difference_interval(n01: int, n10: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Interval for p01 - p10 of n paired items (n01 where only B is right, n10 only A): Agresti & Min
+    (2005), the Wald interval with half a count added to each cell of the 2x2 table, so it never has
+    zero width (plain Wald gives [-1, -1] on one item and [0, 0] without discordant items)."""
+    z = stats.norm.isf((1 - level) / 2)
+    q01, q10 = (n01 + 0.5) / (n + 2), (n10 + 0.5) / (n + 2)
+    centre = q01 - q10
+    se = math.sqrt((q01 + q10 - centre**2) / (n + 2))
+    return max(centre - z * se, -1.0), min(centre + z * se, 1.0)
+
+
 def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item", model: str = "model",
                       correct: str = "correct", level: float = 0.95) -> dict[str, Any]:
     """Δacc, agreement and the discordant probabilities of two models from per-item correctness.
@@ -221,17 +232,13 @@ def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item
     p01, p10 = n01 / n, n10 / n
     delta, agree = p01 - p10, 1 - p01 - p10
     z = stats.norm.isf((1 - level) / 2)
-    # Agresti & Min (2005): the Wald interval with half a count added to each cell of the paired table,
-    # never of zero width (plain Wald gives [-1, -1] on one item, [0, 0] without discordant items)
-    q01, q10 = (n01 + 0.5) / (n + 2), (n10 + 0.5) / (n + 2)
-    shifted = q01 - q10
-    se = math.sqrt((q01 + q10 - shifted**2) / (n + 2))
+    delta_low, delta_high = paired_difference_interval(n01, n10, n, level)
     centre = (agree + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(agree * (1 - agree) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     p_value = float(stats.binomtest(n01, n01 + n10, 0.5).pvalue) if n01 + n10 else 1.0
     return {"n": n, "model_a": model_a, "model_b": model_b, "accuracy_a": float(a.mean()),
-            "accuracy_b": float(b.mean()), "delta": delta, "delta_ci_low": max(shifted - z * se, -1.0),
-            "delta_ci_high": min(shifted + z * se, 1.0), "agreement": agree, "agreement_ci_low": centre - half,
+            "accuracy_b": float(b.mean()), "delta": delta, "delta_ci_low": delta_low,
+            "delta_ci_high": delta_high, "agreement": agree, "agreement_ci_low": centre - half,
             "agreement_ci_high": centre + half, "b_right_a_wrong": n01, "a_right_b_wrong": n10,
             "p_value": p_value}
 
