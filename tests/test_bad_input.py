@@ -187,7 +187,7 @@ CASES_24: dict[str, Argv] = {
     "--store X --out X (a new store)": _s(f"{LIKERT} --store {{o}}/s.csv --out {{o}}/s.csv"),
     "--store X --out X (an existing store)": _s(f"{LIKERT} --store {{d}}/store.csv --out {{d}}/store.csv"),
     "--store X --plot X": _s(f"{LIKERT} --store {{o}}/s.png --plot {{o}}/s.png"),
-    "bleu power --store X --out X": _s(f"bleu power --n 200 --delta 1 --p0 0.13 --b0 25.8 --sims 10 "
+    "bleu power --store X --out X": _s("bleu power --n 200 --delta 1 --p0 0.13 --b0 25.8 --sims 10 "
                                        "--store {o}/s.json --out {o}/s.json"),
     "h2h power --store X --out X": _s("h2h power --n 50 --p-win 0.6 --store {o}/s.csv --out {o}/s.csv"),
     # item 2: store show never creates, changes or deletes; a non-store is refused
