@@ -59,11 +59,15 @@ def check_alpha(alpha: Any) -> float:
     return a
 
 
-def check_target_power(value: Any) -> float:
-    """A target power in (0, 1)."""
+def check_target_power(value: Any, alpha: float | None = None) -> float:
+    """A target power in (0, 1), and above ``alpha`` when given: a test at level alpha has power alpha
+    with no effect at all, so every effect (or none) reaches a target at or below it."""
     p = check_number("target power", value)
     if not 0 < p < 1:
         raise InputError(f"target power must be in (0, 1), got {value}")
+    if alpha is not None and p <= alpha:
+        raise InputError(f"target power {p:g} is at or below alpha {alpha:g}: a test has power alpha with no "
+                         "effect at all, so there is nothing to solve for; give a target above alpha")
     return p
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +139,30 @@ def test_hard_linked_output_is_refused_even_through_another_folder(tmp_path: Pat
     assert main(["analyze", str(ratings), "--backend", "statsmodels", "--out", str(tmp_path / "sub" / "copy.csv")]) == 2
     assert "refusing to write over an input" in capsys.readouterr().err
     assert ratings.read_bytes() == before
+
+
+def _solvers() -> dict[str, Callable[[float], object]]:
+    from humaneval_power.scenarios.accuracy import accuracy_mde, mcnemar_sample_size
+    from humaneval_power.scenarios.bleu import bleu_mde, bleu_sample_size
+    from humaneval_power.scenarios.likert import (
+        likert_budget,
+        likert_mde,
+        likert_sample_size,
+    )
+
+    return {"likert_mde": lambda t: likert_mde("card2020-low", 3, 20, target_power=t),
+            "likert_sample_size": lambda t: likert_sample_size("card2020-low", 0.2, target_power=t, workers=3),
+            "likert_budget": lambda t: likert_budget("card2020-low", 0.2, [20], [3], [3], target_power=t),
+            "bleu_mde": lambda t: bleu_mde(100, 0.1, 25, target_power=t),
+            "bleu_sample_size": lambda t: bleu_sample_size(1, 0.1, 25, target_power=t),
+            "mcnemar_sample_size": lambda t: mcnemar_sample_size(0.05, 0.9, target_power=t),
+            "accuracy_mde": lambda t: accuracy_mde(100, 0.8, target_power=t)}
+
+
+@pytest.mark.parametrize("name", list(_solvers()))
+def test_the_api_refuses_a_target_power_at_or_below_alpha_as_the_cli_does(name: str) -> None:
+    from humaneval_power.errors import InputError
+
+    for target in (0.01, 0.05):
+        with pytest.raises(InputError, match="at or below alpha"):
+            _solvers()[name](target)

@@ -307,10 +307,11 @@ def check_options(args: argparse.Namespace) -> None:
     """Refuse option combinations with no meaning, whichever command has them: a target power at or
     below the significance level (a test at level alpha has power alpha with no effect at all, so
     every effect, or none, reaches it) and --type-m without the --plot it adds a panel to."""
+    from ..validation import check_target_power
+
     target, alpha = getattr(args, "target_power", None), getattr(args, "alpha", None)
-    if target is not None and alpha is not None and target <= alpha:
-        raise InputError(f"--target-power {target:g} is at or below --alpha {alpha:g}: a test has power alpha "
-                         "with no effect at all, so there is nothing to solve for; give a target above alpha")
+    if target is not None and alpha is not None:
+        check_target_power(target, alpha)
     if getattr(args, "type_m", False) and not getattr(args, "plot", None):
         raise InputError("--type-m adds a panel to the --plot figure; give --plot FILE (the table always has type_m)")
 

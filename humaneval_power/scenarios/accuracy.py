@@ -161,7 +161,7 @@ def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.
     >>> round(mcnemar_sample_size(0.125, 0.625, 0.9).detail["n_unrounded"], 4)
     247.9973
     """
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
     discordant(delta, agreement)
@@ -272,7 +272,7 @@ def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: flo
     check_count("n", n)
     if not 0 < baseline < 1:
         raise InputError(f"baseline accuracy must be in (0, 1), got {baseline}")
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     detail = {"baseline": baseline, "prior": prior}
     if prior == "lachenbruch":
         if method != "normal":
@@ -325,7 +325,7 @@ def _overlap(prior: str) -> tuple[float, float, float]:
 
 def _z_sum(target_power: float, alpha: float) -> float:
     check_alpha(alpha)
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     return float(stats.norm.isf(alpha / 2) + stats.norm.ppf(target_power))
 
 

@@ -164,7 +164,7 @@ def bleu_mde(n: int, p0: float, b0: float, target_power: float = 0.8, method: st
     """
     check_count("n", n)
     check_swap_parameters(p0, b0)
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     sd = b0 / n * math.sqrt(2 * n * (1 - p0)) / 2  # SD of the observed difference
 
     def make(delta: float) -> BleuScenario:
@@ -185,6 +185,7 @@ def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0
     """Smallest test-set size whose simulated power for ``delta`` reaches the target."""
     check_difference(delta)
     check_swap_parameters(p0, b0)
+    check_target_power(target_power, alpha)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
 

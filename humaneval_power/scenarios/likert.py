@@ -29,7 +29,7 @@ from ..executors import using
 from ..params import LikertParams, as_params
 from ..planning import SolveResult, as_list, power_grid, solve
 from ..processes import InvariantProcess
-from ..validation import check_choice, check_number
+from ..validation import check_choice, check_number, check_target_power
 from .crossed import FORMULA, METHODS, LikertScenario, long_design, simulate_long, simulate_ratings
 from .crowd import CrowdScenario, cell_factory
 
@@ -140,6 +140,7 @@ def likert_sample_size(
     """
     params = _params(params)
     check_choice("vary", vary, ("items", "workers", "ratings_per_item"))
+    check_target_power(target_power, alpha)
     if check_number("effect", effect) == 0:
         raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
     sizes = {"items": items, "workers": workers, "ratings_per_item": ratings_per_item}
@@ -219,6 +220,7 @@ def likert_mde(
     0.09991
     """
     params = _params(params)
+    check_target_power(target_power, alpha)
     make = cell_factory(params, method=method, test=test, alpha=alpha, **design)
     sds = params.sds.values()
     sd = math.sqrt(sum(v * v for v in sds))
@@ -267,6 +269,7 @@ def likert_budget(
     ``target_assurance`` (default: ``target_power``) in assurance.
     """
     params = _params(params)
+    check_target_power(target_power, alpha)
     costs = costs or Costs(per_rating=1.0)
     cap = check_budget(budget, costs)
     if check_number("effect", effect) == 0:
