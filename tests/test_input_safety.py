@@ -166,3 +166,19 @@ def test_the_api_refuses_a_target_power_at_or_below_alpha_as_the_cli_does(name: 
     for target in (0.01, 0.05):
         with pytest.raises(InputError, match="at or below alpha"):
             _solvers()[name](target)
+
+
+def test_the_web_api_refuses_overflow_scale_sds_with_422() -> None:
+    """Issue 24 item 4: SDs of 1e308 in a parameter document were an HTTP 500; now the CLI's one line, 422."""
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from humaneval_power.params import get_preset
+    from humaneval_power.serve.app import create_app
+    from humaneval_power.serve.commands import Limits
+
+    doc = {**get_preset("card2020-low").to_json(), "sd_residual": 1e308}
+    with TestClient(create_app(Limits(max_jobs=1))) as client:
+        r = client.post("/api/likert_power", json={"params": doc, "workers": [3], "items": [20], "effect": [0.2],
+                                                   "n_sims": 20})
+    assert r.status_code == 422 and "too large" in r.json()["detail"], r.text
