@@ -168,6 +168,7 @@ def test_the_api_refuses_a_target_power_at_or_below_alpha_as_the_cli_does(name: 
             _solvers()[name](target)
 
 
+@pytest.mark.slow  # the server's worker pool starts (about 15 s on a busy machine)
 def test_the_web_api_refuses_overflow_scale_sds_with_422() -> None:
     """Issue 24 item 4: SDs of 1e308 in a parameter document were an HTTP 500; now the CLI's one line, 422."""
     pytest.importorskip("httpx")
