@@ -39,13 +39,20 @@ def check_magnitude(name: str, value: float) -> float:
     return float(value)
 
 
-def check_scores(scores: Any, column: str) -> None:
-    """Scores a mixed model can fit: not all equal (no variance to estimate), none beyond
-    :data:`MAX_MAGNITUDE` (its variances would overflow)."""
+def check_scores(scores: Any, column: str, systems: Any = None) -> None:
+    """Scores a mixed model can fit: not all equal, nor constant within each system (no variance to
+    estimate: lme4 would report SDs of 1e-15 and t of 1e15), none beyond :data:`MAX_MAGNITUDE`
+    (its variances would overflow)."""
     values = np.asarray(scores, dtype=float)
     if values.size and np.all(values == values[0]):
         raise InputError(f"every score in column {column!r} is {values[0]:g}: constant scores have no variance "
                          "to fit")
+    if values.size and systems is not None:
+        import pandas as pd
+
+        if pd.Series(values).groupby(np.asarray(systems)).nunique().max() == 1:
+            raise InputError(f"the scores in column {column!r} never vary within a system: there is no "
+                             "variance to fit (every rating of a system is the same)")
     if values.size and np.max(np.abs(values)) > MAX_MAGNITUDE:
         raise InputError(f"scores in column {column!r} reach {np.max(np.abs(values)):g}, beyond "
                          f"{MAX_MAGNITUDE:g}: the model's variances would overflow; rescale them (--scale MIN MAX)")

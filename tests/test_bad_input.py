@@ -206,6 +206,9 @@ CASES_24: dict[str, Argv] = {
     "analyze scores x 1e300 (lme4)": _s("analyze {d}/huge.csv --backend lme4"),
     "fit constant scores (statsmodels)": _s("fit {d}/const.csv --backend statsmodels"),
     "fit constant scores (lme4)": _s("fit {d}/const.csv --backend lme4"),
+    "fit scores constant within each system (statsmodels)": _s("fit {d}/separate.csv --backend statsmodels"),
+    "fit scores constant within each system (lme4)": _s("fit {d}/separate.csv --backend lme4"),
+    "analyze scores constant within each system": _s("analyze {d}/separate.csv --backend statsmodels"),
     "analyze NaN in the --by column": _s(f"{ANALYZE.replace('ratings', 'byna')} --by grp"),
     # item 5: no answer to give
     "likert power --missing 0.999": _s(f"{LIKERT} --missing 0.999"),
@@ -272,6 +275,7 @@ EXPECT = {
     "accuracy power --delta 0 --agreement 1": "agreement 1",
     "accuracy power simulated, --delta 0 --agreement 1": "agreement 1",
     "fit constant scores (lme4)": "constant",
+    "fit scores constant within each system (lme4)": "never vary within a system",
     **{case: "too large" for case in CASES_24 if "1e308" in case},
     "fit scores x 1e300 (lme4)": "overflow",
     "analyze scores x 1e300 (lme4)": "overflow",
@@ -343,6 +347,7 @@ def _inputs_24(d: Path) -> None:
     os.link(d / "ratings.csv", d / "hard.csv")
     ratings.assign(score=ratings.score * 1e300).to_csv(d / "huge.csv", index=False)
     ratings.assign(score=3).to_csv(d / "const.csv", index=False)
+    ratings.assign(score=(ratings.system == "B") + 3).to_csv(d / "separate.csv", index=False)
     ratings.assign(grp=["x" if k % 3 else None for k in range(len(ratings))]).to_csv(d / "byna.csv", index=False)
     low = get_preset("card2020-low").to_json()
     (d / "params.json").write_text(json.dumps(low))

@@ -119,7 +119,7 @@ def read_ratings(
                              f"(e.g. {frame['score'][outside].iloc[0]:g})")
         frame["score"] = (frame["score"] - lo) / (hi - lo)
         notes.append(f"scores rescaled from [{lo:g}, {hi:g}] to [0, 1]")
-    check_scores(frame["score"], cols["score"])
+    check_scores(frame["score"], cols["score"], frame["system"])
     keys = ["worker", "item", "system"]
     dup = frame.duplicated(keys, keep=False)
     if dup.any():
