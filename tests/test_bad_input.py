@@ -1,5 +1,5 @@
-"""The bad-input matrix (issue 18): every subcommand, every case one line on stderr, exit 2, nothing on
-stdout, no output or temporary file left, input files (result stores included) untouched.
+"""The bad-input matrix (issues 18 and 24): every subcommand, every case one line on stderr, exit 2, nothing
+on stdout, no output or temporary file left, input files (result stores included) untouched.
 
 Every case fails before any computation, so the whole matrix takes seconds.
 """
@@ -222,6 +222,7 @@ CASES_24: dict[str, Argv] = {
     "accuracy size --target-power below alpha": _s("accuracy size --delta 0.05 --agreement 0.9 --target-power 0.01"),
     "accuracy mde --target-power below alpha": _s("accuracy mde --n 100 --baseline 0.8 --target-power 0.03"),
     "accuracy table --target-power below alpha": _s("accuracy table --target-power 0.01"),
+    "accuracy unpaired --power below alpha": _s("accuracy unpaired --p1 0.5 --p2 0.6 --power 0.01"),
     "bleu mde --target-power below alpha": _s("bleu mde --n 100 --p0 0.1 --b0 25 --target-power 0.01"),
     "bleu size --target-power below alpha": _s("bleu size --delta 1 --p0 0.1 --b0 25 --target-power 0.02"),
     # item 6: nonsense no longer accepted silently

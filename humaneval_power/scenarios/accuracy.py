@@ -398,8 +398,8 @@ def solve_prop_test(n: float | None = None, p1: float | None = None, p2: float |
     missing = [k for k, v in (("n", n), ("p2", p2), ("power", power)) if v is None]
     if p1 is None or len(missing) != 1:
         raise InputError("give p1 and exactly two of n, p2, power")
-    if power is not None and not 0 < power < 1:
-        raise InputError(f"power must be in (0, 1), got {power}")
+    if power is not None:
+        check_target_power(power, alpha)
     if n is not None and not n > 0:
         raise InputError(f"n must be positive, got {n}")
     if missing == ["power"]:
