@@ -792,6 +792,8 @@ def _analyze_by(ratings: str | Path | pd.DataFrame, by: str, where: dict[str, st
     table = apply_filters(table, where)
     if by not in table.columns:
         raise InputError(f"--by column {by!r} not found; columns are: {', '.join(map(str, table.columns))}")
+    if table[by].isna().any():
+        raise InputError(f"{int(table[by].isna().sum())} rows have no value in the --by column {by!r}")
     values = table[by].astype(str)
     groups = sorted(values.unique())
     results = {}

@@ -111,6 +111,9 @@ class CrowdDesign:
             raise InputError(f"a crossed design has every worker rate every item: ratings per item must equal "
                              f"the workers ({self.workers}), got {k}")
         check_count("items per HIT", self.items_per_hit, 1)
+        if self.items_per_hit > self.units:
+            raise InputError(f"items per HIT ({self.items_per_hit}) exceed the {self.units} "
+                             f"{'outputs' if self.presentation == 'between' else 'items'} of the design")
         if not 0 <= check_number("missing rate", self.missing) < 1:
             raise InputError(f"the missing-rating rate must be in [0, 1), got {self.missing}")
         if self.workload is not None:
@@ -119,6 +122,10 @@ class CrowdDesign:
                 raise InputError("skewed workloads need --assignment random (workers drawn with these weights)")
             if w.shape != (self.workers,) or not np.all(np.isfinite(w)) or np.any(w < 0) or (w > 0).sum() < k:
                 raise InputError(f"the workload needs {self.workers} non-negative weights, at least {k} positive")
+        kept, needed = self.counts()["ratings"], self.systems + 5  # fixed effects + variance components
+        if self.missing > 0 and kept < needed:
+            raise InputError(f"with {self.missing:g} of the ratings missing, about {kept:.3g} are left: fewer than "
+                             f"the {needed} parameters of the model, which cannot be fitted; lower --missing")
 
     @property
     def k(self) -> int:
@@ -297,6 +304,9 @@ def read_design_file(path: str | Path) -> dict[str, Any]:
     unknown = sorted(set(doc) - set(DESIGN_FIELDS))
     if unknown:
         raise InputError(f"{p}: unknown design field(s) {', '.join(unknown)}; known: {', '.join(DESIGN_FIELDS)}")
+    for key in ("items", "workers", "ratings_per_item", "systems", "items_per_hit"):
+        if key in doc and (key != "ratings_per_item" or doc[key] is not None):  # checked even when an option wins
+            check_count(f"{p}: {key}", doc[key])
     return doc
 
 
@@ -319,6 +329,8 @@ class Costs:
         for name in ("per_rating", "per_hit", "fee", "per_worker"):
             if check_number(name.replace("_", " "), getattr(self, name)) < 0:
                 raise InputError(f"costs must be >= 0: {name.replace('_', ' ')} is {getattr(self, name)}")
+        if self.fee > 1:
+            raise InputError(f"the platform fee is a fraction of the pay (0.2 for 20%), at most 1; got {self.fee:g}")
 
     @property
     def any(self) -> bool:

@@ -177,15 +177,23 @@ COLUMN_ALIASES = {
 }
 
 
+def input_file(path: str | Path, what: str = "input") -> Path:
+    """An existing file to read: a missing path and a folder are refused with what they are."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{what} {p} is a folder, not a file")
+    if not p.is_file():
+        raise InputError(f"{what} file not found: {p}")
+    return p
+
+
 def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str, str | None]:
     """A CSV or Parquet file (or a DataFrame): the frame, its name and its sha256."""
     import hashlib
 
     if isinstance(source, pd.DataFrame):
         return source.copy(), "<DataFrame>", None
-    path = Path(source)
-    if not path.is_file():
-        raise InputError(f"input file not found: {path}")
+    path = input_file(source)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     try:
         if path.suffix.lower() in (".parquet", ".pq"):

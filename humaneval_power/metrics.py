@@ -98,9 +98,9 @@ def mean_from_sums(sums: np.ndarray) -> np.ndarray:
 def read_lines(path: str | Path, what: str) -> list[str]:
     """One segment per line (UTF-8, a leading byte-order mark dropped); clear errors for missing,
     unreadable or empty files."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} file not found: {p}")
+    from .io import input_file
+
+    p = input_file(path, what)
     try:
         text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
@@ -110,6 +110,8 @@ def read_lines(path: str | Path, what: str) -> list[str]:
         lines.pop()
     if not lines:
         raise InputError(f"{what} file {p} is empty")
+    if not any(line.strip() for line in lines):
+        raise InputError(f"{what} file {p} has only blank lines")
     return lines
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .validation import check_magnitude
 
 SCHEMA = "humaneval-power/likert-params"
 SCHEMA_VERSION = 1
@@ -51,8 +52,7 @@ class LikertParams:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InputError(f"{key} must be a number, got {value!r}")
-            if not math.isfinite(value):
-                raise InputError(f"{key} must be finite, got {value!r}")
+            check_magnitude(key, value)
         for key in SD_NAMES:
             if getattr(self, key) < 0:
                 raise InputError(f"{key} must be >= 0, got {getattr(self, key)!r}")
@@ -283,6 +283,7 @@ class H2HParams:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"{key} must be a finite number >= 0, got {value!r}")
+            check_magnitude(key, value)
 
     @classmethod
     def from_json(cls, doc: Any, source: str = "parameter file", allow_separation: bool = False) -> H2HParams:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -88,6 +88,10 @@ class SolveResult:
         """True when the power figures are exact (no simulation)."""
         return self.at is not None and self.at.n_sims == 0
 
+    def noted(self, note: str) -> SolveResult:
+        """This result with a note for the reader, in its record and its text (e.g. an answer off the scale)."""
+        return replace(self, detail={**self.detail, "note": note})
+
     def record(self) -> dict[str, Any]:
         """One flat record: the design and power at the answer, then the answer."""
         base = {"solve_for": self.solve_for, "target_power": self.target_power, "value": self.value,
@@ -108,7 +112,8 @@ class SolveResult:
         assert r is not None and self.value is not None
         spread, where = self._spread_where()
         type_m = f", Type-M {r.type_m:.3g}" if math.isfinite(r.type_m) else ""
-        return f"smallest {self.solve_for}: {_fmt(self.value)}{spread}; power there {r.power:.3f} {where}{type_m}"
+        note = f"\nnote: {self.detail['note']}" if "note" in self.detail else ""
+        return f"smallest {self.solve_for}: {_fmt(self.value)}{spread}; power there {r.power:.3f} {where}{type_m}{note}"
 
     def _spread_where(self) -> tuple[str, str]:
         """How far the answer may move (its range) and the power interval there, as text."""

@@ -27,7 +27,7 @@ import numpy as np
 from .designs import Layout
 from .errors import InputError
 from .params import LikertParams
-from .validation import check_number
+from .validation import check_magnitude
 
 INVARIANT_SDS = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system", "sd_residual")
 
@@ -105,7 +105,7 @@ class InvariantProcess:
 
     def __post_init__(self) -> None:
         for k in INVARIANT_SDS + ("intercept",):
-            check_number(k, getattr(self, k))
+            check_magnitude(k, getattr(self, k))
         for k in INVARIANT_SDS:
             if getattr(self, k) < 0:
                 raise InputError(f"{k} must be >= 0, got {getattr(self, k)}")

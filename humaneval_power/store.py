@@ -22,6 +22,8 @@ Opening a store checks it before any work, and changes nothing when it refuses
 (:class:`InputError`): a file that is not a hepower store, a store of another
 store format or written by another hepower version (its keys would never
 match, its results are not comparable), a record whose checksum fails.
+The checksum has no secret key: it catches accidents (a damaged or hand-edited
+record), not an attacker, who can recompute it (:data:`CHECKSUM_NOTE`).
 """
 from __future__ import annotations
 
@@ -65,6 +67,11 @@ def cell_key(scenario: Any, seed: int, chunk_size: int, engine_version: int) -> 
     return digest([kind, scenario.stream_key(), scenario.cell(), seed, chunk_size, engine_version, _version()])
 
 
+#: what the records' checksums protect against, said by ``hepower store show``
+CHECKSUM_NOTE = ("checksums catch damaged or hand-edited records, not deliberate forgery (they have no secret "
+                 "key): reuse only stores you trust")
+
+
 def _checksum(key: str, chunk: int, n: int, counts: str) -> str:
     return digest([key, chunk, n, counts])[:32]
 
@@ -76,10 +83,21 @@ class Store:
     def __init__(self, path: str | Path, restart: bool = False, create: bool = True) -> None:
         self.path = Path(path)
         self.restart = restart
-        if not create and not self.path.is_file():
-            raise InputError(f"no result store at {self.path}")
+        if not create:  # read only: nothing is created, changed or deleted
+            if not self.path.is_file():
+                raise InputError(f"no result store at {self.path}")
+            if self.path.stat().st_size == 0:
+                raise InputError(f"{self.path} is an empty file, not a hepower result store")
         self._check()
-        self._created = not self.path.exists() or self.path.stat().st_size == 0
+        self._created = create and (not self.path.exists() or self.path.stat().st_size == 0)
+        if not create:
+            self.db = self._read_only()
+            try:
+                meta = self.about()
+            except sqlite3.Error:  # an SQLite file without the store's tables
+                meta = {}
+            self._check_meta(meta)
+            return
         try:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -125,13 +143,28 @@ class Store:
                              "format are not read); give another --store FILE")
         self._check_meta(meta)
 
+    def _read_only(self) -> sqlite3.Connection:
+        """A connection that writes nothing: immutable (no lock, no -wal/-shm files made) unless another
+        writer's log is there to be read."""
+        log = Path(f"{self.path}-wal").exists()
+        uri = f"{self.path.resolve().as_uri()}?mode=ro" + ("" if log else "&immutable=1")
+        try:
+            return sqlite3.connect(uri, uri=True, timeout=60)
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot read the store {self.path}: {exc}") from None
+
     def _check_meta(self, meta: dict[str, str]) -> None:
-        if meta["format"] != str(FORMAT) or meta.get("hepower") != _version():
-            if hasattr(self, "db"):
-                self.db.close()
-            raise InputError(f"store {self.path} was written by hepower {meta.get('hepower')} (store format "
-                             f"{meta['format']}), this is hepower {_version()} (format {FORMAT}); its results are "
-                             "not reused: give another --store FILE")
+        if "format" not in meta:
+            problem = f"{self.path} is not a hepower result store"
+        elif meta["format"] != str(FORMAT) or meta.get("hepower") != _version():
+            problem = (f"store {self.path} was written by hepower {meta.get('hepower')} (store format "
+                       f"{meta['format']}), this is hepower {_version()} (format {FORMAT}); its results are "
+                       "not reused: give another --store FILE")
+        else:
+            return
+        if hasattr(self, "db"):
+            self.db.close()
+        raise InputError(problem)
 
     def add_cells(self, cells: Iterable[tuple[str, Any, dict[str, Any], int, int]]) -> None:
         """Describe cells (key, scenario, cell record, seed, chunk size) for ``hepower store show``."""

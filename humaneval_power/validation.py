@@ -26,6 +26,38 @@ def check_number(name: str, value: Any) -> float:
     return float(value)
 
 
+#: the largest size of a model parameter (an SD, a mean): its square and the square of a variance
+#: (Satterthwaite's df, information matrices) stay well inside double precision (about 1e308)
+MAX_MAGNITUDE = 1e50
+
+
+def check_magnitude(name: str, value: float) -> float:
+    """A finite number no larger than :data:`MAX_MAGNITUDE` in size."""
+    if not abs(check_number(name, value)) <= MAX_MAGNITUDE:
+        raise InputError(f"{name} {value:g} is too large: the model's variances would overflow (the limit is "
+                         f"{MAX_MAGNITUDE:g}); rescale the ratings")
+    return float(value)
+
+
+def check_scores(scores: Any, column: str, systems: Any = None) -> None:
+    """Scores a mixed model can fit: not all equal, nor constant within each system (no variance to
+    estimate: lme4 would report SDs of 1e-15 and t of 1e15), none beyond :data:`MAX_MAGNITUDE`
+    (its variances would overflow)."""
+    values = np.asarray(scores, dtype=float)
+    if values.size and np.all(values == values[0]):
+        raise InputError(f"every score in column {column!r} is {values[0]:g}: constant scores have no variance "
+                         "to fit")
+    if values.size and systems is not None:
+        import pandas as pd
+
+        if pd.Series(values).groupby(np.asarray(systems)).nunique().max() == 1:
+            raise InputError(f"the scores in column {column!r} never vary within a system: there is no "
+                             "variance to fit (every rating of a system is the same)")
+    if values.size and np.max(np.abs(values)) > MAX_MAGNITUDE:
+        raise InputError(f"scores in column {column!r} reach {np.max(np.abs(values)):g}, beyond "
+                         f"{MAX_MAGNITUDE:g}: the model's variances would overflow; rescale them (--scale MIN MAX)")
+
+
 def check_alpha(alpha: Any) -> float:
     """A significance level in (0, 1)."""
     a = check_number("alpha", alpha)
@@ -34,11 +66,15 @@ def check_alpha(alpha: Any) -> float:
     return a
 
 
-def check_target_power(value: Any) -> float:
-    """A target power in (0, 1)."""
+def check_target_power(value: Any, alpha: float | None = None) -> float:
+    """A target power in (0, 1), and above ``alpha`` when given: a test at level alpha has power alpha
+    with no effect at all, so every effect (or none) reaches a target at or below it."""
     p = check_number("target power", value)
     if not 0 < p < 1:
         raise InputError(f"target power must be in (0, 1), got {value}")
+    if alpha is not None and p <= alpha:
+        raise InputError(f"target power {p:g} is at or below alpha {alpha:g}: a test has power alpha with no "
+                         "effect at all, so there is nothing to solve for; give a target above alpha")
     return p
 
 

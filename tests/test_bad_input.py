@@ -1,5 +1,5 @@
-"""The bad-input matrix (issue 18): every subcommand, every case one line on stderr, exit 2, nothing on
-stdout, no output or temporary file left, input files (result stores included) untouched.
+"""The bad-input matrix (issues 18 and 24): every subcommand, every case one line on stderr, exit 2, nothing
+on stdout, no output or temporary file left, input files (result stores included) untouched.
 
 Every case fails before any computation, so the whole matrix takes seconds.
 """
@@ -157,6 +157,132 @@ CASES: dict[str, Argv] = {
     "unknown command": _s("likert fly"),
 }
 
+LIKERT = "likert power --workers 3 --items 20 --effect 0.2 --sims 20"
+BUDGET = "likert budget --items 50 --workers 5 --ratings-per-item 2 --effect 0.2 --cost-per-rating 1 --sims 20"
+ANALYZE = "analyze {d}/ratings.csv --backend statsmodels"
+INVARIANT = "--sd-worker-system 0.1 --sd-item 0.1 --sd-item-system 0.1 --sd-residual 0.2"
+
+#: issue 24: each case fails on the main branch before it (exit 0 or 1, a file overwritten, deleted or
+#: created, or a misleading message) and is refused now; EXPECT: words the message must hold
+CASES_24: dict[str, Argv] = {
+    # item 1: no command writes over one of its own input files (resolved paths, symlinks, hard links)
+    "analyze --out RATINGS": _s(f"{ANALYZE} --out {{d}}/ratings.csv"),
+    "analyze --out a symlink to RATINGS": _s(f"{ANALYZE} --out {{d}}/link.csv"),
+    "analyze --out a hard link to RATINGS": _s(f"{ANALYZE} --out {{d}}/hard.csv"),
+    "analyze --out RATINGS by another path": _s(f"{ANALYZE} --out {{d}}/../{{d.name}}/ratings.csv"),
+    "analyze --report RATINGS": _s("analyze {d}/ratings.md --backend statsmodels --report {d}/ratings.md"),
+    "analyze --plot RATINGS": _s("analyze {d}/ratings.png --backend statsmodels --plot {d}/ratings.png"),
+    "fit -o RATINGS": _s("fit {d}/ratings.json --backend statsmodels -o {d}/ratings.json"),
+    "fit -o a symlink to RATINGS": _s("fit {d}/ratings.json --backend statsmodels -o {d}/link.json"),
+    "likert power --out the --design-from pilot": _s(f"{LIKERT} --design-from {{d}}/ratings.csv --out {{d}}/ratings.csv"),
+    "likert power --out a hard link to the pilot": _s(f"{LIKERT} --design-from {{d}}/ratings.csv --out {{d}}/hard.csv"),
+    "likert power --out the --workload-from pilot": _s(f"{LIKERT} --workload-from {{d}}/ratings.csv "
+                                                       "--out {d}/ratings.csv"),
+    "likert power --out the --params file": _s(f"{LIKERT} --params {{d}}/params.json --out {{d}}/params.json"),
+    "likert power --out the --design file": _s(f"{LIKERT} --design {{d}}/design.json --out {{d}}/design.json"),
+    "likert budget --out the --params file": _s(f"{BUDGET} --params {{d}}/params.json --out {{d}}/params.json"),
+    "h2h power --out the --params file": _s(f"{H2H_POWER} --params {{d}}/h2h.json --workers 5 --items 20 --effect 0.6 "
+                                            "--out {d}/h2h.json"),
+    # item 3: no output over the result store
+    "--store X --out X (a new store)": _s(f"{LIKERT} --store {{o}}/s.csv --out {{o}}/s.csv"),
+    "--store X --out X (an existing store)": _s(f"{LIKERT} --store {{d}}/store.csv --out {{d}}/store.csv"),
+    "--store X --plot X": _s(f"{LIKERT} --store {{o}}/s.png --plot {{o}}/s.png"),
+    "bleu power --store X --out X": _s("bleu power --n 200 --delta 1 --p0 0.13 --b0 25.8 --sims 10 "
+                                       "--store {o}/s.json --out {o}/s.json"),
+    "h2h power --store X --out X": _s("h2h power --n 50 --p-win 0.6 --store {o}/s.csv --out {o}/s.csv"),
+    # item 2: store show never creates, changes or deletes; a non-store is refused
+    "store show of an empty file": _s("store show {d}/empty.db"),
+    "store show of an empty SQLite file": _s("store show {d}/blank.db"),
+    "store show of a folder": _s("store show {d}"),
+    # item 4: clean refusals, not internal errors
+    "SDs of 1e308 in a parameter file": _s(f"{LIKERT} --params {{d}}/big.json"),
+    "likert mde, SDs of 1e308 in a parameter file": _s("likert mde --sims 20 --workers 3 --items 20 --params {d}/big.json"),
+    "a typed SD of 1e308": _s(f"{LIKERT} --preset card2020-low --sd-item-slope 1e308"),
+    "an intercept of 1e308": _s(f"{LIKERT} --preset card2020-low --intercept 1e308"),
+    "a typed invariant SD of 1e308": _s(f"{LIKERT} --sd-worker 1e308 {INVARIANT}"),
+    "fit scores x 1e300 (statsmodels)": _s("fit {d}/huge.csv --backend statsmodels"),
+    "fit scores x 1e300 (lme4)": _s("fit {d}/huge.csv --backend lme4"),
+    "analyze scores x 1e300 (statsmodels)": _s("analyze {d}/huge.csv --backend statsmodels"),
+    "analyze scores x 1e300 (lme4)": _s("analyze {d}/huge.csv --backend lme4"),
+    "fit constant scores (statsmodels)": _s("fit {d}/const.csv --backend statsmodels"),
+    "fit constant scores (lme4)": _s("fit {d}/const.csv --backend lme4"),
+    "fit scores constant within each system (statsmodels)": _s("fit {d}/separate.csv --backend statsmodels"),
+    "fit scores constant within each system (lme4)": _s("fit {d}/separate.csv --backend lme4"),
+    "analyze scores constant within each system": _s("analyze {d}/separate.csv --backend statsmodels"),
+    "analyze NaN in the --by column": _s(f"{ANALYZE.replace('ratings', 'byna')} --by grp"),
+    # item 5: no answer to give
+    "likert power --missing 0.999": _s(f"{LIKERT} --missing 0.999"),
+    "likert mde --missing 0.999": _s("likert mde --sims 20 --workers 3 --items 20 --missing 0.999"),
+    "likert mde --target-power below alpha": _s("likert mde --sims 20 --workers 3 --items 20 --target-power 0.01"),
+    "likert size --target-power = alpha": _s("likert size --sims 20 --workers 3 --effect 0.2 --target-power 0.05"),
+    "likert power --target-power below alpha": _s(f"{LIKERT} --target-power 0.04"),
+    "likert budget --target-power below alpha": _s(f"{BUDGET} --target-power 0.01"),
+    "h2h size --target-power below alpha": _s("h2h size --p-win 0.6 --target-power 0.04"),
+    "h2h mde --target-power = alpha": _s("h2h mde --n 100 --target-power 0.1 --alpha 0.1"),
+    "accuracy size --target-power below alpha": _s("accuracy size --delta 0.05 --agreement 0.9 --target-power 0.01"),
+    "accuracy mde --target-power below alpha": _s("accuracy mde --n 100 --baseline 0.8 --target-power 0.03"),
+    "accuracy table --target-power below alpha": _s("accuracy table --target-power 0.01"),
+    "accuracy unpaired --power below alpha": _s("accuracy unpaired --p1 0.5 --p2 0.6 --power 0.01"),
+    "bleu mde --target-power below alpha": _s("bleu mde --n 100 --p0 0.1 --b0 25 --target-power 0.01"),
+    "bleu size --target-power below alpha": _s("bleu size --delta 1 --p0 0.1 --b0 25 --target-power 0.02"),
+    # item 6: nonsense no longer accepted silently
+    "bleu power --b0 200": _s(BLEU_POWER.replace("--b0 25.8", "--b0 200")),
+    "bleu power --delta 150": _s(BLEU_POWER.replace("--delta 1", "--delta 150")),
+    "bleu power --delta -101": _s(BLEU_POWER.replace("--delta 1", "--delta -101")),
+    "bleu mde --b0 200": _s("bleu mde --n 100 --p0 0.1 --b0 200"),
+    "bleu size --delta 150": _s("bleu size --delta 150 --p0 0.1 --b0 25"),
+    "likert power --items-per-hit above the items": _s(f"{LIKERT} --items-per-hit 30"),
+    "likert mde --items-per-hit above the items": _s("likert mde --sims 20 --workers 3 --items 4 --items-per-hit 5"),
+    "likert power --out ''": _s(LIKERT, "--out", ""),
+    "likert power --plot ''": _s(LIKERT, "--plot", ""),
+    "bleu power --out ''": _s("bleu power --n 200 --delta 1 --p0 0.13 --b0 25.8 --sims 10", "--out", ""),
+    "fit -o ''": _s("fit {d}/ratings.csv --backend statsmodels", "-o", ""),
+    "analyze --out ''": _s(ANALYZE, "--out", ""),
+    "likert power --params ''": _s(LIKERT, "--params", ""),
+    "likert power --type-m without --plot": _s(f"{LIKERT} --type-m"),
+    "bleu power --type-m without --plot": _s("bleu power --n 200 --delta 1 --p0 0.13 --b0 25.8 --sims 10 --type-m"),
+    "h2h power --type-m without --plot": _s("h2h power --n 50 --p-win 0.6 --type-m"),
+    "likert size given the --items it varies": _s("likert size --sims 20 --workers 3 --items 40 --effect 0.2"),
+    "likert size given the --workers it varies": _s("likert size --sims 20 --workers 3 --items 40 --effect 0.2 --vary workers"),
+    "likert size, a design file's items it varies": _s("likert size --sims 20 --workers 3 --effect 0.2 --design {d}/design.json"),
+    "design file items 'lots', --items given": _s(f"{LIKERT} --design {{d}}/lots.json"),
+    "likert mde, design file items 'lots', --items given": _s("likert mde --sims 20 --workers 3 --items 20 "
+                                                              "--design {d}/lots.json"),
+    "design file workers 2.5, --workers given": _s(f"{LIKERT} --design {{d}}/half.json"),
+    "likert budget --platform-fee 5": _s(f"{BUDGET} --platform-fee 5"),
+    "likert budget --platform-fee 1.5": _s(f"{BUDGET} --platform-fee 1.5"),
+    # item 7: messages that say what is wrong
+    "analyze a folder": _s("analyze {d} --backend statsmodels"),
+    "fit a folder": _s("fit {d} --backend statsmodels"),
+    "accuracy estimate a folder": _s("accuracy estimate {d} --model-a A --model-b B"),
+    "bleu estimate --ref a folder": _s(f"bleu estimate {BLEU_FILES}".replace("{d}/ref.txt", "{d}")),
+    "bleu test --systems a folder": _s(f"{BLEU_TEST}".replace("{d}/b.txt", "{d}")),
+    "likert --params a folder": _s(f"{LIKERT} --params {{d}}"),
+    "likert --design-from a folder": _s(f"{LIKERT} --design-from {{d}}"),
+    "h2h --params a folder": _s("h2h size --p-win 0.6 --params {d} --workers 5"),
+    "bleu estimate, a blank reference file": _s(f"bleu estimate {BLEU_FILES}".replace("ref.txt", "blank.txt")),
+    "bleu test, a blank reference file": _s(f"{BLEU_TEST}".replace("ref.txt", "blank.txt")),
+    "accuracy power --delta 0 --agreement 1": _s("accuracy power --n 100 --delta 0 --agreement 1"),
+    "accuracy power simulated, --delta 0 --agreement 1": _s("accuracy power --n 100 --delta 0 --agreement 1 "
+                                                             "--method simulate --sims 10"),
+}
+EXPECT = {
+    **{case: "refusing to write over an input" for case in list(CASES_24)[:20]},
+    "store show of an empty file": "not a hepower result store",
+    "store show of an empty SQLite file": "not a hepower result store",
+    **{case: "folder" for case in CASES_24 if case.endswith("a folder")},
+    "bleu estimate, a blank reference file": "blank",
+    "bleu test, a blank reference file": "blank",
+    "accuracy power --delta 0 --agreement 1": "agreement 1",
+    "accuracy power simulated, --delta 0 --agreement 1": "agreement 1",
+    "fit constant scores (lme4)": "constant",
+    "fit scores constant within each system (lme4)": "never vary within a system",
+    **{case: "too large" for case in CASES_24 if "1e308" in case},
+    "fit scores x 1e300 (lme4)": "overflow",
+    "analyze scores x 1e300 (lme4)": "overflow",
+}
+CASES.update(CASES_24)
+
 
 def _stores(d: Path) -> None:
     """A store of a small run (seed 1), an edited, a forged and an old-version copy, and foreign files."""
@@ -205,7 +331,38 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "h2h7.json").write_text(json.dumps({**h2h, "version": 7}))
     (d / "likert7.json").write_text(json.dumps({**get_preset("card2020-low").to_json(), "version": 7}))
     _stores(d)
+    _inputs_24(d)
     return d
+
+
+def _inputs_24(d: Path) -> None:
+    """Inputs of issue 24's cases: copies and links of the ratings, broken designs and parameters, stores."""
+    import shutil
+    import sqlite3
+
+    ratings = pd.read_csv(d / "ratings.csv")
+    for name in ("ratings.md", "ratings.png", "ratings.json"):
+        shutil.copy(d / "ratings.csv", d / name)
+    (d / "link.csv").symlink_to(d / "ratings.csv")
+    (d / "link.json").symlink_to(d / "ratings.json")
+    os.link(d / "ratings.csv", d / "hard.csv")
+    ratings.assign(score=ratings.score * 1e300).to_csv(d / "huge.csv", index=False)
+    ratings.assign(score=3).to_csv(d / "const.csv", index=False)
+    ratings.assign(score=(ratings.system == "B") + 3).to_csv(d / "separate.csv", index=False)
+    ratings.assign(grp=["x" if k % 3 else None for k in range(len(ratings))]).to_csv(d / "byna.csv", index=False)
+    low = get_preset("card2020-low").to_json()
+    (d / "params.json").write_text(json.dumps(low))
+    (d / "big.json").write_text(json.dumps({**low, **{k: 1e308 for k in low if k.startswith("sd_")}}))
+    (d / "design.json").write_text(json.dumps({"items": 20}))
+    (d / "lots.json").write_text(json.dumps({"items": "lots"}))
+    (d / "half.json").write_text(json.dumps({"workers": 2.5}))
+    (d / "blank.txt").write_text("\n \n\n")
+    (d / "empty.db").write_bytes(b"")
+    db = sqlite3.connect(d / "blank.db")
+    db.execute("PRAGMA user_version = 1")  # an SQLite header, no tables
+    db.commit()
+    db.close()
+    shutil.copy(d / "s.db", d / "store.csv")
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -223,6 +380,7 @@ def test_bad_input(case: str, inputs: Path, tmp_path: Path, capsys: pytest.Captu
     assert code == 2, (case, captured.err)
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hepower") and "Traceback" not in captured.err, captured.err
+    assert EXPECT.get(case, "") in lines[0], (case, lines[0])
     assert captured.out == ""
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["dir.csv", "dir.json", "dir.png"], f"outputs or temporary files left: {left}"

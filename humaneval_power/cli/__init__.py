@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Sequence
 
 from ..errors import HepowerError, Interrupted
-from .common import OutputFiles, Parser, prepare_run
+from .common import OutputFiles, Parser, check_command_line, prepare_run
 
 #: command group -> one-line help (the module ``humaneval_power.cli.<group>`` holds the rest)
 GROUPS = {
@@ -102,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if getattr(args, "action", "") is None:
             parser.parse_args([args.command, "--help"])
+        check_command_line(parser, args)
         args.outputs = OutputFiles(args)
         opened = prepare_run(args)
         try:

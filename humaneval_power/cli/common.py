@@ -241,6 +241,87 @@ class OutputFiles:
             print(f"wrote {path}", file=sys.stderr)
 
 
+#: option dests naming files a command writes; every other option with a file metavar names a file it reads
+OUTPUT_DESTS = ("out", "plot", "report")
+FILE_METAVARS = ("FILE", "RATINGS", "PREDICTIONS")
+
+
+def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the command ``args`` was parsed for, e.g. ``likert power``'s."""
+    for dest in ("command", "action"):
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or getattr(args, dest, None) not in sub.choices:
+            break
+        parser = sub.choices[getattr(args, dest)]
+    return parser
+
+
+def file_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[tuple[str, str]], ...]:
+    """``(inputs, outputs)``: (option, path) of every file the command line names, read or written
+    (``--store`` is read, so it counts as an input); an option given several files is listed once per file."""
+    inputs: list[tuple[str, str]] = []
+    outputs: list[tuple[str, str]] = []
+    for action in command_parser(parser, args)._actions:
+        value = getattr(args, action.dest, None)
+        if action.metavar not in FILE_METAVARS or value is None or not isinstance(value, (str, list)):
+            continue
+        name = max(action.option_strings, key=len) if action.option_strings else str(action.metavar)
+        for path in value if isinstance(value, list) else [value]:
+            (outputs if action.dest in OUTPUT_DESTS else inputs).append((name, path))
+    return inputs, outputs
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same resolved path (symlinks followed, even when the
+    file does not exist yet) or, for existing files, the same inode (hard links)."""
+    import os
+
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_file_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any work, a command line whose output file is one of its own input files (or
+    its result store), and an input that is a folder or an empty file name."""
+    import os
+
+    inputs, outputs = file_options(parser, args)
+    for option, path in inputs + outputs:
+        if not path.strip():
+            raise InputError(f"{option} needs a file name, got {path!r}")
+    for option, path in inputs:
+        if os.path.isdir(path):
+            raise InputError(f"{option} {path} is a folder, not a file")
+    for out_option, out in outputs:
+        for in_option, path in inputs:
+            if _same_file(out, path):
+                raise InputError(f"{out_option} {out} is the file {in_option} reads; refusing to write over an "
+                                 "input: give another output file")
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse option combinations with no meaning, whichever command has them: a target power at or
+    below the significance level (a test at level alpha has power alpha with no effect at all, so
+    every effect, or none, reaches it) and --type-m without the --plot it adds a panel to."""
+    from ..validation import check_target_power
+
+    target, alpha = getattr(args, "target_power", None), getattr(args, "alpha", None)
+    if target is not None and alpha is not None:
+        check_target_power(target, alpha)
+    if getattr(args, "type_m", False) and not getattr(args, "plot", None):
+        raise InputError("--type-m adds a panel to the --plot figure; give --plot FILE (the table always has type_m)")
+
+
+def check_command_line(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every check of a parsed command line that needs no computation: files, then options."""
+    check_file_options(parser, args)
+    check_options(args)
+
+
 def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
     """The input of ``fit`` and ``analyze``: the ratings file, its columns, row filters, systems,
     scale and duplicate policy (the keywords of ``fitting.ratings.read_ratings``)."""

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``hepower store show``."""
     import pandas as pd
 
-    from ..store import Store
+    from ..store import CHECKSUM_NOTE, Store
 
     with Store(args.file, create=False) as store:
         table = pd.DataFrame(store.summary())
@@ -38,4 +38,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.file}: hepower {about.get('hepower')} store, {len(table)} cells, "
               f"{int(table.studies.sum()):,} studies")
         print_table(table, COLUMNS + [c for c in table.columns if c not in COLUMNS])
+    if not args.json:
+        print(f"note: {CHECKSUM_NOTE}")
     return 0

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..io import apply_filters, read_table, resolve_column
-from ..validation import TIE_POLICIES, check_choice
+from ..validation import TIE_POLICIES, check_choice, check_scores
 
 DUPLICATE_POLICIES = ("error", "average", "keep")
 
@@ -119,6 +119,7 @@ def read_ratings(
                              f"(e.g. {frame['score'][outside].iloc[0]:g})")
         frame["score"] = (frame["score"] - lo) / (hi - lo)
         notes.append(f"scores rescaled from [{lo:g}, {hi:g}] to [0, 1]")
+    check_scores(frame["score"], cols["score"], frame["system"])
     keys = ["worker", "item", "system"]
     dup = frame.duplicated(keys, keep=False)
     if dup.any():

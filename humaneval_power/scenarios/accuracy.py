@@ -95,7 +95,9 @@ class McNemarScenario:
 
     def __post_init__(self) -> None:
         check_count("n", self.n)
-        discordant(self.delta, self.agreement)
+        if discordant(self.delta, self.agreement) == (0.0, 0.0):
+            raise InputError("agreement 1: the two models agree on every item, so there are no discordant items "
+                             "and McNemar's test never rejects; give an agreement below 1")
         check_alpha(self.alpha)
         check_choice("method", self.method, METHODS)
 
@@ -159,7 +161,7 @@ def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.
     >>> round(mcnemar_sample_size(0.125, 0.625, 0.9).detail["n_unrounded"], 4)
     247.9973
     """
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
     discordant(delta, agreement)
@@ -175,13 +177,25 @@ def mcnemar_sample_size(delta: float, agreement: float, target_power: float = 0.
     return result
 
 
+def paired_difference_interval(n01: int, n10: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Interval for p01 - p10 of n paired items (n01 where only B is right, n10 only A): Agresti & Min
+    (2005), the Wald interval with half a count added to each cell of the 2x2 table, so it never has
+    zero width (plain Wald gives [-1, -1] on one item and [0, 0] without discordant items)."""
+    z = stats.norm.isf((1 - level) / 2)
+    q01, q10 = (n01 + 0.5) / (n + 2), (n10 + 0.5) / (n + 2)
+    centre = q01 - q10
+    se = math.sqrt((q01 + q10 - centre**2) / (n + 2))
+    return max(centre - z * se, -1.0), min(centre + z * se, 1.0)
+
+
 def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item", model: str = "model",
                       correct: str = "correct", level: float = 0.95) -> dict[str, Any]:
     """Δacc, agreement and the discordant probabilities of two models from per-item correctness.
 
     ``source``: long CSV/Parquet/DataFrame with columns item, model, correct (0/1).
-    Both models must cover the same items. Intervals: Wald for the paired
-    difference, Wilson for the agreement; ``p_value`` is the exact McNemar test.
+    Both models must cover the same items. Intervals: Agresti-Min (Wald with half a count added
+    to each cell) for the paired difference, Wilson for the agreement; ``p_value`` is the exact
+    McNemar test.
     """
     import pandas as pd
 
@@ -218,13 +232,13 @@ def estimate_accuracy(source: Any, model_a: str, model_b: str, item: str = "item
     p01, p10 = n01 / n, n10 / n
     delta, agree = p01 - p10, 1 - p01 - p10
     z = stats.norm.isf((1 - level) / 2)
-    se = math.sqrt(max(p01 + p10 - delta**2, 0.0) / n)
+    delta_low, delta_high = paired_difference_interval(n01, n10, n, level)
     centre = (agree + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(agree * (1 - agree) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     p_value = float(stats.binomtest(n01, n01 + n10, 0.5).pvalue) if n01 + n10 else 1.0
     return {"n": n, "model_a": model_a, "model_b": model_b, "accuracy_a": float(a.mean()),
-            "accuracy_b": float(b.mean()), "delta": delta, "delta_ci_low": delta - z * se,
-            "delta_ci_high": delta + z * se, "agreement": agree, "agreement_ci_low": centre - half,
+            "accuracy_b": float(b.mean()), "delta": delta, "delta_ci_low": delta_low,
+            "delta_ci_high": delta_high, "agreement": agree, "agreement_ci_low": centre - half,
             "agreement_ci_high": centre + half, "b_right_a_wrong": n01, "a_right_b_wrong": n10,
             "p_value": p_value}
 
@@ -258,7 +272,7 @@ def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: flo
     check_count("n", n)
     if not 0 < baseline < 1:
         raise InputError(f"baseline accuracy must be in (0, 1), got {baseline}")
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     detail = {"baseline": baseline, "prior": prior}
     if prior == "lachenbruch":
         if method != "normal":
@@ -311,7 +325,7 @@ def _overlap(prior: str) -> tuple[float, float, float]:
 
 def _z_sum(target_power: float, alpha: float) -> float:
     check_alpha(alpha)
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     return float(stats.norm.isf(alpha / 2) + stats.norm.ppf(target_power))
 
 
@@ -384,8 +398,8 @@ def solve_prop_test(n: float | None = None, p1: float | None = None, p2: float |
     missing = [k for k, v in (("n", n), ("p2", p2), ("power", power)) if v is None]
     if p1 is None or len(missing) != 1:
         raise InputError("give p1 and exactly two of n, p2, power")
-    if power is not None and not 0 < power < 1:
-        raise InputError(f"power must be in (0, 1), got {power}")
+    if power is not None:
+        check_target_power(power, alpha)
     if n is not None and not n > 0:
         raise InputError(f"n must be positive, got {n}")
     if missing == ["power"]:

@@ -38,13 +38,24 @@ FLIPS_PER_CHUNK = 2e10
 _PERMUTATION_HINT = "ask for fewer --permutations or --sims, or --method saddlepoint"
 
 
+BLEU_MAX = 100.0  #: BLEU (and chrF) points run from 0 to 100
+
+
 def check_swap_parameters(p0: float, b0: float) -> None:
     check_number("p0", p0)
     check_number("b0", b0)
     if not 0 <= p0 < 1:
         raise InputError(f"p0 must be in [0, 1), got {p0}")
-    if not b0 > 0:
-        raise InputError(f"b0 must be positive, got {b0}")
+    if not 0 < b0 <= BLEU_MAX:
+        raise InputError(f"b0 is in BLEU points (0-{BLEU_MAX:g}): it must be in (0, {BLEU_MAX:g}], got {b0}")
+
+
+def check_difference(delta: float) -> float:
+    """A BLEU difference: BLEU is 0-100, so two systems differ by at most 100 points."""
+    if abs(check_number("delta", delta)) > BLEU_MAX:
+        raise InputError(f"delta is in BLEU points (0-{BLEU_MAX:g}): two systems differ by at most "
+                         f"{BLEU_MAX:g}, got {delta}")
+    return float(delta)
 
 
 def draw_swap_effects(n: int, delta: float, p0: float, b0: float, studies: int,
@@ -133,6 +144,8 @@ def bleu_power(n: Sequence[int] | int, delta: Sequence[float] | float, p0: Seque
         return BleuScenario(n, delta, p0, b0, method, permutations, alpha)
 
     axes = {"n": as_list(n), "delta": as_list(delta), "p0": as_list(p0), "b0": as_list(b0)}
+    for d in axes["delta"]:
+        check_difference(d)
     if method == "randomization":
         flips = sum(k * permutations for k in axes["n"]) * len(axes["delta"]) * len(axes["p0"]) * len(axes["b0"])
         check_work(f"{n_sims:,} simulated studies per cell with {permutations:,} permutations each",
@@ -151,14 +164,18 @@ def bleu_mde(n: int, p0: float, b0: float, target_power: float = 0.8, method: st
     """
     check_count("n", n)
     check_swap_parameters(p0, b0)
-    check_target_power(target_power)
+    check_target_power(target_power, alpha)
     sd = b0 / n * math.sqrt(2 * n * (1 - p0)) / 2  # SD of the observed difference
 
     def make(delta: float) -> BleuScenario:
         return BleuScenario(n, delta, p0, b0, method, permutations, alpha)
 
-    return solve(make, "delta", 1e-6 * sd, sd, target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs,
-                 progress=progress, grow=True)
+    result = solve(make, "delta", 1e-6 * sd, sd, target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs,
+                   progress=progress, grow=True)
+    if result.value is not None and result.value > BLEU_MAX:
+        result = result.noted(f"this difference is beyond the {BLEU_MAX:g} points BLEU can differ by: no "
+                              "possible difference is detectable with this test set")
+    return result
 
 
 def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0.8, method: str = "saddlepoint",
@@ -166,8 +183,9 @@ def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0
                      jobs: int | None = None, max_n: int = 10_000_000,
                      progress: Progress | None = None) -> SolveResult:
     """Smallest test-set size whose simulated power for ``delta`` reaches the target."""
-    check_number("delta", delta)
+    check_difference(delta)
     check_swap_parameters(p0, b0)
+    check_target_power(target_power, alpha)
     if delta == 0:
         raise InputError("the sample size for a zero difference is undefined")
 

@@ -29,7 +29,7 @@ from ..executors import using
 from ..params import LikertParams, as_params
 from ..planning import SolveResult, as_list, power_grid, solve
 from ..processes import InvariantProcess
-from ..validation import check_choice, check_number
+from ..validation import check_choice, check_number, check_target_power
 from .crossed import FORMULA, METHODS, LikertScenario, long_design, simulate_long, simulate_ratings
 from .crowd import CrowdScenario, cell_factory
 
@@ -140,12 +140,16 @@ def likert_sample_size(
     """
     params = _params(params)
     check_choice("vary", vary, ("items", "workers", "ratings_per_item"))
+    check_target_power(target_power, alpha)
     if check_number("effect", effect) == 0:
         raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
     sizes = {"items": items, "workers": workers, "ratings_per_item": ratings_per_item}
     needed = [k for k in ("items", "workers") if k != vary and sizes[k] is None]
     if needed:
         raise InputError(f"give the number of {needed[0]} to hold fixed while varying {vary}")
+    if sizes[vary] is not None:
+        raise InputError(f"the number of {vary.replace('_', ' ')} is what the search varies (--vary {vary}); "
+                         "drop it, or vary another size")
     if assurance is not None:
         plain = likert_sample_size(params, effect, target_power, workers, items, vary, method, test, alpha, n_sims,
                                    seed, jobs, progress, ratings_per_item, items_per_hit, **design)
@@ -216,11 +220,18 @@ def likert_mde(
     0.09991
     """
     params = _params(params)
+    check_target_power(target_power, alpha)
     make = cell_factory(params, method=method, test=test, alpha=alpha, **design)
     sds = params.sds.values()
     sd = math.sqrt(sum(v * v for v in sds))
-    return solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd, sd / 4,
-                 target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
+    result = solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd, sd / 4,
+                   target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
+    scale = getattr(params, "scale", None)
+    if scale is not None and result.value is not None and result.value > scale[1] - scale[0]:
+        note = (f"this effect is larger than the whole rating scale [{scale[0]:g}, {scale[1]:g}]: no two systems "
+                "can differ that much, so the design cannot detect any possible difference")
+        result = result.noted(note)
+    return result
 
 
 def likert_budget(
@@ -258,6 +269,7 @@ def likert_budget(
     ``target_assurance`` (default: ``target_power``) in assurance.
     """
     params = _params(params)
+    check_target_power(target_power, alpha)
     costs = costs or Costs(per_rating=1.0)
     cap = check_budget(budget, costs)
     if check_number("effect", effect) == 0:
@@ -269,7 +281,8 @@ def likert_budget(
     cells = []
     for i, w, k, h in itertools.product(as_list(items), as_list(workers), as_list(ratings_per_item),
                                         as_list(items_per_hit)):
-        if k is not None and k > w:
+        units = i * (design.get("systems", 2) if design.get("presentation") == "between" else 1)
+        if (k is not None and k > w) or h > units:
             continue
         cell = make(i, w, k, h, effect)
         cost = costs.of(cell.design)
@@ -277,7 +290,8 @@ def likert_budget(
             cells.append((cost, cell))
     if not cells:
         what = f"the budget of {budget:g}" if budget is not None else "the search range"
-        raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers)")
+        raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers, "
+                         "or every items per HIT the items)")
     cells.sort(key=lambda c: (c[0], c[1].design.items))
     results: list[PowerResult] = []
     total = len(cells) * n_sims
