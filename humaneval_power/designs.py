@@ -23,6 +23,7 @@ gives the layouts of n studies; ``fixed`` says whether they are all the same.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -157,7 +158,10 @@ class CrowdDesign:
         hit, pos, item, system = self._unit_rows()
         k, w = self.k, self.workers
         if self.assignment != "random":
-            worker = (hit * k + pos) % w
+            if self.presentation == "between" and self.assignment == "balanced":
+                worker = balanced_workers(self.items, w, k, self.systems, self.items_per_hit)[hit, pos]
+            else:  # within (or crossed): cyclic, unit u gets workers u*k, ..., u*k + k - 1 mod W
+                worker = (hit * k + pos) % w
         else:
             probs = None if self.workload is None else np.asarray(self.workload, float) / sum(self.workload)
             if probs is None:  # k distinct of W per HIT: the first k of a random permutation
@@ -195,6 +199,58 @@ class CrowdDesign:
         per_unit = self.k * (self.systems if self.presentation == "within" else 1)
         return {"ratings": self.units * per_unit * (1 - self.missing), "assignments": self.hits * self.k,
                 "workers_used": float(min(self.workers, self.hits * self.k))}
+
+
+@functools.lru_cache(maxsize=32)
+def balanced_workers(items: int, workers: int, k: int, systems: int, items_per_hit: int = 1) -> np.ndarray:
+    """The k workers of every HIT (hits x k) of a balanced between-output design; outputs (item i,
+    system s) are units i*S + s, h consecutive units a HIT.
+
+    One output per HIT (h = 1), by construction: the S*I*k rating slots, labelled with systems in
+    turn (slot t rates system t mod S), are cut into W consecutive blocks of floor or ceil(S*I*k/W)
+    slots, one per worker, so every worker rates every system floor or ceil(load/S) times
+    (Latin-square style); system s's slots are dealt to its I outputs column-wise (output j gets slots
+    j, j + I, ..., j + (k-1)*I), which gives each output k distinct workers, with its items shifted by
+    s*I/S so that a worker's outputs of different systems are of different items where the numbers allow.
+    HITs of h > 1 outputs, greedily HIT by HIT: fewest HITs so far (workloads differ by at most one
+    HIT), then fewest outputs of this HIT's systems so far, then not having just rated an item of this
+    HIT, then cyclic order. (The former cyclic rule, HIT j to workers j*k, ..., j*k + k - 1 mod W, gave
+    every worker a single system whenever W is a multiple of S*k.)
+
+    >>> balanced_workers(4, 4, 1, 2)[:, 0].reshape(4, 2).tolist()  # [item][system]; each worker rates A and B
+    [[0, 2], [1, 3], [2, 0], [3, 1]]
+    """
+    if items_per_hit == 1:
+        total = systems * items * k
+        base, extra = divmod(total, workers)
+        owner = np.repeat(np.arange(workers), base + (np.arange(workers) < extra))  # slot -> worker, in blocks
+        out = np.empty((items * systems, k), np.int64)
+        for s in range(systems):
+            dealt = owner[s::systems].reshape(k, items).T  # row j: slots j, j + I, ...
+            out[((np.arange(items) + s * (items // systems)) % items) * systems + s] = dealt
+        out.setflags(write=False)
+        return out
+    units = items * systems
+    hits = -(-units // items_per_hit)
+    load = np.zeros(workers, np.int64)
+    per_system = np.zeros((workers, systems), np.int64)
+    last_item = np.full(workers, -1)
+    out = np.empty((hits, k), np.int64)
+    scale = units * k + 1  # above any count of outputs: keeps the keys lexicographic
+    position = np.arange(workers)
+    for j in range(hits):
+        unit = np.arange(j * items_per_hit, min((j + 1) * items_per_hit, units))
+        item, system = unit // systems, unit % systems
+        repeat = np.isin(last_item, item)
+        seen = per_system[:, system].sum(axis=1)
+        key = ((load * scale + seen) * 2 + repeat) * workers + (position - j * k) % workers
+        chosen = np.argsort(key, kind="stable")[:k]
+        out[j] = chosen
+        load[chosen] += 1
+        np.add.at(per_system, (np.repeat(chosen, system.size), np.tile(system, k)), 1)
+        last_item[chosen] = item[-1]
+    out.setflags(write=False)
+    return out
 
 
 @dataclass(frozen=True)
