@@ -275,10 +275,15 @@ class PilotDesign:
     @classmethod
     def from_ratings(cls, frame: Any, items: int | None = None, worker: str = "worker", item: str = "item",
                      system: str = "system", systems: Sequence[str] | None = None,
-                     source: str = "pilot") -> PilotDesign:
+                     source: str = "pilot", duplicates: str = "error") -> PilotDesign:
         """From a ratings table (one row per rating); ``systems`` picks and orders the systems (the
-        first is system A, the baseline); the item count defaults to the pilot's."""
+        first is system A, the baseline); the item count defaults to the pilot's. Several ratings of
+        one (worker, item, system) follow ``duplicates`` as in ``fit``/``analyze``: an ``error``
+        (default), ``average``d (one rating per cell: the layout the averaged data has) or ``keep``t
+        (every rating planned as an independent one)."""
         import pandas as pd
+
+        from .fitting.ratings import duplicates_note
 
         missing = [c for c in (worker, item, system) if c not in frame.columns]
         if missing:
@@ -288,6 +293,11 @@ class PilotDesign:
         df = df[df[system].astype(str).isin(names)]
         if df.empty:
             raise InputError(f"{source}: no ratings of the systems {', '.join(names)}")
+        try:
+            if duplicates_note(df, [worker, item, system], duplicates) and duplicates == "average":
+                df = df.drop_duplicates([worker, item, system])
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
         per_worker = df.groupby(worker)[system].nunique()
         if per_worker.max() < 2 and df.groupby(item)[system].nunique().max() < 2:
             raise InputError(f"{source}: no worker or item is rated under two systems: the design does not "
@@ -315,10 +325,16 @@ class PilotDesign:
                       self.systems)
 
     def record(self) -> dict[str, Any]:
+        """``ratings_per_item``: distinct workers per (item, system) output, on average (the layout's
+        k); ``ratings_per_output`` too when repeated ratings were kept."""
         lay = self.draw(np.random.default_rng(0), 1)
-        per_output = lay.size / (self.items * self.systems)  # ratings of each (item, system) output, on average
-        return {"items": self.items, "workers": lay.n_workers, "ratings_per_item": round(per_output, 3),
-                "systems": self.systems, "assignment": "pilot", "presentation": "pilot", "source": self.source}
+        outputs = self.items * self.systems
+        cells = len(set(zip(lay.worker.tolist(), lay.item.tolist(), lay.system.tolist())))
+        rec = {"items": self.items, "workers": lay.n_workers, "ratings_per_item": round(cells / outputs, 3),
+               "systems": self.systems, "assignment": "pilot", "presentation": "pilot", "source": self.source}
+        if cells < lay.size:
+            rec["ratings_per_output"] = round(lay.size / outputs, 3)
+        return rec
 
     def key(self) -> list[Any]:
         import hashlib

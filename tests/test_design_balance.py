@@ -85,7 +85,7 @@ def test_balanced_between_fast_tier_equals_lme4_refits_of_the_same_studies(lme4_
     """The batched fast tier and lme4 + lmerTest refits of the same simulated studies (same seed, same
     stream) reach the same decisions on the issue's 4-system design."""
     n = 8
-    kw = dict(ratings_per_item=3, systems=4, presentation="between", n_sims=n, seed=3, jobs=1)
+    kw = {"ratings_per_item": 3, "systems": 4, "presentation": "between", "n_sims": n, "seed": 3, "jobs": 1}
     fast = likert_power(SDS, 20, 200, 0.2, **kw).iloc[0]
     refit = likert_power(SDS, 20, 200, 0.2, method="lme4", **kw).iloc[0]
     assert refit.n_failed == 0

@@ -110,7 +110,7 @@ def _add_design_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--systems", type=positive, default=2, help="systems compared (the pair of interest is the "
                    "first and the last unless --pair)")
     g.add_argument("--assignment", choices=("crossed", "balanced", "random"),
-                   help="crossed (k = workers), balanced (cyclic, even workloads) or random (k of the pool drawn "
+                   help="crossed (k = workers), balanced (even workloads; between outputs every worker rates every system as evenly as possible) or random (k of the pool drawn "
                         "per item in every simulated study) (default: crossed when k = workers, else balanced)")
     g.add_argument("--presentation", choices=("within", "between"), default="within",
                    help="within: an item's workers rate every system's output of it; between: each (item, system) "
@@ -126,6 +126,10 @@ def _add_design_options(p: argparse.ArgumentParser) -> None:
                    help="with --design-from/--workload-from: keep only these rows (e.g. dimension=coherence)")
     g.add_argument("--pilot-systems", nargs="+", metavar="SYSTEM",
                    help="with --design-from: the systems to plan for, the first being A (default: all, sorted)")
+    g.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
+                   help="with --design-from: several ratings of one (worker, item, system) are refused (default), "
+                        "averaged (planned as one rating per cell, the pilot's true k) or kept (planned as "
+                        "independent ratings), as in `fit` and `analyze`")
 
 
 def _add_params_options(p: argparse.ArgumentParser) -> None:
@@ -222,11 +226,14 @@ def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
         kw["pair"] = (args.pair[0] - 1, args.pair[1] - 1)
     if (args.where or args.pilot_systems) and not (args.design_from or args.workload_from):
         raise InputError("--where and --pilot-systems go with --design-from or --workload-from")
+    if args.duplicates != "error" and not args.design_from:
+        raise InputError("--duplicates goes with --design-from")
     if args.design_from:
         from ..designs import PilotDesign
 
         frame = _pilot_frame(args.design_from, args.where)
-        kw["design_from"] = PilotDesign.from_ratings(frame, systems=args.pilot_systems, source=args.design_from)
+        kw["design_from"] = PilotDesign.from_ratings(frame, systems=args.pilot_systems, source=args.design_from,
+                                                     duplicates=args.duplicates)
     if args.workload_from:
         counts = _pilot_frame(args.workload_from, args.where)["worker"].value_counts()
         kw["workload"] = tuple(float(c) for c in counts)
