@@ -268,7 +268,8 @@ class H2HParams:
     """Head-to-head GLMM parameters: worker and item SDs on the log-odds scale.
 
     ``intercept`` is a fitted log-odds that B beats A (kept for reference; plans
-    choose their own effect).
+    choose their own effect). ``p_tie``: the pilot's share of ties, ``ties``: how the fit treated
+    them (``drop`` or ``split``); the GLMM planner simulates ties at that rate and analyses them so.
     """
 
     sd_worker: float
@@ -277,12 +278,18 @@ class H2HParams:
     name: str = "custom"
     provenance: dict[str, Any] = field(default_factory=dict)
     separation: str | None = None  #: why the fit looked quasi-separated (then the SDs are not usable), or None
+    p_tie: float = 0.0
+    ties: str = "drop"
 
     def __post_init__(self) -> None:
         for key in ("sd_worker", "sd_item"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"{key} must be a finite number >= 0, got {value!r}")
+        if isinstance(self.p_tie, bool) or not isinstance(self.p_tie, (int, float)) or not 0 <= self.p_tie < 1:
+            raise InputError(f"p_tie must be a probability in [0, 1), got {self.p_tie!r}")
+        if self.ties not in ("drop", "split"):
+            raise InputError(f"ties must be drop or split, got {self.ties!r}")
 
     @classmethod
     def from_json(cls, doc: Any, source: str = "parameter file", allow_separation: bool = False) -> H2HParams:
@@ -304,7 +311,7 @@ class H2HParams:
         try:
             return cls(sd_worker=doc["sd_worker"], sd_item=doc["sd_item"], intercept=doc.get("intercept"),
                        name=str(doc.get("name", "custom")), provenance=dict(doc.get("provenance") or {}),
-                       separation=separation)
+                       separation=separation, p_tie=doc.get("p_tie", 0.0), ties=doc.get("ties", "drop"))
         except KeyError as exc:
             raise InputError(f"{source}: missing {exc.args[0]}") from None
         except InputError as exc:

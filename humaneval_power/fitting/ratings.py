@@ -230,4 +230,6 @@ def read_judgments(
     n_ties = int(is_tie.sum())
     notes = [f"{n_ties} of {len(f)} judgments are ties, "
              + ("dropped" if ties == "drop" else "each split into half a win and half a loss (weighted likelihood)")]
-    return PilotData(frame, order, "binomial", name, digest, tuple(notes), extra={"ties": ties})
+    p_tie = pd.Series(is_tie, index=f.index).groupby(f["system"]).mean()  # per comparison, before dropping
+    return PilotData(frame, order, "binomial", name, digest, tuple(notes),
+                     extra={"ties": ties, "p_tie": {str(k): float(v) for k, v in p_tie.items()}})
