@@ -218,6 +218,9 @@ def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str
         raise InputError(f"{p}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
     if isinstance(doc, dict) and doc.get("schema") == SET_SCHEMA:
         choices = doc.get("comparisons") or {}
+        shared = _shared_model(choices)
+        if shared is not None and comparison in (None, *choices):
+            return shared
         if comparison is None:
             raise InputError(f"{p} holds several comparisons against {doc.get('baseline')!r}: "
                              f"choose one with --comparison ({', '.join(choices)})")
@@ -227,6 +230,26 @@ def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str
     if comparison is not None and isinstance(doc, dict) and (doc.get("provenance") or {}).get("system") not in (None, comparison):
         raise InputError(f"{p} holds only the comparison {doc['provenance']['system']!r}")
     return doc
+
+
+def _shared_model(choices: Any) -> dict[str, Any] | None:
+    """The one model of a set whose gaussian comparisons differ only in their means (the coding-invariant
+    fit of several systems: every pair has the same SDs), or None: every comparison, or none, then
+    plans with the same parameters and random stream, the intercept being the baseline's mean."""
+    docs = list(choices.values()) if isinstance(choices, dict) else []
+    means = ("name", "intercept", "effect", "provenance")
+    if not docs or not all(isinstance(d, dict) and d.get("family", "gaussian") == "gaussian" for d in docs):
+        return None
+    if any({k: v for k, v in d.items() if k not in means} != {k: v for k, v in docs[0].items() if k not in means}
+           for d in docs[1:]):
+        return None
+    first = docs[0]
+    try:
+        baseline = float(first["intercept"]) - float(first.get("effect") or 0.0) / 2
+    except (KeyError, TypeError, ValueError):
+        return None
+    return {**first, "intercept": baseline, "effect": None,
+            "name": f"{', '.join(choices)} vs the baseline (shared SDs)"}
 
 
 def load_params(path: str | Path, comparison: str | None = None) -> LikertParams:
