@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
-from ..designs import Costs, check_budget
+from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, check_budget
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
 from ..executors import using
@@ -226,9 +226,9 @@ def likert_mde(
 def likert_budget(
     params: Params,
     effect: float,
-    items: Sequence[int],
-    workers: Sequence[int],
-    ratings_per_item: Sequence[int],
+    items: Sequence[int] | None = None,
+    workers: Sequence[int] | None = None,
+    ratings_per_item: Sequence[int] | None = None,
     items_per_hit: Sequence[int] = (1,),
     costs: Costs | None = None,
     budget: float | None = None,
@@ -245,7 +245,8 @@ def likert_budget(
     target_assurance: float | None = None,
     **design: Any,
 ) -> tuple[pd.DataFrame, SolveResult]:
-    """The cheapest design reaching the target power among items x workers x k x h within ``budget``.
+    """The cheapest design reaching the target power among items x workers x k x h within ``budget``
+    (by default items ``BUDGET_ITEMS``, pools ``BUDGET_WORKERS``, k ``BUDGET_RATINGS_PER_ITEM``).
 
     Designs are evaluated in order of cost, cheapest first, a few at a time; the
     search stops after the first round holding a design that reaches the target
@@ -267,8 +268,8 @@ def likert_budget(
     if assurance is not None and target_assurance is not None:
         target_power = target_assurance
     cells = []
-    for i, w, k, h in itertools.product(as_list(items), as_list(workers), as_list(ratings_per_item),
-                                        as_list(items_per_hit)):
+    for i, w, k, h in itertools.product(as_list(items or BUDGET_ITEMS), as_list(workers or BUDGET_WORKERS),
+                                        as_list(ratings_per_item or BUDGET_RATINGS_PER_ITEM), as_list(items_per_hit)):
         if k is not None and k > w:
             continue
         cell = make(i, w, k, h, effect)
@@ -278,7 +279,7 @@ def likert_budget(
     if not cells:
         what = f"the budget of {budget:g}" if budget is not None else "the search range"
         raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers)")
-    cells.sort(key=lambda c: (c[0], c[1].design.items))
+    cells.sort(key=lambda c: (c[0], c[1].design.items, -c[1].design.workers))  # equal cost: the largest pool first
     results: list[PowerResult] = []
     total = len(cells) * n_sims
     with using(jobs) as executor:  # one set of workers (and their R) for the whole search
