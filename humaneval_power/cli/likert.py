@@ -60,7 +60,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
     budget = lsub.add_parser("budget", help="cheapest design reaching a target power (items x workers x k x h)",
                              description="Searches items x workers x ratings per item x items per HIT, cheapest "
-                                         "design first (at equal cost the largest pool first), for the first that "
+                                         "design first (of designs differing only in the pool and costing the same, "
+                                         "the largest pool: never less powerful), for the first that "
                                          "reaches the target power, within --budget when given. Without "
                                          "--items/--workers/--ratings-per-item the search space is items "
                                          f"{', '.join(map(str, BUDGET_ITEMS))} x pools of "

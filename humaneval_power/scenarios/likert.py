@@ -279,7 +279,7 @@ def likert_budget(
     if not cells:
         what = f"the budget of {budget:g}" if budget is not None else "the search range"
         raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers)")
-    cells.sort(key=lambda c: (c[0], c[1].design.items, -c[1].design.workers))  # equal cost: the largest pool first
+    cells = _largest_pools(cells)
     results: list[PowerResult] = []
     total = len(cells) * n_sims
     with using(jobs) as executor:  # one set of workers (and their R) for the whole search
@@ -296,6 +296,20 @@ def likert_budget(
                 break
     table = pd.DataFrame([r.record() for r in results])
     return table, _cheapest(results, target_power, budget, params)
+
+
+def _largest_pools(cells: list[tuple[float, Any]]) -> list[tuple[float, Any]]:
+    """The candidate designs in order of cost, keeping of the designs that differ only in the pool of
+    workers and cost the same (no cost per worker, or the extra workers unused) the largest pool: with
+    the same items, k and HITs, spreading the work over more workers averages their slopes (and,
+    between outputs, their intercepts) over more workers, so a smaller pool is never more powerful."""
+    best: dict[tuple[Any, ...], tuple[float, Any]] = {}
+    for cost, cell in cells:
+        d = cell.design
+        key = (cost, d.items, d.k, d.items_per_hit, d.assignment == "crossed")
+        if key not in best or d.workers > best[key][1].design.workers:
+            best[key] = (cost, cell)
+    return sorted(best.values(), key=lambda c: (c[0], c[1].design.items, -c[1].design.workers))
 
 
 def _cheapest(results: list[PowerResult], target: float, budget: float | None, params: Any) -> SolveResult:
