@@ -7,7 +7,12 @@ import json
 import pytest
 
 from humaneval_power.cli import main
-from humaneval_power.designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs
+from humaneval_power.designs import (
+    BUDGET_ITEMS,
+    BUDGET_RATINGS_PER_ITEM,
+    BUDGET_WORKERS,
+    Costs,
+)
 from humaneval_power.scenarios.likert import likert_budget
 
 
