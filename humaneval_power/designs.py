@@ -350,7 +350,7 @@ class PilotDesign:
 
 #: the budget search's default space: items on a log grid, pools of workers, ratings per item (k)
 BUDGET_ITEMS = (50, 100, 200, 400, 800, 1600, 3200)
-BUDGET_WORKERS = (3, 10, 30, 100, 300)
+BUDGET_WORKERS = (3, 10, 30, 100)
 BUDGET_RATINGS_PER_ITEM = (1, 2, 3, 4, 5)
 
 DESIGN_FIELDS = ("items", "workers", "ratings_per_item", "systems", "assignment", "presentation", "items_per_hit",

@@ -250,7 +250,10 @@ def likert_budget(
 
     Designs are evaluated in order of cost, cheapest first, a few at a time; the
     search stops after the first round holding a design that reaches the target
-    (every cheaper design has been evaluated by then). Returns the evaluated
+    (every cheaper design has been evaluated by then). With ``n_sims >= 500`` each
+    round is first screened with ``n_sims // 10`` studies: a design whose upper 95%
+    bound falls short of the target is settled there (its record says so in
+    ``n_sims``), the others are run in full. Returns the evaluated
     designs (the cost-power frontier, one row each, with ``cost``) and the answer
     as a :class:`SolveResult` over ``cost``: ``value`` the cheapest cost reaching
     the target, ``high`` the cheapest whose lower 95% bound reaches it (the
@@ -281,19 +284,31 @@ def likert_budget(
         raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers)")
     cells = _largest_pools(cells)
     results: list[PowerResult] = []
-    total = len(cells) * n_sims
+    screen = n_sims // 10 if assurance is None and n_sims >= 500 else n_sims
+    total = len(cells) * screen
     with using(jobs) as executor:  # one set of workers (and their R) for the whole search
         for start in range(0, len(cells), 4):
-            done = len(results) * n_sims
+            batch = [c for _, c in cells[start:start + 4]]
+            for n in sorted({screen, n_sims}):  # a screening run, then the full one for the survivors
+                done = len(results) * screen
 
-            def report(d: int, t: int, label: str = "", done: int = done) -> None:
-                if progress is not None:
-                    progress(done + d, total, f"budget search ({len(cells)} designs, cheapest first): {label}")
+                def report(d: int, t: int, label: str = "", done: int = done) -> None:
+                    if progress is not None:
+                        progress(min(done + d, total), total,
+                                 f"budget search ({len(cells)} designs, cheapest first): {label}")
 
-            results += run_cells([c for _, c in cells[start:start + 4]], n_sims, seed=seed, jobs=executor,
-                                 progress=report)
+                runs = run_cells(batch, n, seed=seed, jobs=executor, progress=report)
+                if n < n_sims:  # designs whose upper 95% bound falls short are settled with the screening run
+                    results += [r for r in runs if r.ci_high < target_power]
+                    batch = [c for c, r in zip(batch, runs) if r.ci_high >= target_power]
+                    if not batch:
+                        break
+                else:
+                    results += runs
             if any(r.power >= target_power for r in results):
                 break
+    if screen < n_sims:  # screened and full runs back in order of cost
+        results.sort(key=lambda r: (r.cell["cost"], r.cell["items"], -r.cell["workers"]))
     table = pd.DataFrame([r.record() for r in results])
     return table, _cheapest(results, target_power, budget, params)
 
