@@ -50,6 +50,7 @@ def test_mde_text_names_the_pair_scale_adjustment_and_design(capsys) -> None:
     assert "40 items, 12 workers, 3 per output, between, balanced assignment" in out
 
 
+@pytest.mark.slow
 def test_budget_rounds_are_screened_and_the_answer_comes_from_a_full_run() -> None:
     """With n_sims >= 500 a design whose upper 95% bound falls short after n_sims/10 studies is settled
     there; the designs that may reach the target, and so the answer, are run in full."""
