@@ -23,6 +23,7 @@ gives the layouts of n studies; ``fixed`` says whether they are all the same.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -164,7 +165,10 @@ class CrowdDesign:
         hit, pos, item, system = self._unit_rows()
         k, w = self.k, self.workers
         if self.assignment != "random":
-            worker = (hit * k + pos) % w
+            if self.presentation == "between" and self.assignment == "balanced":
+                worker = balanced_workers(self.items, w, k, self.systems, self.items_per_hit)[hit, pos]
+            else:  # within (or crossed): cyclic, unit u gets workers u*k, ..., u*k + k - 1 mod W
+                worker = (hit * k + pos) % w
         else:
             probs = None if self.workload is None else np.asarray(self.workload, float) / sum(self.workload)
             if probs is None:  # k distinct of W per HIT: the first k of a random permutation
@@ -204,6 +208,58 @@ class CrowdDesign:
                 "workers_used": float(min(self.workers, self.hits * self.k))}
 
 
+@functools.lru_cache(maxsize=32)
+def balanced_workers(items: int, workers: int, k: int, systems: int, items_per_hit: int = 1) -> np.ndarray:
+    """The k workers of every HIT (hits x k) of a balanced between-output design; outputs (item i,
+    system s) are units i*S + s, h consecutive units a HIT.
+
+    One output per HIT (h = 1), by construction: the S*I*k rating slots, labelled with systems in
+    turn (slot t rates system t mod S), are cut into W consecutive blocks of floor or ceil(S*I*k/W)
+    slots, one per worker, so every worker rates every system floor or ceil(load/S) times
+    (Latin-square style); system s's slots are dealt to its I outputs column-wise (output j gets slots
+    j, j + I, ..., j + (k-1)*I), which gives each output k distinct workers, with its items shifted by
+    s*I/S so that a worker's outputs of different systems are of different items where the numbers allow.
+    HITs of h > 1 outputs, greedily HIT by HIT: fewest HITs so far (workloads differ by at most one
+    HIT), then fewest outputs of this HIT's systems so far, then not having just rated an item of this
+    HIT, then cyclic order. (The former cyclic rule, HIT j to workers j*k, ..., j*k + k - 1 mod W, gave
+    every worker a single system whenever W is a multiple of S*k.)
+
+    >>> balanced_workers(4, 4, 1, 2)[:, 0].reshape(4, 2).tolist()  # [item][system]; each worker rates A and B
+    [[0, 2], [1, 3], [2, 0], [3, 1]]
+    """
+    if items_per_hit == 1:
+        total = systems * items * k
+        base, extra = divmod(total, workers)
+        owner = np.repeat(np.arange(workers), base + (np.arange(workers) < extra))  # slot -> worker, in blocks
+        out = np.empty((items * systems, k), np.int64)
+        for s in range(systems):
+            dealt = owner[s::systems].reshape(k, items).T  # row j: slots j, j + I, ...
+            out[((np.arange(items) + s * (items // systems)) % items) * systems + s] = dealt
+        out.setflags(write=False)
+        return out
+    units = items * systems
+    hits = -(-units // items_per_hit)
+    load = np.zeros(workers, np.int64)
+    per_system = np.zeros((workers, systems), np.int64)
+    last_item = np.full(workers, -1)
+    out = np.empty((hits, k), np.int64)
+    scale = units * k + 1  # above any count of outputs: keeps the keys lexicographic
+    position = np.arange(workers)
+    for j in range(hits):
+        unit = np.arange(j * items_per_hit, min((j + 1) * items_per_hit, units))
+        item, system = unit // systems, unit % systems
+        repeat = np.isin(last_item, item)
+        seen = per_system[:, system].sum(axis=1)
+        key = ((load * scale + seen) * 2 + repeat) * workers + (position - j * k) % workers
+        chosen = np.argsort(key, kind="stable")[:k]
+        out[j] = chosen
+        load[chosen] += 1
+        np.add.at(per_system, (np.repeat(chosen, system.size), np.tile(system, k)), 1)
+        last_item[chosen] = item[-1]
+    out.setflags(write=False)
+    return out
+
+
 @dataclass(frozen=True)
 class PilotDesign:
     """The layout of a pilot (worker, item, system per rating) scaled to ``items`` items: new item j
@@ -226,10 +282,15 @@ class PilotDesign:
     @classmethod
     def from_ratings(cls, frame: Any, items: int | None = None, worker: str = "worker", item: str = "item",
                      system: str = "system", systems: Sequence[str] | None = None,
-                     source: str = "pilot") -> PilotDesign:
+                     source: str = "pilot", duplicates: str = "error") -> PilotDesign:
         """From a ratings table (one row per rating); ``systems`` picks and orders the systems (the
-        first is system A, the baseline); the item count defaults to the pilot's."""
+        first is system A, the baseline); the item count defaults to the pilot's. Several ratings of
+        one (worker, item, system) follow ``duplicates`` as in ``fit``/``analyze``: an ``error``
+        (default), ``average``d (one rating per cell: the layout the averaged data has) or ``keep``t
+        (every rating planned as an independent one)."""
         import pandas as pd
+
+        from .fitting.ratings import duplicates_note
 
         missing = [c for c in (worker, item, system) if c not in frame.columns]
         if missing:
@@ -239,6 +300,11 @@ class PilotDesign:
         df = df[df[system].astype(str).isin(names)]
         if df.empty:
             raise InputError(f"{source}: no ratings of the systems {', '.join(names)}")
+        try:
+            if duplicates_note(df, [worker, item, system], duplicates) and duplicates == "average":
+                df = df.drop_duplicates([worker, item, system])
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
         per_worker = df.groupby(worker)[system].nunique()
         if per_worker.max() < 2 and df.groupby(item)[system].nunique().max() < 2:
             raise InputError(f"{source}: no worker or item is rated under two systems: the design does not "
@@ -266,10 +332,16 @@ class PilotDesign:
                       self.systems)
 
     def record(self) -> dict[str, Any]:
+        """``ratings_per_item``: distinct workers per (item, system) output, on average (the layout's
+        k); ``ratings_per_output`` too when repeated ratings were kept."""
         lay = self.draw(np.random.default_rng(0), 1)
-        per_output = lay.size / (self.items * self.systems)  # ratings of each (item, system) output, on average
-        return {"items": self.items, "workers": lay.n_workers, "ratings_per_item": round(per_output, 3),
-                "systems": self.systems, "assignment": "pilot", "presentation": "pilot", "source": self.source}
+        outputs = self.items * self.systems
+        cells = len(set(zip(lay.worker.tolist(), lay.item.tolist(), lay.system.tolist())))
+        rec = {"items": self.items, "workers": lay.n_workers, "ratings_per_item": round(cells / outputs, 3),
+               "systems": self.systems, "assignment": "pilot", "presentation": "pilot", "source": self.source}
+        if cells < lay.size:
+            rec["ratings_per_output"] = round(lay.size / outputs, 3)
+        return rec
 
     def key(self) -> list[Any]:
         import hashlib
@@ -282,6 +354,11 @@ class PilotDesign:
         units = len(set(zip(lay.item.tolist(), lay.worker.tolist())))
         return {"ratings": float(lay.size), "assignments": float(units), "workers_used": float(lay.n_workers)}
 
+
+#: the budget search's default space: items on a log grid, pools of workers, ratings per item (k)
+BUDGET_ITEMS = (50, 100, 200, 400, 800, 1600, 3200)
+BUDGET_WORKERS = (3, 10, 30, 100)
+BUDGET_RATINGS_PER_ITEM = (1, 2, 3, 4, 5)
 
 DESIGN_FIELDS = ("items", "workers", "ratings_per_item", "systems", "assignment", "presentation", "items_per_hit",
                  "missing", "workload")

@@ -218,6 +218,9 @@ def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str
         raise InputError(f"{p}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
     if isinstance(doc, dict) and doc.get("schema") == SET_SCHEMA:
         choices = doc.get("comparisons") or {}
+        shared = _shared_model(choices)
+        if shared is not None and comparison in (None, *choices):
+            return shared
         if comparison is None:
             raise InputError(f"{p} holds several comparisons against {doc.get('baseline')!r}: "
                              f"choose one with --comparison ({', '.join(choices)})")
@@ -227,6 +230,26 @@ def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str
     if comparison is not None and isinstance(doc, dict) and (doc.get("provenance") or {}).get("system") not in (None, comparison):
         raise InputError(f"{p} holds only the comparison {doc['provenance']['system']!r}")
     return doc
+
+
+def _shared_model(choices: Any) -> dict[str, Any] | None:
+    """The one model of a set whose gaussian comparisons differ only in their means (the coding-invariant
+    fit of several systems: every pair has the same SDs), or None: every comparison, or none, then
+    plans with the same parameters and random stream, the intercept being the baseline's mean."""
+    docs = list(choices.values()) if isinstance(choices, dict) else []
+    means = ("name", "intercept", "effect", "provenance")
+    if not docs or not all(isinstance(d, dict) and d.get("family", "gaussian") == "gaussian" for d in docs):
+        return None
+    if any({k: v for k, v in d.items() if k not in means} != {k: v for k, v in docs[0].items() if k not in means}
+           for d in docs[1:]):
+        return None
+    first = docs[0]
+    try:
+        baseline = float(first["intercept"]) - float(first.get("effect") or 0.0) / 2
+    except (KeyError, TypeError, ValueError):
+        return None
+    return {**first, "intercept": baseline, "effect": None,
+            "name": f"{', '.join(choices)} vs the baseline (shared SDs)"}
 
 
 def load_params(path: str | Path, comparison: str | None = None) -> LikertParams:
@@ -268,7 +291,8 @@ class H2HParams:
     """Head-to-head GLMM parameters: worker and item SDs on the log-odds scale.
 
     ``intercept`` is a fitted log-odds that B beats A (kept for reference; plans
-    choose their own effect).
+    choose their own effect). ``p_tie``: the pilot's share of ties, ``ties``: how the fit treated
+    them (``drop`` or ``split``); the GLMM planner simulates ties at that rate and analyses them so.
     """
 
     sd_worker: float
@@ -277,6 +301,8 @@ class H2HParams:
     name: str = "custom"
     provenance: dict[str, Any] = field(default_factory=dict)
     separation: str | None = None  #: why the fit looked quasi-separated (then the SDs are not usable), or None
+    p_tie: float = 0.0
+    ties: str = "drop"
 
     def __post_init__(self) -> None:
         for key in ("sd_worker", "sd_item"):
@@ -284,6 +310,10 @@ class H2HParams:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"{key} must be a finite number >= 0, got {value!r}")
             check_magnitude(key, value)
+        if isinstance(self.p_tie, bool) or not isinstance(self.p_tie, (int, float)) or not 0 <= self.p_tie < 1:
+            raise InputError(f"p_tie must be a probability in [0, 1), got {self.p_tie!r}")
+        if self.ties not in ("drop", "split"):
+            raise InputError(f"ties must be drop or split, got {self.ties!r}")
 
     @classmethod
     def from_json(cls, doc: Any, source: str = "parameter file", allow_separation: bool = False) -> H2HParams:
@@ -305,7 +335,7 @@ class H2HParams:
         try:
             return cls(sd_worker=doc["sd_worker"], sd_item=doc["sd_item"], intercept=doc.get("intercept"),
                        name=str(doc.get("name", "custom")), provenance=dict(doc.get("provenance") or {}),
-                       separation=separation)
+                       separation=separation, p_tie=doc.get("p_tie", 0.0), ties=doc.get("ties", "drop"))
         except KeyError as exc:
             raise InputError(f"{source}: missing {exc.args[0]}") from None
         except InputError as exc:

@@ -14,8 +14,11 @@ from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out
 SIMS = {("power", "independent"): 10_000, ("power", "glmm"): 500, ("size", "glmm"): 300}
 
 
-P_WIN_HELP = "P(B preferred) among decisive judgments of a typical worker and item"
-TIES_HELP = "ties: drop them, or split each as half a win for each side"
+P_WIN_HELP = ("probability that a judgment prefers B, counting ties in the denominator: p_win + p_tie + p_lose = 1 "
+              "(the effect is p_win - p_lose)")
+P_TIE_HELP = "probability of a tie (a GLMM design with --params: the parameter file's, from the pilot)"
+TIES_HELP = ("ties: drop them, or split each as half a win for each side (a GLMM design with --params: as the "
+             "pilot was fitted)")
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -27,9 +30,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
                            description=f"Power, Type-S and Type-M. Grid options take {RANGE_HELP}.")
     hpow.add_argument("--n", type=number_list(positive, "--n"), nargs="+", help="independent judgments (a count)")
     hpow.add_argument("--p-win", type=number_list(finite_float, "--p-win"), nargs="+", help=P_WIN_HELP)
-    hpow.add_argument("--p-tie", type=number_list(finite_float, "--p-tie"), nargs="+", default=[[0.0]],
-                      help="probability of a tie")
-    hpow.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
+    hpow.add_argument("--p-tie", type=number_list(finite_float, "--p-tie"), nargs="+", help=P_TIE_HELP)
+    hpow.add_argument("--ties", choices=TIE_POLICIES, help=TIES_HELP)
     hpow.add_argument("--method", choices=("exact", "simulate", "lme4"), default=None,
                       help="exact or simulate (independent judgments; default exact), lme4 (GLMM, the default there)")
     _add_mixed(hpow, many=True, sims=f"default {SIMS['power', 'independent']} independent (--method simulate), "
@@ -41,8 +43,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
     hsize = hsub.add_parser("size", help="smallest n (independent) or number of items (GLMM) for a target power")
     hsize.add_argument("--p-win", type=finite_float, help=P_WIN_HELP)
-    hsize.add_argument("--p-tie", type=finite_float, default=0.0, help="probability of a tie")
-    hsize.add_argument("--ties", choices=TIE_POLICIES, default="drop", help=TIES_HELP)
+    hsize.add_argument("--p-tie", type=finite_float, help=P_TIE_HELP)
+    hsize.add_argument("--ties", choices=TIE_POLICIES, help=TIES_HELP)
     add_target_power(hsize)
     _add_mixed(hsize, many=False, sims=f"GLMM; default {SIMS['size', 'glmm']}")
     add_assurance_options(hsize, solve=True)
@@ -72,7 +74,8 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool, sims: str) -> None:
     g.add_argument("--judgments-per-item", type=number_list(positive, "--judgments-per-item") if many else positive,
                    nargs=nargs, help="workers judging each item (default: all)")
     g.add_argument("--effect", type=number_list(finite_float, "--effect") if many else finite_float, nargs=nargs,
-                   help="P(B preferred) for a typical worker and item (a probability; shown as log-odds)")
+                   help="P(B preferred) in a decisive (non-tied) judgment for a typical worker and item (a "
+                        "probability; shown as log-odds)")
     g.add_argument("--log-odds", type=number_list(finite_float, "--log-odds") if many else finite_float,
                    nargs=nargs, help="the effect as log-odds instead of --effect")
     if many:
@@ -90,10 +93,16 @@ def _h2h_params(args: argparse.Namespace) -> Any:
     if args.params:
         if args.sd_worker is not None or args.sd_item is not None:
             raise InputError("give --params or --sd-worker/--sd-item, not both")
+        if args.p_tie is not None or args.ties is not None:
+            raise InputError("the parameter file carries the pilot's tie rate and policy: drop --p-tie/--ties")
         return load_h2h_params(args.params, args.comparison, allow_separation=args.force)
     if args.sd_worker is None or args.sd_item is None:
         raise InputError("a GLMM design needs --params FILE or both --sd-worker and --sd-item")
-    return H2HParams(args.sd_worker, args.sd_item, name="command-line")
+    p_tie = flatten(args.p_tie) if isinstance(args.p_tie, list) else [args.p_tie]
+    if len(p_tie) > 1:
+        raise InputError("a GLMM design takes one --p-tie")
+    return H2HParams(args.sd_worker, args.sd_item, name="command-line", p_tie=p_tie[0] or 0.0,
+                     ties=args.ties or "drop")
 
 
 def _is_mixed(args: argparse.Namespace) -> bool:
@@ -137,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
             if args.p_win is None:
                 raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")
             more = assurance_kwargs(args, draws, solve=True)
-            r = h.h2h_sample_size(args.p_win, args.p_tie, args.target_power, args.ties, args.alpha, **more,
+            r = h.h2h_sample_size(args.p_win, args.p_tie or 0.0, args.target_power, args.ties or "drop", args.alpha,
+                                  **more,
                                   **({"seed": args.seed} if more else {}))
         emit_solve(r, args)
         return 0
@@ -153,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
             if effects is not None and odds is not None:
                 raise InputError("give the effect as --effect (a probability) or --log-odds, not both")
             log_odds = odds if odds is not None else [h.effect_to_log_odds(p, None) for p in effects]
-            table = h.h2h_mixed_power(_h2h_params(args), flatten(args.workers), flatten(args.items), log_odds,
+            params = _h2h_params(args)
+            table = h.h2h_mixed_power(params, flatten(args.workers), flatten(args.items), log_odds,
                                       flatten(args.judgments_per_item) or [None], args.test, args.alpha,
                                       args.sims or SIMS["power", "glmm"], args.seed, args.jobs, bar,
                                       store=args.store, target_power=args.target_power,
@@ -163,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             if not args.n or not args.p_win:
                 raise InputError("give --n and --p-win (independent judgments) or --params/--workers (GLMM)")
-            table = h.h2h_power(flatten(args.n), flatten(args.p_win), flatten(args.p_tie), args.ties,
+            table = h.h2h_power(flatten(args.n), flatten(args.p_win), flatten(args.p_tie) or [0.0], args.ties or "drop",
                                 args.method or "exact", args.alpha,
                                 args.sims or SIMS["power", "independent"], args.seed, args.jobs, bar,
                                 target_power=args.target_power, **assurance_kwargs(args, draws))
@@ -174,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         columns = [c for c in columns if c not in ("power", "ci_low", "ci_high", "type_s", "type_m", "n_failed",
                                                    "n_singular", "n_warnings")] + COLUMNS
     if _is_mixed(args) and not args.json:
-        print("effect: log-odds that B is preferred (p_win: the same as a probability)")
+        print(h.mixed_effect_note(params))
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_h2h_power

@@ -11,6 +11,7 @@ import argparse
 import math
 from typing import Any
 
+from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS
 from ..errors import InputError
 from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
 from .assurance_options import add_assurance_options, assurance_kwargs, draws_from_args
@@ -59,13 +60,20 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
     budget = lsub.add_parser("budget", help="cheapest design reaching a target power (items x workers x k x h)",
                              description="Searches items x workers x ratings per item x items per HIT, cheapest "
-                                         f"design first, for the first that reaches the target power. {RANGE_HELP}.")
-    budget.add_argument("--items", type=number_list(positive, "--items"), nargs="+", required=True,
-                        help="items to consider")
-    budget.add_argument("--workers", type=number_list(positive, "--workers"), nargs="+", required=True,
-                        help="sizes of the worker pool to consider")
+                                         "design first (of designs differing only in the pool and costing the same, "
+                                         "the largest pool: never less powerful), for the first that "
+                                         "reaches the target power, within --budget when given. Without "
+                                         "--items/--workers/--ratings-per-item the search space is items "
+                                         f"{', '.join(map(str, BUDGET_ITEMS))} x pools of "
+                                         f"{', '.join(map(str, BUDGET_WORKERS))} workers x k = "
+                                         f"{', '.join(map(str, BUDGET_RATINGS_PER_ITEM))}. {RANGE_HELP}.")
+    budget.add_argument("--items", type=number_list(positive, "--items"), nargs="+",
+                        help=f"items to consider (default: {' '.join(map(str, BUDGET_ITEMS))})")
+    budget.add_argument("--workers", type=number_list(positive, "--workers"), nargs="+",
+                        help=f"sizes of the worker pool to consider (default: {' '.join(map(str, BUDGET_WORKERS))})")
     budget.add_argument("--ratings-per-item", type=number_list(positive, "--ratings-per-item"), nargs="+",
-                        required=True, help="distinct workers per item (within) or per output (between) to consider")
+                        help="distinct workers per item (within) or per output (between) to consider (default: "
+                             f"{' '.join(map(str, BUDGET_RATINGS_PER_ITEM))}; never more than the pool)")
     budget.add_argument("--items-per-hit", type=number_list(positive, "--items-per-hit"), nargs="+", default=[[1]],
                         help="items (within) or outputs (between) per HIT to consider")
     budget.add_argument("--effect", type=finite_float, required=True, help=EFFECT_HELP)
@@ -110,7 +118,7 @@ def _add_design_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--systems", type=positive, default=2, help="systems compared (the pair of interest is the "
                    "first and the last unless --pair)")
     g.add_argument("--assignment", choices=("crossed", "balanced", "random"),
-                   help="crossed (k = workers), balanced (cyclic, even workloads) or random (k of the pool drawn "
+                   help="crossed (k = workers), balanced (even workloads; between outputs every worker rates every system as evenly as possible) or random (k of the pool drawn "
                         "per item in every simulated study) (default: crossed when k = workers, else balanced)")
     g.add_argument("--presentation", choices=("within", "between"), default="within",
                    help="within: an item's workers rate every system's output of it; between: each (item, system) "
@@ -126,6 +134,10 @@ def _add_design_options(p: argparse.ArgumentParser) -> None:
                    help="with --design-from/--workload-from: keep only these rows (e.g. dimension=coherence)")
     g.add_argument("--pilot-systems", nargs="+", metavar="SYSTEM",
                    help="with --design-from: the systems to plan for, the first being A (default: all, sorted)")
+    g.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
+                   help="with --design-from: several ratings of one (worker, item, system) are refused (default), "
+                        "averaged (planned as one rating per cell, the pilot's true k) or kept (planned as "
+                        "independent ratings), as in `fit` and `analyze`")
 
 
 def _add_params_options(p: argparse.ArgumentParser) -> None:
@@ -222,11 +234,14 @@ def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
         kw["pair"] = (args.pair[0] - 1, args.pair[1] - 1)
     if (args.where or args.pilot_systems) and not (args.design_from or args.workload_from):
         raise InputError("--where and --pilot-systems go with --design-from or --workload-from")
+    if args.duplicates != "error" and not args.design_from:
+        raise InputError("--duplicates goes with --design-from")
     if args.design_from:
         from ..designs import PilotDesign
 
         frame = _pilot_frame(args.design_from, args.where)
-        kw["design_from"] = PilotDesign.from_ratings(frame, systems=args.pilot_systems, source=args.design_from)
+        kw["design_from"] = PilotDesign.from_ratings(frame, systems=args.pilot_systems, source=args.design_from,
+                                                     duplicates=args.duplicates)
     if args.workload_from:
         counts = _pilot_frame(args.workload_from, args.where)["worker"].value_counts()
         kw["workload"] = tuple(float(c) for c in counts)
@@ -374,12 +389,36 @@ def _mde(args: argparse.Namespace) -> int:
     if items is None or workers is None:
         raise InputError("give --workers and --items (or --design-from)")
     with ProgressBar() as bar:
-        result = likert_mde(params_from_args(args), workers, items, target_power=args.target_power,
+        params = params_from_args(args)
+        result = likert_mde(params, workers, items, target_power=args.target_power,
                             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed,
                             jobs=args.jobs, progress=bar, ratings_per_item=args.ratings_per_item,
                             items_per_hit=args.items_per_hit, **design)
+    if not args.json:
+        print(_mde_header(params, design, args, result))
     emit_solve(result, args)
     return 0
+
+
+def _mde_header(params: Any, design: dict[str, Any], args: argparse.Namespace, result: Any) -> str:
+    """What a minimum detectable effect is of: the pair, its scale, the tests and adjustment, the design."""
+    cell = result.at.cell if result.at is not None else {}
+    systems = int(cell.get("systems", design["systems"]))
+    a, b = design.get("pair", (0, systems - 1))
+    scale = getattr(params, "scale", None)
+    unit = f"the [{scale[0]:g}, {scale[1]:g}] scale (ratings rescaled)" if isinstance(params, LikertParams) and \
+        scale else "the parameters' rating scale"
+    family = {"pair": "the pair alone", "baseline": "every system against system 1",
+              "pairs": "all pairs"}[design["compare"]]
+    adjust = "" if design["compare"] == "pair" else f", {design['adjust']}-adjusted"
+    k = cell.get("ratings_per_item")
+    lay = (f"{cell.get('items')} items, {cell.get('workers')} workers, {k} per "
+           f"{'output' if cell.get('presentation') == 'between' else 'item'}, {cell.get('presentation')}, "
+           f"{cell.get('assignment')} assignment" if cell else "")
+    return (f"Minimum detectable effect of {params.name}: system {b + 1} - system {a + 1} of {systems}, difference "
+            f"in mean rating on {unit}; {args.test} test at alpha {args.alpha:g} ({family}{adjust}); "
+            + ("exact (no simulation)" if args.method == "analytic" else
+               f"{args.method} method, {args.sims} simulations, seed {args.seed}") + f"\ndesign: {lay}")
 
 
 def _budget(args: argparse.Namespace) -> int:

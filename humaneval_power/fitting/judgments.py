@@ -69,6 +69,7 @@ def _record(data: PilotData, design: Design, system: str, sub: pd.DataFrame, raw
         "p_win": float(1 / (1 + np.exp(-co.estimate))),
         "sd_worker": float(comps.loc["worker", "sd"]), "sd_item": float(comps.loc["item", "sd"]),
         "singular": raw.singular,
+        "p_tie": float(data.extra.get("p_tie", {}).get(system, 0.0)), "ties": str(data.extra.get("ties", "drop")),
         "intervals": {f"sd_{g}": [float(comps.loc[g, "lower"]), float(comps.loc[g, "upper"])] for g in ("worker", "item")},
     }
     if "p_direction" in raw.coefficients:  # a posterior: no p-value, but P(direction) and a credible interval

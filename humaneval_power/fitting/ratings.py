@@ -60,6 +60,23 @@ def _check_spread(frame: pd.DataFrame, what: str) -> None:
             raise InputError(f"only one {role} in the {what}: a crossed model needs at least two {role}s")
 
 
+def duplicates_note(frame: pd.DataFrame, keys: Sequence[str], duplicates: str) -> str | None:
+    """What the ``duplicates`` policy does with ratings sharing a (worker, item, system): None when
+    there are none; an InputError under ``error``; else a note (``average``: the caller averages them,
+    ``keep``: kept, the model then treats them as independent errors)."""
+    check_choice("duplicates policy", duplicates, DUPLICATE_POLICIES)
+    dup = frame.duplicated(list(keys), keep=False)
+    if not dup.any():
+        return None
+    n_cells = int(frame[dup].groupby(list(keys)).ngroups)
+    example = frame[dup].iloc[0]
+    msg = (f"{int(dup.sum())} ratings share a (worker, item, system) with another rating ({n_cells} cells, "
+           f"e.g. {'/'.join(str(example[k]) for k in keys)})")
+    if duplicates == "error":
+        raise InputError(msg + "; use --duplicates average or --duplicates keep")
+    return msg + (" (averaged)" if duplicates == "average" else " (kept as repeated ratings)")
+
+
 def read_ratings(
     source: str | Path | pd.DataFrame,
     worker: str | None = None,
@@ -121,17 +138,11 @@ def read_ratings(
         notes.append(f"scores rescaled from [{lo:g}, {hi:g}] to [0, 1]")
     check_scores(frame["score"], cols["score"], frame["system"])
     keys = ["worker", "item", "system"]
-    dup = frame.duplicated(keys, keep=False)
-    if dup.any():
-        n_cells = int(frame[dup].groupby(keys).ngroups)
-        example = frame[dup].iloc[0]
-        msg = (f"{int(dup.sum())} ratings share a (worker, item, system) with another rating ({n_cells} cells, "
-               f"e.g. {example['worker']}/{example['item']}/{example['system']})")
-        if duplicates == "error":
-            raise InputError(msg + "; use --duplicates average or --duplicates keep")
+    note = duplicates_note(frame, keys, duplicates)
+    if note:
         if duplicates == "average":
             frame = frame.groupby(keys, as_index=False, sort=False)["score"].mean()
-        notes.append(msg + f" ({'averaged' if duplicates == 'average' else 'kept as repeated ratings'})")
+        notes.append(note)
     return PilotData(frame.reset_index(drop=True), order, "gaussian", name, digest, tuple(notes),
                      scale=(float(scale[0]), float(scale[1])) if scale else None)
 
@@ -220,4 +231,6 @@ def read_judgments(
     n_ties = int(is_tie.sum())
     notes = [f"{n_ties} of {len(f)} judgments are ties, "
              + ("dropped" if ties == "drop" else "each split into half a win and half a loss (weighted likelihood)")]
-    return PilotData(frame, order, "binomial", name, digest, tuple(notes), extra={"ties": ties})
+    p_tie = pd.Series(is_tie, index=f.index).groupby(f["system"]).mean()  # per comparison, before dropping
+    return PilotData(frame, order, "binomial", name, digest, tuple(notes),
+                     extra={"ties": ties, "p_tie": {str(k): float(v) for k, v in p_tie.items()}})

@@ -367,6 +367,7 @@ class FitResult:
                 "intercept": rec["effect"],
                 "sd_worker": rec["sd_worker"],
                 "sd_item": rec["sd_item"],
+                **({"p_tie": rec["p_tie"], "ties": rec["ties"]} if "p_tie" in rec else {}),
                 "separation": rec["separation"],
                 **({"separation_reason": rec["separation_reason"]} if rec["separation"] else {}),
                 "provenance": prov,

@@ -62,12 +62,21 @@ hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
 # Logistic GLMM y ~ 1 + (1 | worker) + (1 | item) fitted to every column of Y.
 # Returns an S x 6 matrix: estimate, se, p_lrt (NA unless lrt), singular, failed, warned.
 # The LRT compares with the model whose intercept is fixed at 0 (log-odds 0: no preference).
+# A judgment's y is 1 (B won), 0 (lost), NA (a dropped tie) or 1/2 (a split tie: half a win and half a
+# loss, the weighted likelihood of fit.R: cbind(2y, 2 - 2y) at prior weight 1/2).
 hepower_refit_glmm <- function(data, Y, lrt) {
   .hepower_loop(data, Y, c("estimate", "se", "p_lrt", "singular"), function(d) {
-    m <- lme4::glmer(y ~ 1 + (1 | worker) + (1 | item), data = d, family = binomial)
+    glmm <- function(f) {
+      if (!any(d$y == 0.5, na.rm = TRUE)) return(lme4::glmer(f, data = d, family = binomial))
+      d$hepower_s2 <- 2 * d$y
+      d$hepower_half <- rep(0.5, nrow(d))
+      lme4::glmer(update(f, cbind(hepower_s2, 2 - hepower_s2) ~ .), data = d, family = binomial,
+                  weights = hepower_half)
+    }
+    m <- glmm(y ~ 1 + (1 | worker) + (1 | item))
     p <- NA_real_
     if (lrt) {
-      m0 <- lme4::glmer(y ~ 0 + (1 | worker) + (1 | item), data = d, family = binomial)
+      m0 <- glmm(y ~ 0 + (1 | worker) + (1 | item))
       stat <- max(2 * (as.numeric(logLik(m)) - as.numeric(logLik(m0))), 0)
       p <- pchisq(stat, df = 1, lower.tail = FALSE)
     }

@@ -7,10 +7,14 @@ Power by exact summation (``exact``) or simulation (``simulate``).
 
 Repeated judgments (:class:`MixedJudgments`): W workers, I items, each item
 judged by k workers (item i by workers i*k .. i*k + k - 1 mod W; k = W is fully
-crossed); logit P(B preferred) = b0 + u[worker] + v[item] with SDs from a
-parameter file. Effect = b0 (log-odds for a typical worker and item);
-``--effect`` gives it as that probability. Tests: glmer Wald ``z`` or ``lrt``
-(against b0 = 0), simulated and refitted with lme4 inside R.
+crossed); each judgment is a tie with probability p_tie (the parameter file's,
+from the pilot), else logit P(B preferred) = b0 + u[worker] + v[item] with SDs
+from a parameter file. Effect = b0 (log-odds that B wins a decisive judgment,
+for a typical worker and item); ``--effect`` gives it as that probability.
+Ties are analysed as the pilot's fit did: dropped, or split (half a win, half a
+loss: the analysed log-odds is then logit((1 - p_tie) p + p_tie / 2), towards 0,
+and Type-M is relative to it). Tests: glmer Wald ``z`` or ``lrt`` (against 0),
+simulated and refitted with lme4 inside R.
 """
 from __future__ import annotations
 
@@ -222,7 +226,11 @@ class MixedJudgments:
 
     @property
     def effect(self) -> float:
-        return self.log_odds
+        """The log-odds the analysis estimates: b0, or with split ties that of the mean score."""
+        pt = self.params.p_tie
+        if self.params.ties == "drop" or pt == 0:
+            return self.log_odds
+        return _logit((1 - pt) / (1 + math.exp(-self.log_odds)) + pt / 2)
 
     @property
     def k(self) -> int:
@@ -235,12 +243,15 @@ class MixedJudgments:
         return self.items * self.k * 8 * 20
 
     def cell(self) -> dict[str, Any]:
+        ties = {"p_tie": self.params.p_tie, "ties": self.params.ties} if self.params.p_tie else {}
         return {"workers": self.workers, "items": self.items, "judgments_per_item": self.k,
-                "effect": self.log_odds, "p_win": 1 / (1 + math.exp(-self.log_odds)),
+                "effect": self.effect, "p_win": 1 / (1 + math.exp(-self.log_odds)), **ties,
                 "method": self.method, "test": self.test, "alpha": self.alpha}
 
     def stream_key(self) -> str:
-        return json.dumps(["h2h-glmm", self.workers, self.items, self.k, self.params.sd_worker, self.params.sd_item])
+        ties = [self.params.p_tie] if self.params.p_tie else []  # not the policy: drop and split see the same studies
+        return json.dumps(["h2h-glmm", self.workers, self.items, self.k, self.params.sd_worker, self.params.sd_item,
+                           *ties])
 
     def design(self) -> tuple[np.ndarray, np.ndarray]:
         """(worker, item) indices of every judgment: item i by workers i*k .. i*k+k-1 (mod W)."""
@@ -256,6 +267,8 @@ class MixedJudgments:
         v = rng.normal(0, self.params.sd_item, (n, self.items))
         eta = self.log_odds + u[:, w] + v[:, i]
         y = (rng.random(eta.shape) < 1 / (1 + np.exp(-eta))).astype(float)
+        if self.params.p_tie:
+            y[rng.random(eta.shape) < self.params.p_tie] = np.nan if self.params.ties == "drop" else 0.5
         res = refit_glmm_many({"worker": w + 1, "item": i + 1}, y.T, lrt=self.test == "lrt")
         est, se = res["estimate"].to_numpy(), res["se"].to_numpy()
         p = res["p_lrt"].to_numpy() if self.test == "lrt" else 2 * stats.norm.sf(np.abs(est / se))
@@ -264,6 +277,17 @@ class MixedJudgments:
 
     def exact(self) -> None:
         return None
+
+
+def mixed_effect_note(params: H2HParams) -> str:
+    """What a GLMM plan's effect columns mean, with the ties it simulates."""
+    if not params.p_tie:
+        return "effect: log-odds that B is preferred (p_win: the same as a probability); no ties"
+    how = ("dropped before the fit" if params.ties == "drop" else
+           "split as half a win and half a loss; effect: the log-odds of the mean score, logit((1 - p_tie) p_win + "
+           "p_tie/2), which the split analysis estimates")
+    return (f"p_win: P(B preferred) in a decisive judgment for a typical worker and item; ties: {params.p_tie:.3g} "
+            f"of the judgments, {how}" + ("; effect: log-odds of p_win" if params.ties == "drop" else ""))
 
 
 def effect_to_log_odds(p_win: float | None, log_odds: float | None) -> float:

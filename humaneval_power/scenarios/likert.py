@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
-from ..designs import Costs, check_budget
+from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, check_budget
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
 from ..executors import using
@@ -237,9 +237,9 @@ def likert_mde(
 def likert_budget(
     params: Params,
     effect: float,
-    items: Sequence[int],
-    workers: Sequence[int],
-    ratings_per_item: Sequence[int],
+    items: Sequence[int] | None = None,
+    workers: Sequence[int] | None = None,
+    ratings_per_item: Sequence[int] | None = None,
     items_per_hit: Sequence[int] = (1,),
     costs: Costs | None = None,
     budget: float | None = None,
@@ -256,11 +256,15 @@ def likert_budget(
     target_assurance: float | None = None,
     **design: Any,
 ) -> tuple[pd.DataFrame, SolveResult]:
-    """The cheapest design reaching the target power among items x workers x k x h within ``budget``.
+    """The cheapest design reaching the target power among items x workers x k x h within ``budget``
+    (by default items ``BUDGET_ITEMS``, pools ``BUDGET_WORKERS``, k ``BUDGET_RATINGS_PER_ITEM``).
 
     Designs are evaluated in order of cost, cheapest first, a few at a time; the
     search stops after the first round holding a design that reaches the target
-    (every cheaper design has been evaluated by then). Returns the evaluated
+    (every cheaper design has been evaluated by then). With ``n_sims >= 500`` each
+    round is first screened with ``n_sims // 10`` studies: a design whose upper 95%
+    bound falls short of the target is settled there (its record says so in
+    ``n_sims``), the others are run in full. Returns the evaluated
     designs (the cost-power frontier, one row each, with ``cost``) and the answer
     as a :class:`SolveResult` over ``cost``: ``value`` the cheapest cost reaching
     the target, ``high`` the cheapest whose lower 95% bound reaches it (the
@@ -279,8 +283,8 @@ def likert_budget(
     if assurance is not None and target_assurance is not None:
         target_power = target_assurance
     cells = []
-    for i, w, k, h in itertools.product(as_list(items), as_list(workers), as_list(ratings_per_item),
-                                        as_list(items_per_hit)):
+    for i, w, k, h in itertools.product(as_list(items or BUDGET_ITEMS), as_list(workers or BUDGET_WORKERS),
+                                        as_list(ratings_per_item or BUDGET_RATINGS_PER_ITEM), as_list(items_per_hit)):
         units = i * (design.get("systems", 2) if design.get("presentation") == "between" else 1)
         if (k is not None and k > w) or h > units:
             continue
@@ -292,23 +296,49 @@ def likert_budget(
         what = f"the budget of {budget:g}" if budget is not None else "the search range"
         raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers, "
                          "or every items per HIT the items)")
-    cells.sort(key=lambda c: (c[0], c[1].design.items))
+    cells = _largest_pools(cells)
     results: list[PowerResult] = []
-    total = len(cells) * n_sims
+    screen = n_sims // 10 if assurance is None and n_sims >= 500 else n_sims
+    total = len(cells) * screen
     with using(jobs) as executor:  # one set of workers (and their R) for the whole search
         for start in range(0, len(cells), 4):
-            done = len(results) * n_sims
+            batch = [c for _, c in cells[start:start + 4]]
+            for n in sorted({screen, n_sims}):  # a screening run, then the full one for the survivors
+                done = len(results) * screen
 
-            def report(d: int, t: int, label: str = "", done: int = done) -> None:
-                if progress is not None:
-                    progress(done + d, total, f"budget search ({len(cells)} designs, cheapest first): {label}")
+                def report(d: int, t: int, label: str = "", done: int = done) -> None:
+                    if progress is not None:
+                        progress(min(done + d, total), total,
+                                 f"budget search ({len(cells)} designs, cheapest first): {label}")
 
-            results += run_cells([c for _, c in cells[start:start + 4]], n_sims, seed=seed, jobs=executor,
-                                 progress=report)
+                runs = run_cells(batch, n, seed=seed, jobs=executor, progress=report)
+                if n < n_sims:  # designs whose upper 95% bound falls short are settled with the screening run
+                    results += [r for r in runs if r.ci_high < target_power]
+                    batch = [c for c, r in zip(batch, runs) if r.ci_high >= target_power]
+                    if not batch:
+                        break
+                else:
+                    results += runs
             if any(r.power >= target_power for r in results):
                 break
+    if screen < n_sims:  # screened and full runs back in order of cost
+        results.sort(key=lambda r: (r.cell["cost"], r.cell["items"], -r.cell["workers"]))
     table = pd.DataFrame([r.record() for r in results])
     return table, _cheapest(results, target_power, budget, params)
+
+
+def _largest_pools(cells: list[tuple[float, Any]]) -> list[tuple[float, Any]]:
+    """The candidate designs in order of cost, keeping of the designs that differ only in the pool of
+    workers and cost the same (no cost per worker, or the extra workers unused) the largest pool: with
+    the same items, k and HITs, spreading the work over more workers averages their slopes (and,
+    between outputs, their intercepts) over more workers, so a smaller pool is never more powerful."""
+    best: dict[tuple[Any, ...], tuple[float, Any]] = {}
+    for cost, cell in cells:
+        d = cell.design
+        key = (cost, d.items, d.k, d.items_per_hit, d.assignment == "crossed")
+        if key not in best or d.workers > best[key][1].design.workers:
+            best[key] = (cost, cell)
+    return sorted(best.values(), key=lambda c: (c[0], c[1].design.items, -c[1].design.workers))
 
 
 def _cheapest(results: list[PowerResult], target: float, budget: float | None, params: Any) -> SolveResult:
