@@ -109,6 +109,16 @@ def _distributed() -> Any:
     return distributed
 
 
+def _check_address(distributed: Any, address: str) -> None:
+    """Refuse a malformed scheduler address before a ``Client`` is built: one that fails to parse
+    inside ``Client()`` is left half-started, and its ``__del__`` then hangs 20 s and prints a traceback."""
+    try:
+        distributed.comm.get_address_host_port(address)
+    except ValueError as exc:
+        raise InputError(f"not a Dask scheduler address: {address!r} ({exc}); "
+                         "give tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786 or tcp://[::1]:8786") from None
+
+
 _TASK_LOCK = threading.Lock()
 
 
@@ -176,6 +186,7 @@ class DaskExecutor(Executor):
         if client is not None:
             self.client = client
         elif address is not None:
+            _check_address(distributed, address)
             try:
                 self.client = distributed.Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
             except (OSError, TimeoutError, ValueError) as exc:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi", reason="hepower serve needs the serve extra (FastAPI)")
 pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (httpx)")
@@ -239,7 +241,7 @@ def test_presets_and_parameter_upload(client: TestClient) -> None:
     assert client.get("/api/presets").json() == {k: json.loads(json.dumps(p.to_json())) for k, p in PRESETS.items()}
     r = client.post("/api/params", files={"file": ("pilot.json", json.dumps(FIT_DOC).encode())})
     assert r.status_code == 200 and r.json() == {"params": FIT_DOC, "filename": "pilot.json"}
-    for content, expected in [(b"{", "malformed JSON"), (b'{"schema": "x"}', "not a Likert parameter file"),
+    for content, expected in [(b"{", "is not JSON"), (b'{"schema": "x"}', "not a Likert parameter file"),
                               (json.dumps({**FIT_DOC, "sd_residual": -1}).encode(), "sd_residual must be >= 0"),
                               (json.dumps({"schema": "humaneval-power/h2h-params", "family": "binomial"}).encode(),
                                "head-to-head (binomial)")]:
@@ -281,3 +283,45 @@ def test_serve_defaults_to_localhost_and_help_stays_light() -> None:
             "print(sorted(m for m in ('fastapi', 'uvicorn', 'pandas', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+# ------------------------------------------------------------------ issue 24, item 12
+
+@pytest.mark.parametrize("doc", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 5000 + b"1" + b"}" * 5000,
+                                 b'{"n": ' + b"[" * 40 + b"]" * 40 + b"}"], ids=["list-100000", "object-5000", "list-40"])
+def test_a_deeply_nested_body_is_422_not_500(client: TestClient, doc: bytes) -> None:
+    """Python's JSON parser recurses: a deep body raised RecursionError (HTTP 500, a traceback, a reset)."""
+    for url in ("/api/h2h_power", "/api/jobs/h2h_power", "/api/command/h2h_power"):
+        r = client.post(url, content=doc, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "nests arrays or objects deeper than 32 levels" in r.json()["detail"], r.text
+    r = client.post("/api/params", files={"file": ("deep.json", doc)})
+    assert r.status_code == 422 and r.json()["detail"].startswith("deep.json nests arrays"), r.text
+
+
+def test_host_names_are_case_insensitive_and_parsed_strictly() -> None:
+    from humaneval_power.cli.serve import LOCAL_HOSTS
+
+    with TestClient(create_app(warm_up=False, hosts=LOCAL_HOSTS), base_url="http://127.0.0.1:8000") as c:
+        for host in ("LOCALHOST", "LocalHost:8000", "[::1]", "[::1]:", "127.0.0.1:65535"):
+            assert c.get("/api", headers={"host": host}).status_code == 200, host
+        for host in ("[::1]evil.com", "[::1]:8000evil.com", "[::1]]", "[::1]:80:80", "localhost.evil.com",
+                     "localhost@evil.com", "evil.com:localhost", "127.0.0.1:8000:1", "[::1", "", " localhost"):
+            r = c.get("/api", headers={"host": host})
+            assert r.status_code == 400 and "this server answers only for" in r.json()["detail"], host
+
+
+_PIECES = ["localhost", "LocalHost", "LOCALHOST", "127.0.0.1", "[::1]", "::1", "[", "]", ":", "8000", "evil.com",
+           ".", "@", "/", " ", "\t", "x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=5).map("".join))
+def test_only_loopback_names_with_an_optional_port_are_answered(header: str) -> None:
+    """A Host header is answered on localhost iff it is a loopback name (any case) with an optional :port."""
+    import re
+
+    from humaneval_power.cli.serve import LOCAL_HOSTS
+    from humaneval_power.serve.app import _host_name
+
+    loopback = re.fullmatch(r"(127\.0\.0\.1|localhost|\[::1\])(:[0-9]*)?", header, re.IGNORECASE) is not None
+    assert (_host_name(header) in LOCAL_HOSTS) == loopback, header

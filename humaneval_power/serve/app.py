@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
@@ -85,10 +86,7 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
         from ..params import LikertParams, strict_json
 
         name = file.filename or "uploaded file"
-        try:
-            doc = json.loads(await file.read())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"{name}: malformed JSON ({exc})") from None
+        doc = _json(await file.read(), name)
         if isinstance(doc, dict) and doc.get("family") == "binomial":
             raise InputError(f"{name} holds head-to-head (binomial) parameters; the Likert planner needs a "
                              "gaussian fit")
@@ -144,13 +142,33 @@ async def _kwargs(request: Request) -> Any:
     """The request's JSON object of keyword arguments."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise InputError("send the keyword arguments as a JSON object (Content-Type: application/json)")
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"the request body is not JSON ({exc})") from None
+    body = _json(await request.body() or b"{}", "the request body")
     if not isinstance(body, dict):
         raise InputError("send the keyword arguments as a JSON object")
     return body
+
+
+#: deepest nesting of arrays and objects a JSON document sent to the API may have
+MAX_DEPTH = 32
+
+
+def _json(raw: bytes, name: str) -> Any:
+    """A JSON document, refused (:class:`InputError`) when malformed or nested deeper than
+    :data:`MAX_DEPTH` (Python's parser recurses: a deep one raised RecursionError, HTTP 500)."""
+    deep = InputError(f"{name} nests arrays or objects deeper than {MAX_DEPTH} levels")
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{name} is not JSON ({exc})") from None
+    except RecursionError:
+        raise deep from None
+    level, depth = [doc], 0
+    while level:  # breadth first, level by level: no recursion
+        level = [v for c in level if isinstance(c, (dict, list)) for v in (c.values() if isinstance(c, dict) else c)]
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise deep
+    return doc
 
 
 def _error(status: int, message: Any) -> JSONResponse:
@@ -202,9 +220,15 @@ class Guard:
                 await _send_error(send, 413, message)
 
 
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\[\]:@/\s]*)(?::[0-9]*)?")
+
+
 def _host_name(header: str) -> str:
-    """The host of a Host header, without its port ("[::1]:8000" -> "[::1]")."""
-    return header.split("]")[0] + "]" if header.startswith("[") else header.rsplit(":", 1)[0]
+    """The host of a Host header, lower-case and without its port ("[::1]:8000" -> "[::1]",
+    "LOCALHOST" -> "localhost"); the whole header when it is not ``host[:port]`` (an IPv6 literal
+    in brackets must be the whole host: "[::1]evil.com" is no loopback name)."""
+    match = _HOST.fullmatch(header)
+    return match.group(1).lower() if match else header.lower()
 
 
 class _TooLarge(Exception):
