@@ -325,3 +325,46 @@ def test_only_loopback_names_with_an_optional_port_are_answered(header: str) -> 
 
     loopback = re.fullmatch(r"(127\.0\.0\.1|localhost|\[::1\])(:[0-9]*)?", header, re.IGNORECASE) is not None
     assert (_host_name(header) in LOCAL_HOSTS) == loopback, header
+
+
+# ------------------------------------------------------------------ issue 24, item 11
+
+@pytest.mark.slow  # about 7 s: uvicorn, the fork server, a computation started and abandoned
+def test_a_request_whose_client_went_away_is_cancelled_and_frees_its_slot() -> None:
+    """A real uvicorn on loopback: a synchronous request's client disconnects mid-computation. The
+    computation is cancelled within a second or two, and the server (one slot) answers the next request."""
+    import socket
+    import threading
+
+    import httpx
+    import uvicorn
+
+    app = create_app(Limits(max_jobs=1, time_limit=120), warm_up=False)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.05)
+        body = json.dumps(SLOW).encode()
+        conn = socket.create_connection(("127.0.0.1", port))
+        conn.sendall(b"POST /api/likert_power HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        jobs = app.state.jobs
+        while not any(j.done for j in list(jobs.jobs.values())):  # computing
+            assert time.monotonic() < deadline, "the computation did not start"
+            time.sleep(0.05)
+        job = next(iter(jobs.jobs.values()))
+        conn.close()
+        assert job.finished.wait(5) and job.state == "cancelled", job.view()
+        r = httpx.post(f"http://127.0.0.1:{port}/api/h2h_mde", json={"n": 100}, timeout=30)
+        assert r.status_code == 200, r.text
+    finally:
+        server.should_exit = True
+        thread.join(15)
+    assert not thread.is_alive()

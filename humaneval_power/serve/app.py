@@ -117,7 +117,9 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
     @app.post("/api/{function}")
     async def call(function: str, request: Request) -> JSONResponse:
         job = jobs.submit(function, await _kwargs(request))
-        await asyncio.get_running_loop().run_in_executor(None, job.finished.wait, limits.time_limit + 10)
+        if not await _finished_while_connected(job, request, limits.time_limit + 10):
+            jobs.cancel(job)  # its worker slot is free again at once, not at the time limit
+            return _error(499, "the client went away; the computation was cancelled")
         view = job.view()
         if job.state != "done":
             return _error(job.status if job.state != "running" else 504, view.get("detail") or "not finished")
@@ -136,6 +138,21 @@ def _job(jobs: Jobs, job_id: str) -> Any:
     if job is None:
         raise NotFound(f"no job {job_id!r} (finished jobs are kept for a while only)")
     return job
+
+
+#: seconds between checks whether a computation finished or its client went away
+POLL = 0.05
+
+
+async def _finished_while_connected(job: Any, request: Request, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``job``; False as soon as the client has disconnected."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not job.finished.is_set() and loop.time() < end:
+        if await request.is_disconnected():
+            return False
+        await asyncio.sleep(POLL)
+    return True
 
 
 async def _kwargs(request: Request) -> Any:
