@@ -362,3 +362,29 @@ def test_accuracy_simulation_shows_progress(monkeypatch: pytest.MonkeyPatch) -> 
     assert main(["accuracy", "power", "--n", "100", "--delta", "0.02", "--agreement", "0.9", "--method", "simulate",
                  "--sims", "200000", "--json"]) == 0
     assert seen[-1] == (200_000, 200_000) and len(seen) == 3
+
+
+# ------------------------------------------------------------------ issue 24, item 8
+
+@pytest.mark.slow  # a Python importing distributed: 3-10 s
+def test_a_malformed_scheduler_address_is_one_line_at_once() -> None:
+    """``tcp://:::`` failed inside ``distributed.Client()``: the half-built client's ``__del__`` then waited
+    20 s and printed a traceback after the error line (at exit: hence a process of its own)."""
+    pytest.importorskip("distributed")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "humaneval_power.cli", *_SLOW[:-4], "--sims", "10",
+                           "--scheduler", "tcp://:::"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert time.monotonic() - started < 19  # no 20 s wait for the half-built client
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("hepower: error: not a Dask scheduler address: 'tcp://:::'")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("address", ["tcp://host-without-port", "tcp://h:port", "nosuch://h:1", "tcp://[::1"])
+def test_malformed_scheduler_addresses_are_refused_before_connecting(address: str) -> None:
+    pytest.importorskip("distributed")
+    from humaneval_power.executors import from_options
+
+    with pytest.raises(InputError, match=r"^not a Dask scheduler address: .*give tcp://HOST:PORT"):
+        from_options(address, None)
