@@ -388,3 +388,59 @@ def test_malformed_scheduler_addresses_are_refused_before_connecting(address: st
 
     with pytest.raises(InputError, match=r"^not a Dask scheduler address: .*give tcp://HOST:PORT"):
         from_options(address, None)
+
+
+# ------------------------------------------------------------------ issue 24, item 9: resume is the uninterrupted run
+
+def interrupted_and_resumed(argv: list[str], store: Path, sig: int, chunks: int, prefix: list[str] | None = None,
+                            reference: dict[tuple[str, ...], str] | None = None) -> tuple[str, str]:
+    """The ``--json`` output of ``hepower argv`` signalled after its second stored chunk and rerun with its
+    store, and of the same command run uninterrupted (cached in ``reference``). ``prefix``: a command to
+    run the processes under (e.g. ``setarch -R``). ``chunks``: how many the run has."""
+    command = (prefix or []) + [sys.executable, "-m", "humaneval_power.cli", *argv, "--json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(extra: list[str]) -> str:
+        proc = subprocess.run(command + extra, capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    proc = subprocess.Popen(command + ["--store", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        _wait_for(lambda: _lines(store) >= 2 or proc.poll() is not None, 300, "two finished chunks")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), err
+    assert 2 <= _lines(store) < chunks
+    resumed = run(["--store", str(store)])
+    assert _lines(store) == chunks
+    reference = {} if reference is None else reference
+    key = tuple(command)
+    if key not in reference:
+        reference[key] = run([])
+    return resumed, reference[key]
+
+
+_FAST = {"fast": ["likert", "power", "--method", "fast", "--workers", "5", "--items", "40", "--ratings-per-item", "3",
+                  "--effect", "0.2", "--sims", "2000"],  # 10 chunks
+         "randomization": ["bleu", "power", "--n", "300", "--delta", "0.5", "--p0", "0.13", "--b0", "25.8",
+                           "--permutations", "500", "--sims", "4000"]}  # 4 chunks
+_FAST_RUNS: dict[tuple[str, ...], str] = {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+@pytest.mark.parametrize("tier", ["fast", "randomization"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_a_resumed_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: Path, tier: str, sig: int) -> None:
+    """The fast tier and the exact (randomization) test: interrupted after two chunks, resumed, the same bytes."""
+    chunks = 10 if tier == "fast" else 4
+    resumed, uninterrupted = interrupted_and_resumed(_FAST[tier] + ["--seed", "7", "--jobs", "1"], tmp_path / "s.db",
+                                                     sig, chunks, reference=_FAST_RUNS)
+    assert resumed == uninterrupted
