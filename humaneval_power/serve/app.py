@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Sequence
 from fastapi import FastAPI, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.requests import ClientDisconnect
 
 from ..errors import HepowerError, InputError
 from .commands import FUNCTIONS, Limits, arguments, python_snippet, shell_command, to_argv
@@ -62,6 +63,10 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
     @app.exception_handler(Busy)
     async def _busy(request: Request, exc: Busy) -> JSONResponse:
         return _error(429, exc)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> JSONResponse:  # else logged with a traceback
+        return _error(499, "the client went away before sending the whole request")
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
