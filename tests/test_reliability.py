@@ -444,3 +444,22 @@ def test_a_resumed_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: Path, ti
     resumed, uninterrupted = interrupted_and_resumed(_FAST[tier] + ["--seed", "7", "--jobs", "1"], tmp_path / "s.db",
                                                      sig, chunks, reference=_FAST_RUNS)
     assert resumed == uninterrupted
+
+
+def test_a_service_that_is_no_dask_scheduler_is_refused_within_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another service on the port (here one that accepts and never answers, as a web server waiting for its
+    request): ``Client()`` waited about 90 s, failed half-built, and its ``__del__`` hung 20 s more."""
+    pytest.importorskip("distributed")
+    import socket
+
+    from humaneval_power import executors
+
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 1)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(InputError, match=f"^cannot reach the Dask scheduler at {address} "):
+            executors.from_options(address, None)
+        assert time.monotonic() - started < 5
