@@ -379,3 +379,19 @@ def test_a_request_whose_client_went_away_is_cancelled_and_frees_its_slot(caplog
     assert not thread.is_alive()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not errors, [r.getMessage() for r in errors]
+
+
+def test_a_job_nobody_asks_for_is_cancelled_and_frees_its_slot() -> None:
+    """The page runs its computations as jobs and polls them every 40-80 ms: a closed page stops asking."""
+    with TestClient(create_app(Limits(max_jobs=1, abandon_after=0.5), warm_up=False)) as c:
+        job = c.post("/api/jobs/likert_power", json=SLOW).json()
+        assert job["state"] == "running"
+        running = c.app.state.jobs.jobs[job["id"]]  # not through the API: looking would count as asking
+        assert running.finished.wait(10) and running.state == "cancelled", running.view()
+        assert "no client asked for it for 0.5 s" in running.detail
+        assert c.post("/api/h2h_mde", json={"n": 100}).status_code == 200  # the slot is free
+        polled = c.post("/api/jobs/h2h_mde", json={"n": 100}).json()
+        while polled["state"] == "running":  # a job that is polled runs to its end
+            time.sleep(0.1)
+            polled = c.get(f"/api/jobs/{polled['id']}").json()
+        assert polled["state"] == "done"

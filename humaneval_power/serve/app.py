@@ -6,7 +6,8 @@ Endpoints (every error is ``{"detail": "<one line>"}``; bad input is HTTP 422 wi
   limit) and returns ``{"records": [...]}``, the records ``hepower ... --json`` prints (a budget
   search adds ``"designs"``, the evaluated designs), with ``"command"`` and ``"python"``;
 * ``POST /api/jobs/<function>``: the same as a job (HTTP 202); ``GET /api/jobs/<id>`` its state,
-  progress and, once finished, its outcome; ``DELETE /api/jobs/<id>`` cancels it;
+  progress and, once finished, its outcome; ``DELETE /api/jobs/<id>`` cancels it, and so does nobody
+  asking for it for ``Limits.abandon_after`` seconds (a closed page);
 * ``POST /api/command/<function>``: only the equivalent command line and Python snippet;
 * ``GET /api``: the functions, their arguments and the server's limits;
   ``GET /api/presets``: the built-in parameter files; ``POST /api/params``: validate an
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
@@ -156,6 +158,7 @@ async def _finished_while_connected(job: Any, request: Request, timeout: float) 
     while not job.finished.is_set() and loop.time() < end:
         if await request.is_disconnected():
             return False
+        job.last_seen = time.monotonic()  # its client is waiting: not abandoned
         await asyncio.sleep(POLL)
     return True
 
