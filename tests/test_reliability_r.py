@@ -128,3 +128,33 @@ def test_a_resumed_r_tier_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: P
 
 
 _UNINTERRUPTED: dict[tuple[str, ...], str] = {}  #: uninterrupted runs' output, shared by the signals
+
+
+@pytest.mark.r
+@pytest.mark.slow  # 5-10 s on a busy machine
+@pytest.mark.parametrize("tier", ["lme4", "glmm"])
+def test_a_chunk_of_refits_does_not_depend_on_what_r_ran_before(lme4_backend: Any, tier: str) -> None:
+    """The same chunk first, then after two others, in one R process: the same bits (no warm start, cache or
+    other state carried from chunk to chunk; the store's resume relies on it)."""
+    import numpy as np
+
+    from humaneval_power.engine import chunk_seed
+    from humaneval_power.params import H2HParams
+    from humaneval_power.scenarios import crowd
+    from humaneval_power.scenarios.crowd import cell_factory
+    from humaneval_power.scenarios.headtohead import MixedJudgments
+
+    scenario: Any = (cell_factory("card2020-high", method="lme4")(10, 3, effect=0.2) if tier == "lme4" else
+                     MixedJudgments(H2HParams(sd_worker=0.5, sd_item=0.5), 5, 20, 0.6))
+
+    def chunk(j: int) -> list[np.ndarray]:
+        crowd._FITS.clear()  # the crowd scenario's cache of fits would answer the repeat by itself
+        out = scenario.simulate(5, np.random.default_rng(chunk_seed(0, scenario.stream_key(), j)))
+        return [np.asarray(getattr(out, f), float) for f in ("estimate", "significant", "singular", "warned", "df")
+                if getattr(out, f) is not None]
+
+    first = chunk(2)
+    chunk(0)
+    chunk(1)
+    again = chunk(2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again, strict=True))
