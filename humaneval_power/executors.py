@@ -109,6 +109,39 @@ def _distributed() -> Any:
     return distributed
 
 
+def _check_scheduler(distributed: Any, address: str) -> None:
+    """Refuse an address that is malformed or where no Dask scheduler answers within :data:`CONNECT_TIMEOUT`,
+    before a ``Client`` is built: a ``Client()`` that fails half-way (``tcp://:::``, or another service on
+    that port, which it waited on for minutes) leaves an object whose ``__del__`` hangs 20 s and prints a
+    traceback."""
+    import asyncio
+
+    try:
+        distributed.comm.get_address_host_port(address)
+    except ValueError as exc:
+        raise InputError(f"not a Dask scheduler address: {address!r} ({exc}); "
+                         "give tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786 or tcp://[::1]:8786") from None
+
+    async def identity() -> Any:
+        comm = await distributed.comm.connect(address, timeout=CONNECT_TIMEOUT)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:  # in a thread of its own: the caller may be running an event loop (a notebook)
+        with ThreadPoolExecutor(1) as thread:
+            answer = thread.submit(asyncio.run, asyncio.wait_for(identity(), CONNECT_TIMEOUT)).result()
+    except Exception as exc:  # noqa: BLE001 - whatever the other end did, it is no scheduler we can use
+        why = str(exc).splitlines()[0] if str(exc) else f"no answer within {CONNECT_TIMEOUT} s"
+        raise InputError(f"cannot reach the Dask scheduler at {address} ({why})") from None
+    if not (isinstance(answer, dict) and answer.get("type") == "Scheduler"):
+        raise InputError(f"what answers at {address} is not a Dask scheduler")
+
+
 _TASK_LOCK = threading.Lock()
 
 
@@ -176,6 +209,7 @@ class DaskExecutor(Executor):
         if client is not None:
             self.client = client
         elif address is not None:
+            _check_scheduler(distributed, address)
             try:
                 self.client = distributed.Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
             except (OSError, TimeoutError, ValueError) as exc:

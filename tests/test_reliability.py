@@ -362,3 +362,104 @@ def test_accuracy_simulation_shows_progress(monkeypatch: pytest.MonkeyPatch) -> 
     assert main(["accuracy", "power", "--n", "100", "--delta", "0.02", "--agreement", "0.9", "--method", "simulate",
                  "--sims", "200000", "--json"]) == 0
     assert seen[-1] == (200_000, 200_000) and len(seen) == 3
+
+
+# ------------------------------------------------------------------ issue 24, item 8
+
+@pytest.mark.slow  # a Python importing distributed: 3-10 s
+def test_a_malformed_scheduler_address_is_one_line_at_once() -> None:
+    """``tcp://:::`` failed inside ``distributed.Client()``: the half-built client's ``__del__`` then waited
+    20 s and printed a traceback after the error line (at exit: hence a process of its own)."""
+    pytest.importorskip("distributed")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "humaneval_power.cli", *_SLOW[:-4], "--sims", "10",
+                           "--scheduler", "tcp://:::"], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert time.monotonic() - started < 19  # no 20 s wait for the half-built client
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("hepower: error: not a Dask scheduler address: 'tcp://:::'")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("address", ["tcp://host-without-port", "tcp://h:port", "nosuch://h:1", "tcp://[::1"])
+def test_malformed_scheduler_addresses_are_refused_before_connecting(address: str) -> None:
+    pytest.importorskip("distributed")
+    from humaneval_power.executors import from_options
+
+    with pytest.raises(InputError, match=r"^not a Dask scheduler address: .*give tcp://HOST:PORT"):
+        from_options(address, None)
+
+
+# ------------------------------------------------------------------ issue 24, item 9: resume is the uninterrupted run
+
+def interrupted_and_resumed(argv: list[str], store: Path, sig: int, chunks: int, prefix: list[str] | None = None,
+                            reference: dict[tuple[str, ...], str] | None = None) -> tuple[str, str]:
+    """The ``--json`` output of ``hepower argv`` signalled after its second stored chunk and rerun with its
+    store, and of the same command run uninterrupted (cached in ``reference``). ``prefix``: a command to
+    run the processes under (e.g. ``setarch -R``). ``chunks``: how many the run has."""
+    command = (prefix or []) + [sys.executable, "-m", "humaneval_power.cli", *argv, "--json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(extra: list[str]) -> str:
+        proc = subprocess.run(command + extra, capture_output=True, check=False, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    proc = subprocess.Popen(command + ["--store", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        _wait_for(lambda: _lines(store) >= 2 or proc.poll() is not None, 300, "two finished chunks")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), err
+    assert 2 <= _lines(store) < chunks
+    resumed = run(["--store", str(store)])
+    assert _lines(store) == chunks
+    reference = {} if reference is None else reference
+    key = tuple(command)
+    if key not in reference:
+        reference[key] = run([])
+    return resumed, reference[key]
+
+
+_FAST = {"fast": ["likert", "power", "--method", "fast", "--workers", "5", "--items", "40", "--ratings-per-item", "3",
+                  "--effect", "0.2", "--sims", "2000"],  # 10 chunks
+         "randomization": ["bleu", "power", "--n", "300", "--delta", "0.5", "--p0", "0.13", "--b0", "25.8",
+                           "--permutations", "500", "--sims", "4000"]}  # 4 chunks
+_FAST_RUNS: dict[tuple[str, ...], str] = {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+@pytest.mark.parametrize("tier", ["fast", "randomization"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_a_resumed_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: Path, tier: str, sig: int) -> None:
+    """The fast tier and the exact (randomization) test: interrupted after two chunks, resumed, the same bytes."""
+    chunks = 10 if tier == "fast" else 4
+    resumed, uninterrupted = interrupted_and_resumed(_FAST[tier] + ["--seed", "7", "--jobs", "1"], tmp_path / "s.db",
+                                                     sig, chunks, reference=_FAST_RUNS)
+    assert resumed == uninterrupted
+
+
+def test_a_service_that_is_no_dask_scheduler_is_refused_within_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another service on the port (here one that accepts and never answers, as a web server waiting for its
+    request): ``Client()`` waited about 90 s, failed half-built, and its ``__del__`` hung 20 s more."""
+    pytest.importorskip("distributed")
+    import socket
+
+    from humaneval_power import executors
+
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 1)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(InputError, match=f"^cannot reach the Dask scheduler at {address} "):
+            executors.from_options(address, None)
+        assert time.monotonic() - started < 5

@@ -86,3 +86,75 @@ def test_glmm_runs_agree_within_the_documented_tolerance(lme4_backend: Any) -> N
             assert a[key] == pytest.approx(b[key], rel=R_TOLERANCE, nan_ok=True), key
         else:
             assert a[key] == b[key], key
+
+
+# ------------------------------------------------------------------ issue 24, item 9: resume on the R tiers
+
+_TINY = {"lme4": ["likert", "power", "--method", "lme4", "--workers", "3", "--items", "10", "--effect", "0.2"],
+         "glmm": ["h2h", "power", "--sd-worker", "0.5", "--sd-item", "0.5", "--workers", "5", "--items", "20",
+                  "--effect", "0.6"]}
+
+
+def _fixed_layout() -> list[str]:
+    """The command prefix running a process with address-space randomisation off (``setarch -R``): the
+    layout lme4's results follow is then the same in every run (skipped where that is not possible)."""
+    import platform
+    import shutil
+
+    setarch = shutil.which("setarch")
+    prefix = [setarch, platform.machine(), "-R"] if setarch else []
+    if not prefix or subprocess.run(prefix + ["true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("setarch -R (address-space randomisation off) is not available")
+    return prefix
+
+
+@pytest.mark.r
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses setarch and /proc")
+@pytest.mark.parametrize("tier", ["lme4", "glmm"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_a_resumed_r_tier_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: Path, lme4_backend: Any, tier: str,
+                                                                      sig: int) -> None:
+    """Interrupted after its second chunk (Ctrl-C or SIGKILL) and resumed from the store, an lme4 or GLMM run
+    prints the bytes of an uninterrupted run: each chunk's fits depend on the chunk only, not on what ran
+    before in that R process. All runs with the same (fixed) address-space layout: with randomisation on,
+    any two runs, resumed or not, agree within R_TOLERANCE only (docs/scaleout.md)."""
+    from tests.test_reliability import interrupted_and_resumed
+
+    argv = _TINY[tier] + ["--sims", "40", "--seed", "2", "--jobs", "1"]
+    resumed, uninterrupted = interrupted_and_resumed(argv, tmp_path / "s.db", sig, chunks=4, prefix=_fixed_layout(),
+                                                     reference=_UNINTERRUPTED)
+    assert resumed == uninterrupted
+
+
+_UNINTERRUPTED: dict[tuple[str, ...], str] = {}  #: uninterrupted runs' output, shared by the signals
+
+
+@pytest.mark.r
+@pytest.mark.slow  # 5-10 s on a busy machine
+@pytest.mark.parametrize("tier", ["lme4", "glmm"])
+def test_a_chunk_of_refits_does_not_depend_on_what_r_ran_before(lme4_backend: Any, tier: str) -> None:
+    """The same chunk first, then after two others, in one R process: the same bits (no warm start, cache or
+    other state carried from chunk to chunk; the store's resume relies on it)."""
+    import numpy as np
+
+    from humaneval_power.engine import chunk_seed
+    from humaneval_power.params import H2HParams
+    from humaneval_power.scenarios import crowd
+    from humaneval_power.scenarios.crowd import cell_factory
+    from humaneval_power.scenarios.headtohead import MixedJudgments
+
+    scenario: Any = (cell_factory("card2020-high", method="lme4")(10, 3, effect=0.2) if tier == "lme4" else
+                     MixedJudgments(H2HParams(sd_worker=0.5, sd_item=0.5), 5, 20, 0.6))
+
+    def chunk(j: int) -> list[np.ndarray]:
+        crowd._FITS.clear()  # the crowd scenario's cache of fits would answer the repeat by itself
+        out = scenario.simulate(5, np.random.default_rng(chunk_seed(0, scenario.stream_key(), j)))
+        return [np.asarray(getattr(out, f), float) for f in ("estimate", "significant", "singular", "warned", "df")
+                if getattr(out, f) is not None]
+
+    first = chunk(2)
+    chunk(0)
+    chunk(1)
+    again = chunk(2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again, strict=True))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi", reason="hepower serve needs the serve extra (FastAPI)")
 pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (httpx)")
@@ -239,7 +242,7 @@ def test_presets_and_parameter_upload(client: TestClient) -> None:
     assert client.get("/api/presets").json() == {k: json.loads(json.dumps(p.to_json())) for k, p in PRESETS.items()}
     r = client.post("/api/params", files={"file": ("pilot.json", json.dumps(FIT_DOC).encode())})
     assert r.status_code == 200 and r.json() == {"params": FIT_DOC, "filename": "pilot.json"}
-    for content, expected in [(b"{", "malformed JSON"), (b'{"schema": "x"}', "not a Likert parameter file"),
+    for content, expected in [(b"{", "is not JSON"), (b'{"schema": "x"}', "not a Likert parameter file"),
                               (json.dumps({**FIT_DOC, "sd_residual": -1}).encode(), "sd_residual must be >= 0"),
                               (json.dumps({"schema": "humaneval-power/h2h-params", "family": "binomial"}).encode(),
                                "head-to-head (binomial)")]:
@@ -281,3 +284,114 @@ def test_serve_defaults_to_localhost_and_help_stays_light() -> None:
             "print(sorted(m for m in ('fastapi', 'uvicorn', 'pandas', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+# ------------------------------------------------------------------ issue 24, item 12
+
+@pytest.mark.parametrize("doc", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 5000 + b"1" + b"}" * 5000,
+                                 b'{"n": ' + b"[" * 40 + b"]" * 40 + b"}"], ids=["list-100000", "object-5000", "list-40"])
+def test_a_deeply_nested_body_is_422_not_500(client: TestClient, doc: bytes) -> None:
+    """Python's JSON parser recurses: a deep body raised RecursionError (HTTP 500, a traceback, a reset)."""
+    for url in ("/api/h2h_power", "/api/jobs/h2h_power", "/api/command/h2h_power"):
+        r = client.post(url, content=doc, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "nests arrays or objects deeper than 32 levels" in r.json()["detail"], r.text
+    r = client.post("/api/params", files={"file": ("deep.json", doc)})
+    assert r.status_code == 422 and r.json()["detail"].startswith("deep.json nests arrays"), r.text
+
+
+def test_host_names_are_case_insensitive_and_parsed_strictly() -> None:
+    from humaneval_power.cli.serve import LOCAL_HOSTS
+
+    with TestClient(create_app(warm_up=False, hosts=LOCAL_HOSTS), base_url="http://127.0.0.1:8000") as c:
+        for host in ("LOCALHOST", "LocalHost:8000", "[::1]", "[::1]:", "127.0.0.1:65535"):
+            assert c.get("/api", headers={"host": host}).status_code == 200, host
+        for host in ("[::1]evil.com", "[::1]:8000evil.com", "[::1]]", "[::1]:80:80", "localhost.evil.com",
+                     "localhost@evil.com", "evil.com:localhost", "127.0.0.1:8000:1", "[::1", "", " localhost"):
+            r = c.get("/api", headers={"host": host})
+            assert r.status_code == 400 and "this server answers only for" in r.json()["detail"], host
+
+
+_PIECES = ["localhost", "LocalHost", "LOCALHOST", "127.0.0.1", "[::1]", "::1", "[", "]", ":", "8000", "evil.com",
+           ".", "@", "/", " ", "\t", "x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=5).map("".join))
+def test_only_loopback_names_with_an_optional_port_are_answered(header: str) -> None:
+    """A Host header is answered on localhost iff it is a loopback name (any case) with an optional :port."""
+    import re
+
+    from humaneval_power.cli.serve import LOCAL_HOSTS
+    from humaneval_power.serve.app import _host_name
+
+    loopback = re.fullmatch(r"(127\.0\.0\.1|localhost|\[::1\])(:[0-9]*)?", header, re.IGNORECASE) is not None
+    assert (_host_name(header) in LOCAL_HOSTS) == loopback, header
+
+
+# ------------------------------------------------------------------ issue 24, item 11
+
+@pytest.mark.slow  # about 7 s: uvicorn, the fork server, a computation started and abandoned
+def test_a_request_whose_client_went_away_is_cancelled_and_frees_its_slot(caplog: pytest.LogCaptureFixture) -> None:
+    """A real uvicorn on loopback: a synchronous request's client disconnects mid-computation. The
+    computation is cancelled within a second or two, and the server (one slot) answers the next request.
+    A client that leaves in the middle of its body leaves no traceback in the server's log."""
+    import socket
+    import threading
+
+    import httpx
+    import uvicorn
+
+    app = create_app(Limits(max_jobs=1, time_limit=120), warm_up=False)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None))  # its log records reach caplog
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.05)
+        body = json.dumps(SLOW).encode()
+        conn = socket.create_connection(("127.0.0.1", port))
+        conn.sendall(b"POST /api/likert_power HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        jobs = app.state.jobs
+        while not any(j.done for j in list(jobs.jobs.values())):  # computing
+            assert time.monotonic() < deadline, "the computation did not start"
+            time.sleep(0.05)
+        job = next(iter(jobs.jobs.values()))
+        conn.close()
+        assert job.finished.wait(5) and job.state == "cancelled", job.view()
+        r = httpx.post(f"http://127.0.0.1:{port}/api/h2h_mde", json={"n": 100}, timeout=30)
+        assert r.status_code == 200, r.text
+        conn = socket.create_connection(("127.0.0.1", port))
+        conn.sendall(b"POST /api/h2h_power HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"n\": [")
+        time.sleep(0.3)
+        conn.close()
+        time.sleep(0.5)
+        assert httpx.get(f"http://127.0.0.1:{port}/api", timeout=30).status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(15)
+    assert not thread.is_alive()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not errors, [r.getMessage() for r in errors]
+
+
+def test_a_job_nobody_asks_for_is_cancelled_and_frees_its_slot() -> None:
+    """The page runs its computations as jobs and polls them every 40-80 ms: a closed page stops asking."""
+    with TestClient(create_app(Limits(max_jobs=1, abandon_after=0.5), warm_up=False)) as c:
+        job = c.post("/api/jobs/likert_power", json=SLOW).json()
+        assert job["state"] == "running"
+        running = c.app.state.jobs.jobs[job["id"]]  # not through the API: looking would count as asking
+        assert running.finished.wait(10) and running.state == "cancelled", running.view()
+        assert "no client asked for it for 0.5 s" in running.detail
+        assert c.post("/api/h2h_mde", json={"n": 100}).status_code == 200  # the slot is free
+        polled = c.post("/api/jobs/h2h_mde", json={"n": 100}).json()
+        while polled["state"] == "running":  # a job that is polled runs to its end
+            time.sleep(0.1)
+            polled = c.get(f"/api/jobs/{polled['id']}").json()
+        assert polled["state"] == "done"

@@ -6,7 +6,8 @@ Endpoints (every error is ``{"detail": "<one line>"}``; bad input is HTTP 422 wi
   limit) and returns ``{"records": [...]}``, the records ``hepower ... --json`` prints (a budget
   search adds ``"designs"``, the evaluated designs), with ``"command"`` and ``"python"``;
 * ``POST /api/jobs/<function>``: the same as a job (HTTP 202); ``GET /api/jobs/<id>`` its state,
-  progress and, once finished, its outcome; ``DELETE /api/jobs/<id>`` cancels it;
+  progress and, once finished, its outcome; ``DELETE /api/jobs/<id>`` cancels it, and so does nobody
+  asking for it for ``Limits.abandon_after`` seconds (a closed page);
 * ``POST /api/command/<function>``: only the equivalent command line and Python snippet;
 * ``GET /api``: the functions, their arguments and the server's limits;
   ``GET /api/presets``: the built-in parameter files; ``POST /api/params``: validate an
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
@@ -24,6 +27,7 @@ from typing import Any, AsyncIterator, Sequence
 from fastapi import FastAPI, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.requests import ClientDisconnect
 
 from ..errors import HepowerError, InputError
 from .commands import FUNCTIONS, Limits, arguments, python_snippet, shell_command, to_argv
@@ -62,6 +66,10 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
     async def _busy(request: Request, exc: Busy) -> JSONResponse:
         return _error(429, exc)
 
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> JSONResponse:  # else logged with a traceback
+        return _error(499, "the client went away before sending the whole request")
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         return _error(500, f"internal error: {exc.__class__.__name__}: {exc}")
@@ -85,10 +93,7 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
         from ..params import LikertParams, strict_json
 
         name = file.filename or "uploaded file"
-        try:
-            doc = json.loads(await file.read())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"{name}: malformed JSON ({exc})") from None
+        doc = _json(await file.read(), name)
         if isinstance(doc, dict) and doc.get("family") == "binomial":
             raise InputError(f"{name} holds head-to-head (binomial) parameters; the Likert planner needs a "
                              "gaussian fit")
@@ -119,7 +124,9 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
     @app.post("/api/{function}")
     async def call(function: str, request: Request) -> JSONResponse:
         job = jobs.submit(function, await _kwargs(request))
-        await asyncio.get_running_loop().run_in_executor(None, job.finished.wait, limits.time_limit + 10)
+        if not await _finished_while_connected(job, request, limits.time_limit + 10):
+            jobs.cancel(job)  # its worker slot is free again at once, not at the time limit
+            return _error(499, "the client went away; the computation was cancelled")
         view = job.view()
         if job.state != "done":
             return _error(job.status if job.state != "running" else 504, view.get("detail") or "not finished")
@@ -140,17 +147,53 @@ def _job(jobs: Jobs, job_id: str) -> Any:
     return job
 
 
+#: seconds between checks whether a computation finished or its client went away
+POLL = 0.05
+
+
+async def _finished_while_connected(job: Any, request: Request, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``job``; False as soon as the client has disconnected."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not job.finished.is_set() and loop.time() < end:
+        if await request.is_disconnected():
+            return False
+        job.last_seen = time.monotonic()  # its client is waiting: not abandoned
+        await asyncio.sleep(POLL)
+    return True
+
+
 async def _kwargs(request: Request) -> Any:
     """The request's JSON object of keyword arguments."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise InputError("send the keyword arguments as a JSON object (Content-Type: application/json)")
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"the request body is not JSON ({exc})") from None
+    body = _json(await request.body() or b"{}", "the request body")
     if not isinstance(body, dict):
         raise InputError("send the keyword arguments as a JSON object")
     return body
+
+
+#: deepest nesting of arrays and objects a JSON document sent to the API may have
+MAX_DEPTH = 32
+
+
+def _json(raw: bytes, name: str) -> Any:
+    """A JSON document, refused (:class:`InputError`) when malformed or nested deeper than
+    :data:`MAX_DEPTH` (Python's parser recurses: a deep one raised RecursionError, HTTP 500)."""
+    deep = InputError(f"{name} nests arrays or objects deeper than {MAX_DEPTH} levels")
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{name} is not JSON ({exc})") from None
+    except RecursionError:
+        raise deep from None
+    level, depth = [doc], 0
+    while level:  # breadth first, level by level: no recursion
+        level = [v for c in level if isinstance(c, (dict, list)) for v in (c.values() if isinstance(c, dict) else c)]
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise deep
+    return doc
 
 
 def _error(status: int, message: Any) -> JSONResponse:
@@ -202,9 +245,15 @@ class Guard:
                 await _send_error(send, 413, message)
 
 
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\[\]:@/\s]*)(?::[0-9]*)?")
+
+
 def _host_name(header: str) -> str:
-    """The host of a Host header, without its port ("[::1]:8000" -> "[::1]")."""
-    return header.split("]")[0] + "]" if header.startswith("[") else header.rsplit(":", 1)[0]
+    """The host of a Host header, lower-case and without its port ("[::1]:8000" -> "[::1]",
+    "LOCALHOST" -> "localhost"); the whole header when it is not ``host[:port]`` (an IPv6 literal
+    in brackets must be the whole host: "[::1]evil.com" is no loopback name)."""
+    match = _HOST.fullmatch(header)
+    return match.group(1).lower() if match else header.lower()
 
 
 class _TooLarge(Exception):

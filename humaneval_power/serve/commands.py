@@ -66,6 +66,7 @@ class Limits:
     time_limit: float = 120.0  #: seconds of computation per request
     max_body: int = 1_000_000  #: bytes of a request body
     max_jobs: int = 2  #: computations running at once
+    abandon_after: float = 30.0  #: seconds a job may go unpolled before it is cancelled (its client left)
 
 
 def _fn(name: str) -> Any:

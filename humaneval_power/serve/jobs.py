@@ -52,6 +52,7 @@ class Job:
     seconds: float = 0.0
     finished: threading.Event = field(default_factory=threading.Event)
     cancel_requested: bool = False
+    last_seen: float = field(default_factory=time.monotonic)  #: when a client last asked for it
 
     def view(self) -> dict[str, Any]:
         """The job as the API reports it."""
@@ -100,8 +101,12 @@ class Jobs:
         return job
 
     def get(self, job_id: str) -> Job | None:
+        """The job (a client asking for it: it is not abandoned)."""
         with self.lock:
-            return self.jobs.get(job_id)
+            job = self.jobs.get(job_id)
+        if job is not None:
+            job.last_seen = time.monotonic()
+        return job
 
     def cancel(self, job: Job) -> None:
         job.cancel_requested = True
@@ -144,6 +149,9 @@ class Jobs:
             while True:
                 if job.cancel_requested:
                     return self._finish(job, "cancelled", 499, "cancelled")
+                if time.monotonic() - job.last_seen > self.limits.abandon_after:
+                    return self._finish(job, "cancelled", 499, f"cancelled: no client asked for it for "
+                                        f"{self.limits.abandon_after:g} s")
                 if time.monotonic() > deadline:
                     return self._finish(job, "failed", 504, f"the computation took longer than this server's limit "
                                         f"of {self.limits.time_limit:g} s; ask for fewer simulations or a smaller "
