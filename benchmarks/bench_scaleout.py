@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--sims", type=int, default=20, help="studies per cell")
     ap.add_argument("--cells", type=int, default=20, help="cells (items values) in the grid")
+    ap.add_argument("--on", choices=("both", "local", "dask"), default="both", help="which executors to run")
     args = ap.parse_args()
     params = H2HParams(sd_worker=0.5, sd_item=0.5)
     items = [10 + 2 * k for k in range(args.cells)]
@@ -66,32 +67,34 @@ def main() -> None:
         used = {pid: v - before.get(pid, 0.0) for pid, v in after.items()}
         workers = [v for pid, v in used.items() if pid != me.pid and v > 1]  # not the Dask nannies
         out[f"{name}_worker_cpu_seconds"] = sorted(workers, reverse=True) or [used[me.pid]]  # 1 local: here
+        print(json.dumps({k: v for k, v in out.items() if k.startswith(name)}), file=sys.stderr, flush=True)
         return table
 
     tables: dict[str, pd.DataFrame] = {}
+    kinds = ("local", "dask") if args.on == "both" else (args.on,)
     for n in sorted({1, args.workers}, reverse=True):  # one local worker runs here and starts R here: last,
-        if n > 1:  # so that local pools are forked from a process without R, as from the command line
+        if n > 1 and args.on != "dask":  # so that local pools are forked from a process without R, as from
+            with LocalProcesses(n) as local:  # the command line
+                tables[f"local_{n}"] = sweep(local, f"local_{n}")
+        if args.on != "local":
+            t0 = time.perf_counter()
+            with DaskExecutor(n_workers=n) as dask:
+                out[f"dask_{n}_start_seconds"] = time.perf_counter() - t0
+                tables[f"dask_{n}"] = sweep(dask, f"dask_{n}")
+        if n == 1 and args.on != "dask":
             with LocalProcesses(n) as local:
                 tables[f"local_{n}"] = sweep(local, f"local_{n}")
-        t0 = time.perf_counter()
-        with DaskExecutor(n_workers=n) as dask:
-            out[f"dask_{n}_start_seconds"] = time.perf_counter() - t0
-            tables[f"dask_{n}"] = sweep(dask, f"dask_{n}")
-        if n == 1:
-            with LocalProcesses(n) as local:
-                tables[f"local_{n}"] = sweep(local, f"local_{n}")
-        seconds = out[f"dask_{n}_seconds"]
-        out[f"dask_{n}_overhead_per_cell"] = (seconds - out[f"local_{n}_seconds"]) / args.cells
-        for kind in ("local", "dask"):
+        for kind in kinds:
             out[f"{kind}_{n}_studies_per_second"] = args.cells * args.sims / out[f"{kind}_{n}_seconds"]
+        if args.on == "both":
+            out[f"dask_{n}_overhead_per_cell"] = (out[f"dask_{n}_seconds"] - out[f"local_{n}_seconds"]) / args.cells
+            out[f"dask_over_local_cpu_seconds_{n}"] = out[f"dask_{n}_cpu_seconds"] / out[f"local_{n}_cpu_seconds"]
     if args.workers > 1:
-        for kind in ("local", "dask"):
+        for kind in kinds:
             out[f"{kind}_speedup_{args.workers}_over_1"] = (out[f"{kind}_1_seconds"]
                                                            / out[f"{kind}_{args.workers}_seconds"])
             out[f"{kind}_cpu_speedup_{args.workers}_over_1"] = (max(out[f"{kind}_1_worker_cpu_seconds"])
                                                                / max(out[f"{kind}_{args.workers}_worker_cpu_seconds"]))
-    for n in sorted({1, args.workers}):
-        out[f"dask_over_local_cpu_seconds_{n}"] = out[f"dask_{n}_cpu_seconds"] / out[f"local_{n}_cpu_seconds"]
     first = next(iter(tables.values()))
     figures = ["type_m", "mean_estimate", "df"]
     out["power_identical"] = all(t["power"].equals(first["power"]) for t in tables.values())
