@@ -110,51 +110,76 @@ def fit_glmm_laplace(worker: np.ndarray, item: np.ndarray, scores: np.ndarray, w
 def fit_grid(y: np.ndarray, n: np.ndarray, lrt: bool = False, chunk_cells: int = CHUNK_CELLS) -> LaplaceFits:
     """:func:`fit_glmm_laplace` on grid arrays (S, W, I) from :func:`grid`; ``n`` may be one (W, I) layout."""
     s, nw, ni = y.shape
-    n = np.broadcast_to(n, y.shape) if n.ndim == 2 else n
+    shared = n.ndim == 2 or (len(n) == 1 and s > 1)
     step = max(1, chunk_cells // (nw * ni))
-    parts = [_fit_chunk(y[a:a + step], n[a:a + step], lrt) for a in range(0, s, step)]
+    parts = [_fit_chunk(_Data.make(y[a:a + step], n.reshape(-1, nw, ni) if shared else n[a:a + step]), lrt)
+             for a in range(0, s, step)]
     return LaplaceFits(**{k: (np.concatenate([getattr(p, k) for p in parts])
                               if getattr(parts[0], k) is not None else None) for k in LaplaceFits.__dataclass_fields__})
 
 
 # ------------------------------------------------------------------------------------------ internals
 
-def _fit_chunk(y: np.ndarray, n: np.ndarray, lrt: bool) -> LaplaceFits:
-    s = len(y)
-    sat = 2 * np.sum(n * (_xlogx(y) + _xlogx(1 - y)), axis=(1, 2))  # saturated log-likelihood: 0 for 0/1
-    tot = n.sum(axis=(1, 2))
-    ybar = np.clip(np.sum(n * y, axis=(1, 2)) / np.maximum(tot, 1e-300), 0.02, 0.98)
-    x0 = np.column_stack([np.ones(s), np.ones(s), np.log(ybar / (1 - ybar))])
-    x, ev, conv = _optimise(y, n, sat, x0, np.array([True, True, True]))
+@dataclass(frozen=True)
+class _Data:
+    """A chunk of studies on the grid with the sums that do not change during the fit."""
+
+    y: np.ndarray  #: (s, W, I) mean scores
+    n: np.ndarray | None  #: (s or 1, W, I) weights; None: every cell one judgment of weight 1
+    nyw: np.ndarray  #: sum of weighted scores per worker (s, W)
+    nyi: np.ndarray  #: ... per item (s, I)
+    sat: np.ndarray  #: saturated deviance (0 for 0/1 scores)
+
+    @staticmethod
+    def make(y: np.ndarray, n: np.ndarray) -> "_Data":
+        ny = y * n
+        sat = 2 * np.sum(n * (_xlogx(y) + _xlogx(1 - y)), axis=(1, 2)) * np.ones(len(y))
+        unit = n.shape[0] == 1 and bool(np.all(n == 1))
+        return _Data(y, None if unit else n, ny.sum(axis=2), ny.sum(axis=1), sat)
+
+    def take(self, a: np.ndarray) -> "_Data":
+        n = self.n if self.n is None or len(self.n) == 1 else self.n[a]
+        return _Data(self.y[a], n, self.nyw[a], self.nyi[a], self.sat[a])
+
+    def weights(self) -> np.ndarray:
+        return np.ones((1,) + self.y.shape[1:]) if self.n is None else self.n
+
+
+def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
+    s = len(d.y)
+    n = d.weights()
+    tot = np.broadcast_to(n, d.y.shape).sum(axis=(1, 2))
+    ybar = np.clip(d.nyw.sum(axis=1) / np.maximum(tot, 1e-300), 0.02, 0.98)
+    x0 = np.column_stack([np.full(s, 0.5), np.full(s, 0.5), np.log(ybar / (1 - ybar))])
+    x, ev, conv = _optimise(d, x0, np.array([True, True, True]))
     sign = np.where(x[:, :2] < 0, -1.0, 1.0)  # D is even in each theta: u's sign follows theta's
     x[:, :2] = np.abs(x[:, :2])
-    hess, final = _hessian(y, n, sat, x, ev.u * sign[:, :1], ev.v * sign[:, 1:])
+    hess, final = _hessian(d, x, ev.u * sign[:, :1], ev.v * sign[:, 1:])
     var = np.full(s, np.nan)
-    ok_h = np.all(np.isfinite(hess), axis=(1, 2))
-    good = np.zeros(s, bool)
-    if ok_h.any():
-        det = np.linalg.det(hess[ok_h])
-        inv = np.full((ok_h.sum(), 3, 3), np.nan)
-        nz = np.abs(det) > 0
-        inv[nz] = np.linalg.inv(hess[ok_h][nz])
-        v_h = 2 * inv[:, 2, 2]
-        var[ok_h] = v_h
-        good[ok_h] = np.isfinite(v_h) & (v_h > 0)
-    fallback = ~good
+    fin = np.all(np.isfinite(hess), axis=(1, 2))
+    inv = np.full((s, 3, 3), np.nan)
+    det = np.zeros(s)
+    det[fin] = np.linalg.det(hess[fin])
+    nz = fin & (np.abs(det) > 0)
+    inv[nz] = np.linalg.inv(hess[nz])
+    var = 2 * inv[:, 2, 2]
+    good = np.isfinite(var) & (var > 0)
+    # a last Newton correction of the estimate from the exact Hessian (tiny: the optimiser stops at 1e-7)
+    corr = np.where(nz[:, None], np.einsum("sij,sj->si", np.nan_to_num(inv), final.grad), 0.0)
+    est = x[:, 2] - np.where(np.abs(corr).max(axis=1) < 1e-5, corr[:, 2], 0.0)
     var = np.where(good, var, final.var_rx)
-    est = x[:, 2]
     se = np.sqrt(var)
     z = est / se
-    failed = ~conv | ~np.isfinite(se) | (np.abs(est) > MAX_BETA)
+    failed = ~conv | ~final.ok | ~np.isfinite(se) | (np.abs(est) > MAX_BETA)
     p_lrt = None
     if lrt:
         x0n = x.copy()
         x0n[:, 2] = 0.0
-        _, ev0, conv0 = _optimise(y, n, sat, x0n, np.array([True, True, False]))
+        _, ev0, conv0 = _optimise(d, x0n, np.array([True, True, False]), final.u, final.v)
         failed |= ~conv0
         p_lrt = stats.chi2.sf(np.maximum(ev0.dev - final.dev, 0.0), 1)
     return LaplaceFits(est, se, z, 2 * stats.norm.sf(np.abs(z)), x[:, 0], x[:, 1], final.dev,
-                       np.any(x[:, :2] < SINGULAR_TOL, axis=1), failed, fallback & ~failed, p_lrt)
+                       np.any(x[:, :2] < SINGULAR_TOL, axis=1), failed, ~good & ~failed, p_lrt)
 
 
 def _xlogx(a: np.ndarray) -> np.ndarray:
@@ -162,167 +187,178 @@ def _xlogx(a: np.ndarray) -> np.ndarray:
         return np.where(a > 0, a * np.log(np.where(a > 0, a, 1)), 0.0)
 
 
-def _optimise(y: np.ndarray, n: np.ndarray, sat: np.ndarray, x: np.ndarray, free: np.ndarray,
-              maxit: int = 60, tol: float = 1e-9) -> tuple[np.ndarray, _Eval, np.ndarray]:
-    """Damped Newton on D over the ``free`` coordinates of x for every study; returns x, its evaluation, converged."""
-    s = len(x)
+def _fd_hessian(d: _Data, x: np.ndarray, ev: _Eval, fidx: np.ndarray, h: float = 1e-5) -> np.ndarray:
+    """Forward differences of the exact gradient, symmetrised and made positive definite."""
+    g = ev.grad[:, fidx]
+    hess = np.empty((len(x), len(fidx), len(fidx)))
+    for c, j in enumerate(fidx):
+        xp = x.copy()
+        xp[:, j] += h
+        hess[:, :, c] = (_evaluate(d, xp, ev.u, ev.v).grad[:, fidx] - g) / h
+    hess = np.nan_to_num(0.5 * (hess + np.swapaxes(hess, 1, 2)))
+    lam, vec = np.linalg.eigh(hess)
+    lam = np.maximum(np.abs(lam), 1e-6 * np.maximum(np.abs(lam).max(axis=1, keepdims=True), 1e-3))
+    return np.einsum("sij,sj,skj->sik", vec, lam, vec)
+
+
+def _optimise(d: _Data, x: np.ndarray, free: np.ndarray, u: np.ndarray | None = None, v: np.ndarray | None = None,
+              maxit: int = 80, tol: float = 1e-7) -> tuple[np.ndarray, _Eval, np.ndarray]:
+    """Quasi-Newton (BFGS from a difference Hessian, refreshed every 8 steps) with Armijo backtracking on D
+    over the ``free`` coordinates of x, all studies at once; returns x, its evaluation, converged."""
+    s, nw, ni = d.y.shape
     x = x.copy()
-    ev = _evaluate(y, n, sat, x, np.zeros(y.shape[:2]), np.zeros((s, y.shape[2])))
+    ev = _evaluate(d, x, np.zeros((s, nw)) if u is None else u, np.zeros((s, ni)) if v is None else v)
     done = np.zeros(s, bool)
     fidx = np.flatnonzero(free)
-    h = 1e-5
+    bmat = np.zeros((s, len(fidx), len(fidx)))
+    age = np.full(s, 8)
     for _ in range(maxit):
         a = np.flatnonzero(~done & ev.ok)
         if len(a) == 0:
             break
-        ya, na, sa, xa = y[a], n[a], sat[a], x[a]
-        g = ev.grad[a][:, fidx]
-        hess = np.empty((len(a), len(fidx), len(fidx)))
-        for c, j in enumerate(fidx):
-            xp = xa.copy()
-            xp[:, j] += h
-            ep = _evaluate(ya, na, sa, xp, ev.u[a], ev.v[a])
-            hess[:, :, c] = (ep.grad[:, fidx] - g) / h
-        hess = 0.5 * (hess + np.swapaxes(hess, 1, 2))
-        lam, vec = np.linalg.eigh(hess)
-        lam = np.maximum(np.abs(lam), 1e-6 * np.maximum(np.abs(lam).max(axis=1, keepdims=True), 1e-3))
-        step = -np.einsum("sij,sj,skj,sk->si", vec, 1 / lam, vec, g)
-        big = np.abs(step).max(axis=1, keepdims=True)
-        step *= np.minimum(1.0, 2.0 / big)
+        da, xa = d.take(a), x[a]
+        eva = _Eval(*(getattr(ev, k)[a] for k in _Eval.__dataclass_fields__))
+        old = age[a] >= 8
+        if old.any():
+            o = np.flatnonzero(old)
+            sub = _Eval(*(getattr(eva, k)[o] for k in _Eval.__dataclass_fields__))
+            bmat[a[o]] = _fd_hessian(da.take(o), xa[o], sub, fidx)
+            age[a[o]] = 0
+        g = eva.grad[:, fidx]
+        step = -np.linalg.solve(bmat[a], g[..., None])[..., 0]
+        step *= np.minimum(1.0, 2.0 / np.maximum(np.abs(step).max(axis=1, keepdims=True), 1e-300))
         t = np.ones(len(a))
         pending = np.ones(len(a), bool)
-        new_x = xa.copy()
         for _ls in range(30):
             p = np.flatnonzero(pending)
             if len(p) == 0:
                 break
             xt = xa[p].copy()
             xt[:, fidx] += t[p, None] * step[p]
-            et = _evaluate(ya[p], na[p], sa[p], xt, ev.u[a][p], ev.v[a][p])
+            et = _evaluate(da.take(p), xt, eva.u[p], eva.v[p])
             dec = np.einsum("si,si->s", g[p], step[p]) * t[p]
-            okp = et.ok & (et.dev <= ev.dev[a][p] + 1e-4 * dec + 1e-9 * np.abs(ev.dev[a][p]))
-            acc = p[okp]
-            new_x[acc] = xt[okp]
-            for k in ("dev", "grad", "u", "v", "var_rx", "ok"):
-                getattr(ev, k)[a[acc]] = getattr(et, k)[okp]
-            small = np.abs(t[acc, None] * step[acc]).max(axis=1) < tol
-            done[a[acc[small]]] = True
+            okp = et.ok & (et.dev <= eva.dev[p] + 1e-4 * dec + 1e-10 * np.abs(eva.dev[p]))
+            acc, idx = p[okp], a[p[okp]]
+            sk = t[acc, None] * step[acc]
+            yk = et.grad[okp][:, fidx] - g[acc]
+            x[idx] = xt[okp]
+            for k in _Eval.__dataclass_fields__:
+                getattr(ev, k)[idx] = getattr(et, k)[okp]
+            bmat[idx] = _bfgs(bmat[idx], sk, yk)
+            age[idx] += 1
+            done[idx[np.abs(sk).max(axis=1) < tol]] = True
             pending[acc] = False
             t[p[~okp]] /= 2
-        stuck = np.flatnonzero(pending)  # no decrease even for tiny steps: at the optimum to rounding
+        stuck = np.flatnonzero(pending)  # no decrease even for tiny steps: at the optimum up to rounding
         done[a[stuck[np.abs(step[stuck]).max(axis=1) * t[stuck] < 1e-6]]] = True
-        x[a] = new_x
+        age[a[stuck]] = 8
     conv = done & ev.ok & np.all(np.isfinite(x), axis=1)
     return x, ev, conv
 
 
-def _hessian(y: np.ndarray, n: np.ndarray, sat: np.ndarray, x: np.ndarray, u: np.ndarray,
-             v: np.ndarray) -> tuple[np.ndarray, _Eval]:
+def _bfgs(b: np.ndarray, s: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """BFGS update of Hessian approximations b (skipped where the curvature condition fails)."""
+    sy = np.einsum("si,si->s", s, y)
+    bs = np.einsum("sij,sj->si", b, s)
+    sbs = np.einsum("si,si->s", s, bs)
+    ok = (sy > 1e-10 * np.sqrt(np.einsum("si,si->s", s, s) * np.einsum("si,si->s", y, y))) & (sbs > 0)
+    upd = (np.einsum("si,sj->sij", y, y) / np.where(ok, sy, 1)[:, None, None]
+           - np.einsum("si,sj->sij", bs, bs) / np.where(ok, sbs, 1)[:, None, None])
+    return b + np.where(ok[:, None, None], upd, 0.0)
+
+
+def _hessian(d: _Data, x: np.ndarray, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, _Eval]:
     """glmer's Hessian of D in (theta_w, theta_i, beta): central differences (step 1e-4) of the exact gradient."""
-    final = _evaluate(y, n, sat, x, u, v)
-    s = len(x)
-    hess = np.empty((s, 3, 3))
+    final = _evaluate(d, x, u, v)
+    hess = np.empty((len(x), 3, 3))
     for j in range(3):
         cols = []
         for sign in (1, -1):
             xp = x.copy()
             xp[:, j] += sign * HESSIAN_STEP
-            cols.append(_evaluate(y, n, sat, xp, final.u, final.v).grad)
+            cols.append(_evaluate(d, xp, final.u, final.v).grad)
         hess[:, :, j] = (cols[0] - cols[1]) / (2 * HESSIAN_STEP)
     return 0.5 * (hess + np.swapaxes(hess, 1, 2)), final
 
 
-def _evaluate(y: np.ndarray, n: np.ndarray, sat: np.ndarray, x: np.ndarray, u: np.ndarray, v: np.ndarray,
-              tol: float = 1e-10, maxit: int = 60) -> _Eval:
-    """Conditional modes (penalised IRLS from (u, v)), the Laplace deviance and its exact gradient."""
+def _evaluate(d: _Data, x: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float = 1e-10, maxit: int = 40) -> _Eval:
+    """Conditional modes (Newton from (u, v)), the Laplace deviance and its exact gradient."""
     tw, ti, beta = x[:, 0], x[:, 1], x[:, 2]
-    s = len(x)
+    tw_, ti_, tt = tw[:, None], ti[:, None], (tw * ti)[:, None, None]
+    s, nw, ni = d.y.shape
     u, v = u.copy(), v.copy()
-    q_prev = np.full(s, -np.inf)
-    du = np.zeros_like(u)
-    dv = np.zeros_like(v)
     conv = np.zeros(s, bool)
-    out_q = np.zeros(s)
+    diag = np.arange(nw)
     for it in range(maxit):
-        eta = beta[:, None, None] + (tw[:, None] * u)[:, :, None] + (ti[:, None] * v)[:, None, :]
-        loglik = np.sum(n * (y * eta - np.logaddexp(0, eta)), axis=(1, 2))
-        q = loglik - 0.5 * (np.einsum("sw,sw->s", u, u) + np.einsum("si,si->s", v, v))
-        worse = (q < q_prev - 1e-12 * np.abs(q_prev)) & ~conv
-        if worse.any():  # step halving, then re-evaluate
-            u[worse] -= 0.5 * du[worse]
-            v[worse] -= 0.5 * dv[worse]
-            du[worse] *= 0.5
-            dv[worse] *= 0.5
-            if np.abs(du[worse]).max(initial=0) > 1e-14 and it < maxit - 1:
-                continue
-        mu = expit(eta)
-        var = n * mu * (1 - mu)
-        res = n * (y - mu)
-        rw, ri = res.sum(axis=2), res.sum(axis=1)
+        mu = expit((beta[:, None] + tw_ * u)[:, :, None] + (ti_ * v)[:, None, :])
+        nmu = mu if d.n is None else mu * d.n
+        var = 1 - mu
+        var *= nmu
+        rw, ri = d.nyw - nmu.sum(axis=2), d.nyi - nmu.sum(axis=1)
         aw, ai = var.sum(axis=2), var.sum(axis=1)
-        gu = tw[:, None] * rw - u
-        gv = ti[:, None] * ri - v
-        dw = 1 + tw[:, None] ** 2 * aw
-        di = 1 + ti[:, None] ** 2 * ai
-        b = (tw * ti)[:, None, None] * var
-        bd = b / di[:, None, :]
-        schur = -np.matmul(bd, np.swapaxes(b, 1, 2))
-        schur[:, np.arange(u.shape[1]), np.arange(u.shape[1])] += dw
-        rhs = gu - np.einsum("swi,si->sw", bd, gv)
+        gu, gv = tw_ * rw - u, ti_ * ri - v
+        di = 1 + ti_ ** 2 * ai
+        vd = var / di[:, None, :]
+        schur = -tt ** 2 * np.matmul(vd, np.swapaxes(var, 1, 2))
+        schur[:, diag, diag] += 1 + tw_ ** 2 * aw
+        rhs = gu - tt[:, :, 0] * np.matmul(vd, gv[..., None])[..., 0]
         step_u = np.linalg.solve(schur, rhs[..., None])[..., 0]
-        step_v = (gv - np.einsum("swi,sw->si", b, step_u)) / di
-        small = np.maximum(np.abs(step_u).max(axis=1), np.abs(step_v).max(axis=1, initial=0)) < tol
-        newly = small & ~conv
-        if newly.any() or it == maxit - 1:
-            keep = newly if it < maxit - 1 else ~conv
-            out_q[keep] = q[keep]
-            conv |= newly
+        step_v = (gv - tt[:, :, 0] * np.matmul(step_u[:, None, :], var)[:, 0]) / di
+        big = np.maximum(np.abs(step_u).max(axis=1), np.abs(step_v).max(axis=1, initial=0))
+        conv |= big < tol
         if conv.all() or it == maxit - 1:
             break
-        q_prev = np.where(conv, q_prev, q)
-        du = np.where(conv[:, None], 0.0, step_u)
-        dv = np.where(conv[:, None], 0.0, step_v)
-        u += du
-        v += dv
-    # quantities at the mode (the last evaluation: converged studies took no further step)
+        step = np.where(conv, 0.0, np.minimum(1.0, 3.0 / np.maximum(big, 1e-300)))[:, None]
+        u += step * step_u
+        v += step * step_v
+    # everything below at the mode (converged studies took no further step)
+    # log(1 + e^eta) = max(eta, 0) - log(max(mu, 1 - mu)), exact to rounding, from the last mu (cheaper)
+    eta = (beta[:, None] + tw_ * u)[:, :, None] + (ti_ * v)[:, None, :]
+    soft = np.maximum(eta, 0, out=eta)
+    soft -= np.log(np.maximum(mu, 1 - mu))
+    if d.n is not None:
+        soft *= d.n
+    loglik = (beta * d.nyw.sum(axis=1) + np.einsum("sw,sw->s", tw_ * u, d.nyw) + np.einsum("si,si->s", ti_ * v, d.nyi)
+              - soft.sum(axis=(1, 2)))
     sign, logdet = np.linalg.slogdet(schur)
-    dev = -2 * out_q + sat + np.log(di).sum(axis=1) + logdet
+    dev = (-2 * loglik + d.sat + np.einsum("sw,sw->s", u, u) + np.einsum("si,si->s", v, v)
+           + np.log(di).sum(axis=1) + logdet)
     sinv = np.linalg.inv(schur)
-    gmat = np.matmul(sinv, b)  # S^-1 B
-    p_wi = -gmat / di[:, None, :]
+    gmat = tt * np.matmul(sinv, var)  # S^-1 B, B = theta_w theta_i V
     p_ww = np.diagonal(sinv, axis1=1, axis2=2)
-    p_ii = 1 / di + np.sum(b * gmat, axis=1) / di ** 2
-    twc, tic = tw[:, None, None], ti[:, None, None]
-    lev = twc ** 2 * p_ww[:, :, None] + tic ** 2 * p_ii[:, None, :] + 2 * twc * tic * p_wi
-    qm = var * (1 - 2 * mu) * lev
-    cross = np.sum(p_wi * var, axis=(1, 2))
+    p_ii = 1 / di + tt[:, :, 0] * np.sum(var * gmat, axis=1) / di ** 2
+    lev = gmat / di[:, None, :]  # -P_wi
+    cross = -np.sum(lev * var, axis=(1, 2))  # sum P_wi V_wi
+    lev *= -2 * tt
+    lev += (tw_ ** 2 * p_ww)[:, :, None]
+    lev += (ti_ ** 2 * p_ii)[:, None, :]
+    qm = 1 - 2 * mu
+    qm *= var
+    qm *= lev
     qw, qi = qm.sum(axis=2), qm.sum(axis=1)
-    # s = H^-1 L Z' Qm
-    sw_, si_ = _solve(sinv, b, di, tw[:, None] * qw, ti[:, None] * qi)
+    sw_, si_ = _solve(sinv, var, tt, di, tw_ * qw, ti_ * qi)
+    vu = np.matmul(u[:, None, :], var)[:, 0]  # (V'u)_i
+    vv = np.matmul(var, v[..., None])[..., 0]  # (V v)_w
     g = np.empty((s, 3))
-    # theta_w
-    rhs_w = (rw - tw[:, None] * aw * u, -ti[:, None] * np.einsum("swi,sw->si", var, u))
-    g[:, 0] = (-2 * np.einsum("sw,sw->s", u, rw)
-               + 2 * (tw * np.einsum("sw,sw->s", p_ww, aw) + ti * cross)
-               + np.einsum("sw,sw->s", u, qw) + _dot(sw_, si_, rhs_w))
-    rhs_i = (-tw[:, None] * np.einsum("swi,si->sw", var, v), ri - ti[:, None] * ai * v)
-    g[:, 1] = (-2 * np.einsum("si,si->s", v, ri)
-               + 2 * (ti * np.einsum("si,si->s", p_ii, ai) + tw * cross)
-               + np.einsum("si,si->s", v, qi) + _dot(sw_, si_, rhs_i))
-    rhs_b = (-tw[:, None] * aw, -ti[:, None] * ai)
-    g[:, 2] = -2 * rw.sum(axis=1) + qm.sum(axis=(1, 2)) + _dot(sw_, si_, rhs_b)
+    g[:, 0] = (-2 * np.einsum("sw,sw->s", u, rw) + 2 * (tw * np.einsum("sw,sw->s", p_ww, aw) + ti * cross)
+               + np.einsum("sw,sw->s", u, qw) + _dot(sw_, si_, (rw - tw_ * aw * u, -ti_ * vu)))
+    g[:, 1] = (-2 * np.einsum("si,si->s", v, ri) + 2 * (ti * np.einsum("si,si->s", p_ii, ai) + tw * cross)
+               + np.einsum("si,si->s", v, qi) + _dot(sw_, si_, (-tw_ * vv, ri - ti_ * ai * v)))
+    g[:, 2] = -2 * rw.sum(axis=1) + qw.sum(axis=1) + _dot(sw_, si_, (-tw_ * aw, -ti_ * ai))
     # conditional variance of beta given theta (lme4's RX): 1 / (1'V1 - a'H^-1 a), a = L Z'V 1
-    aw_, ai_ = tw[:, None] * aw, ti[:, None] * ai
-    hw, hi = _solve(sinv, b, di, aw_, ai_)
+    aw_, ai_ = tw_ * aw, ti_ * ai
+    hw, hi = _solve(sinv, var, tt, di, aw_, ai_)
     var_rx = 1 / (aw.sum(axis=1) - np.einsum("sw,sw->s", aw_, hw) - np.einsum("si,si->s", ai_, hi))
     ok = conv & (sign > 0) & np.isfinite(dev) & np.all(np.isfinite(g), axis=1)
     return _Eval(dev, g, u, v, var_rx, ok)
 
 
-def _solve(sinv: np.ndarray, b: np.ndarray, di: np.ndarray, rw: np.ndarray, ri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """H^-1 [rw; ri] by the Schur complement (items eliminated first)."""
-    xw = np.einsum("svw,sw->sv", sinv, rw - np.einsum("swi,si->sw", b, ri / di))
-    xi = (ri - np.einsum("swi,sw->si", b, xw)) / di
+def _solve(sinv: np.ndarray, var: np.ndarray, tt: np.ndarray, di: np.ndarray, rw: np.ndarray,
+           ri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """H^-1 [rw; ri] by the Schur complement (items eliminated first; B = tt V)."""
+    t = tt[:, :, 0]
+    xw = np.matmul(sinv, (rw - t * np.matmul(var, (ri / di)[..., None])[..., 0])[..., None])[..., 0]
+    xi = (ri - t * np.matmul(xw[:, None, :], var)[:, 0]) / di
     return xw, xi
 
 
