@@ -173,7 +173,8 @@ def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
     failed = ~conv | ~final.ok | ~np.isfinite(se) | (np.abs(est) > MAX_BETA)
     p_lrt = None
     if lrt:
-        x0n = x.copy()
+        x0n = x.copy()  # theta = 0 is stationary (D is even in theta): start the null fit away from it
+        x0n[:, :2] = np.maximum(x0n[:, :2], 0.2)
         x0n[:, 2] = 0.0
         _, ev0, conv0 = _optimise(d, x0n, np.array([True, True, False]), final.u, final.v)
         failed |= ~conv0

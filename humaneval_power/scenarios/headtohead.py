@@ -248,14 +248,19 @@ class MixedJudgments:
         workers = (items * self.k + np.tile(np.arange(self.k), self.items)) % self.workers
         return workers, items
 
-    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
-        from ..fitting.lme4 import refit_glmm_many
-
+    def responses(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n simulated studies' judgments (n x judgments, 1 = B preferred) in the order of :meth:`design`."""
         w, i = self.design()
         u = rng.normal(0, self.params.sd_worker, (n, self.workers))
         v = rng.normal(0, self.params.sd_item, (n, self.items))
         eta = self.log_odds + u[:, w] + v[:, i]
-        y = (rng.random(eta.shape) < 1 / (1 + np.exp(-eta))).astype(float)
+        return (rng.random(eta.shape) < 1 / (1 + np.exp(-eta))).astype(float)
+
+    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
+        from ..fitting.lme4 import refit_glmm_many
+
+        w, i = self.design()
+        y = self.responses(n, rng)
         res = refit_glmm_many({"worker": w + 1, "item": i + 1}, y.T, lrt=self.test == "lrt")
         est, se = res["estimate"].to_numpy(), res["se"].to_numpy()
         p = res["p_lrt"].to_numpy() if self.test == "lrt" else 2 * stats.norm.sf(np.abs(est / se))
