@@ -131,13 +131,13 @@ class _Data:
     sat: np.ndarray  #: saturated deviance (0 for 0/1 scores)
 
     @staticmethod
-    def make(y: np.ndarray, n: np.ndarray) -> "_Data":
+    def make(y: np.ndarray, n: np.ndarray) -> _Data:
         ny = y * n
         sat = 2 * np.sum(n * (_xlogx(y) + _xlogx(1 - y)), axis=(1, 2)) * np.ones(len(y))
         unit = n.shape[0] == 1 and bool(np.all(n == 1))
         return _Data(y, None if unit else n, ny.sum(axis=2), ny.sum(axis=1), sat)
 
-    def take(self, a: np.ndarray) -> "_Data":
+    def take(self, a: np.ndarray) -> _Data:
         n = self.n if self.n is None or len(self.n) == 1 else self.n[a]
         return _Data(self.y[a], n, self.nyw[a], self.nyi[a], self.sat[a])
 
@@ -286,7 +286,7 @@ def _evaluate(d: _Data, x: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float 
     """Conditional modes (Newton from (u, v)), the Laplace deviance and its exact gradient."""
     tw, ti, beta = x[:, 0], x[:, 1], x[:, 2]
     tw_, ti_, tt = tw[:, None], ti[:, None], (tw * ti)[:, None, None]
-    s, nw, ni = d.y.shape
+    s, nw = d.y.shape[:2]
     u, v = u.copy(), v.copy()
     conv = np.zeros(s, bool)
     diag = np.arange(nw)
