@@ -1,0 +1,74 @@
+"""Benchmark the fast GLMM tier (``fitting/glmm_laplace.py``) against glmer refits of the same studies, in one run.
+
+Head-to-head judgments simulated as the GLMM planner does (``MixedJudgments.responses``), logistic GLMM
+``y ~ 1 + (1|worker) + (1|item)``, Wald z at alpha = 0.05. Per design: N studies fitted by the fast tier
+(one batched call), the first M of them by glmer inside R (the lme4 tier's ``refit_glmm_many``); prints
+per-study milliseconds of each and their ratio, the agreement on the common studies (estimate, SE, z,
+decisions) and the power of each with its Monte-Carlo SE, one JSON record per design.
+Run: python benchmarks/bench_glmm_fast.py [N=400] [M=200] [design ...]
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from humaneval_power.fitting.glmm_laplace import fit_glmm_laplace
+from humaneval_power.fitting.lme4 import refit_glmm_many
+from humaneval_power.params import H2HParams
+from humaneval_power.scenarios.headtohead import MixedJudgments
+
+DESIGNS = {  # workers, items, judgments per item, sd_worker, sd_item, log-odds
+    "crossed": (10, 60, None, 0.5, 1.0, 0.3),
+    "few_strong_workers": (4, 60, None, 1.2, 0.5, 0.6),
+    "incomplete": (10, 40, 5, 0.5, 0.5, 0.4),
+    "large": (10, 400, None, 0.3, 1.0, 0.15),
+}
+
+
+def run(name: str, n: int, m: int, seed: int = 1) -> dict:
+    workers, items, per_item, sd_w, sd_i, b = DESIGNS[name]
+    cell = MixedJudgments(H2HParams(sd_w, sd_i), workers, items, b, per_item)
+    w, i = cell.design()
+    y = cell.responses(n, np.random.default_rng(seed))
+    refit_glmm_many({"worker": w + 1, "item": i + 1}, y[:1].T, lrt=False)  # R started and warm
+    fit_glmm_laplace(w, i, y[:1])
+    t0 = time.perf_counter()
+    fast = fit_glmm_laplace(w, i, y)
+    t_fast = (time.perf_counter() - t0) / n
+    t0 = time.perf_counter()
+    ref = refit_glmm_many({"worker": w + 1, "item": i + 1}, y[:m].T, lrt=False)
+    t_glmer = (time.perf_counter() - t0) / m
+    est, se = ref.estimate.to_numpy(), ref.se.to_numpy()
+    ok = ~fast.failed[:m] & (ref.failed.to_numpy() == 0)
+    sig_f = (fast.p <= 0.05) & ~fast.failed
+    sig_g = np.abs(est / se) >= 1.959963984540054
+    q = lambda d: [float(np.median(d)), float(np.quantile(d, 0.99)), float(d.max())]  # noqa: E731
+    pw = lambda s: [float(s.mean()), float(np.sqrt(s.mean() * (1 - s.mean()) / len(s)))]  # noqa: E731
+    return {
+        "design": name, "workers": workers, "items": items, "per_item": per_item or workers, "sd_worker": sd_w,
+        "sd_item": sd_i, "log_odds": b, "n_fast": n, "n_glmer": m,
+        "ms_per_study_fast": round(1000 * t_fast, 2), "ms_per_study_glmer": round(1000 * t_glmer, 1),
+        "ratio": round(t_glmer / t_fast, 1),
+        "est_abs_diff_median_q99_max": q(np.abs(fast.estimate[:m] - est)[ok]),
+        "se_rel_diff_median_q99_max": q(np.abs(fast.se[:m] / se - 1)[ok]),
+        "z_abs_diff_median_q99_max": q(np.abs(fast.z[:m] - est / se)[ok]),
+        "decisions_identical": float(np.mean(sig_f[:m] == sig_g)),
+        "power_fast_common": pw(sig_f[:m]), "power_glmer": pw(sig_g), "power_fast_all": pw(sig_f),
+        "failed_fast": int(fast.failed.sum()), "failed_glmer": int((ref.failed > 0).sum()),
+        "singular_fast": int(fast.singular[:m].sum()), "singular_glmer": int((ref.singular > 0).sum()),
+    }
+
+
+def main(argv: list[str]) -> None:
+    n = int(argv[0]) if argv else 400
+    m = int(argv[1]) if len(argv) > 1 else 200
+    names = argv[2:] or ["crossed", "few_strong_workers", "incomplete"]
+    for name in names:
+        print(json.dumps(run(name, n, m)), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
