@@ -45,8 +45,8 @@ def run(name: str, n: int, m: int, seed: int = 1) -> dict:
     ok = ~fast.failed[:m] & (ref.failed.to_numpy() == 0)
     sig_f = (fast.p <= 0.05) & ~fast.failed
     sig_g = np.abs(est / se) >= 1.959963984540054
-    q = lambda d: [float(np.median(d)), float(np.quantile(d, 0.99)), float(d.max())]  # noqa: E731
-    pw = lambda s: [float(s.mean()), float(np.sqrt(s.mean() * (1 - s.mean()) / len(s)))]  # noqa: E731
+    q = lambda d: [float(np.median(d)), float(np.quantile(d, 0.99)), float(d.max())]
+    pw = lambda s: [float(s.mean()), float(np.sqrt(s.mean() * (1 - s.mean()) / len(s)))]
     return {
         "design": name, "workers": workers, "items": items, "per_item": per_item or workers, "sd_worker": sd_w,
         "sd_item": sd_i, "log_odds": b, "n_fast": n, "n_glmer": m,

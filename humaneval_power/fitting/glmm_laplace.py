@@ -54,6 +54,8 @@ class LaplaceFits:
     failed: np.ndarray  #: no convergence, or |estimate| > MAX_BETA (separation)
     fallback: np.ndarray  #: Hessian not positive: SE from RX, as glmer (which warns)
     p_lrt: np.ndarray | None = None  #: LRT against beta = 0 (chi-square, 1 df), when asked for
+    df: np.ndarray | None = None  #: Satterthwaite df of z (inf when the variance estimate does not move)
+    p_t: np.ndarray | None = None  #: z against t(df): the calibrated test (docs/headtohead.md)
 
     def __len__(self) -> int:
         return len(self.estimate)
@@ -154,7 +156,7 @@ def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
     x, ev, conv = _optimise(d, x0, np.array([True, True, True]))
     sign = np.where(x[:, :2] < 0, -1.0, 1.0)  # D is even in each theta: u's sign follows theta's
     x[:, :2] = np.abs(x[:, :2])
-    hess, final = _hessian(d, x, ev.u * sign[:, :1], ev.v * sign[:, 1:])
+    hess, final, dvar = _hessian(d, x, ev.u * sign[:, :1], ev.v * sign[:, 1:])
     var = np.full(s, np.nan)
     fin = np.all(np.isfinite(hess), axis=(1, 2))
     inv = np.full((s, 3, 3), np.nan)
@@ -171,6 +173,11 @@ def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
     se = np.sqrt(var)
     z = est / se
     failed = ~conv | ~final.ok | ~np.isfinite(se) | (np.abs(est) > MAX_BETA)
+    # Satterthwaite: df = 2 V^2 / Var(V), V(theta) beta's conditional variance, Var(V) by the delta method
+    # with cov(theta) = 2 [H^-1]_theta,theta; a theta at 0 does not count (V is even in it)
+    spread = np.einsum("si,sij,sj->s", dvar, 2 * inv[:, :2, :2], dvar)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(nz & (spread > 0), 2 * final.var_rx ** 2 / spread, np.inf)
     p_lrt = None
     if lrt:
         x0n = x.copy()  # theta = 0 is stationary (D is even in theta): start the null fit away from it
@@ -180,7 +187,8 @@ def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
         failed |= ~conv0
         p_lrt = stats.chi2.sf(np.maximum(ev0.dev - final.dev, 0.0), 1)
     return LaplaceFits(est, se, z, 2 * stats.norm.sf(np.abs(z)), x[:, 0], x[:, 1], final.dev,
-                       np.any(x[:, :2] < SINGULAR_TOL, axis=1), failed, ~good & ~failed, p_lrt)
+                       np.any(x[:, :2] < SINGULAR_TOL, axis=1), failed, ~good & ~failed, p_lrt, df,
+                       2 * stats.t.sf(np.abs(z), df))
 
 
 def _xlogx(a: np.ndarray) -> np.ndarray:
@@ -268,18 +276,22 @@ def _bfgs(b: np.ndarray, s: np.ndarray, y: np.ndarray) -> np.ndarray:
     return b + np.where(ok[:, None, None], upd, 0.0)
 
 
-def _hessian(d: _Data, x: np.ndarray, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, _Eval]:
-    """glmer's Hessian of D in (theta_w, theta_i, beta): central differences (step 1e-4) of the exact gradient."""
+def _hessian(d: _Data, x: np.ndarray, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, _Eval, np.ndarray]:
+    """glmer's Hessian of D in (theta_w, theta_i, beta): central differences (step 1e-4) of the exact gradient;
+    also the derivative of the conditional variance of beta (RX) in theta, from the same evaluations."""
     final = _evaluate(d, x, u, v)
     hess = np.empty((len(x), 3, 3))
+    dvar = np.empty((len(x), 2))
     for j in range(3):
-        cols = []
+        evs = []
         for sign in (1, -1):
             xp = x.copy()
             xp[:, j] += sign * HESSIAN_STEP
-            cols.append(_evaluate(d, xp, final.u, final.v).grad)
-        hess[:, :, j] = (cols[0] - cols[1]) / (2 * HESSIAN_STEP)
-    return 0.5 * (hess + np.swapaxes(hess, 1, 2)), final
+            evs.append(_evaluate(d, xp, final.u, final.v))
+        hess[:, :, j] = (evs[0].grad - evs[1].grad) / (2 * HESSIAN_STEP)
+        if j < 2:
+            dvar[:, j] = (evs[0].var_rx - evs[1].var_rx) / (2 * HESSIAN_STEP)
+    return 0.5 * (hess + np.swapaxes(hess, 1, 2)), final, dvar
 
 
 def _evaluate(d: _Data, x: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float = 1e-10, maxit: int = 40) -> _Eval:
