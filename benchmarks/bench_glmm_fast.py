@@ -6,6 +6,10 @@ Head-to-head judgments simulated as the GLMM planner does (``MixedJudgments.resp
 per-study milliseconds of each and their ratio, the agreement on the common studies (estimate, SE, z,
 decisions) and the power of each with its Monte-Carlo SE, one JSON record per design.
 Run: python benchmarks/bench_glmm_fast.py [N=400] [M=200] [design ...]
+
+Type-I error: ``python benchmarks/bench_glmm_fast.py typeI [N=20000] [M=1000] [null design ...]``: null
+studies (log-odds 0), rejection rates at alpha = 0.05 of glmer's Wald z on the first M and, on the same M
+and on all N, of the fast tier's z, LRT, z against t(Satterthwaite df) and against t(workers - 1).
 """
 from __future__ import annotations
 
@@ -62,7 +66,53 @@ def run(name: str, n: int, m: int, seed: int = 1) -> dict:
     }
 
 
+NULL_DESIGNS = {  # workers, items, judgments per item, sd_worker, sd_item
+    "docs": (10, 40, 5, 0.5, 0.5),  # docs/headtohead.md: glmer's z rejects 0.087 of 600
+    "few_workers": (5, 40, None, 1.0, 0.5),
+    "many_workers": (30, 60, 5, 0.5, 1.0),
+}
+
+
+def type_one(name: str, n: int, m: int, seed: int = 2) -> dict:
+    from scipy import stats
+
+    workers, items, per_item, sd_w, sd_i = NULL_DESIGNS[name]
+    cell = MixedJudgments(H2HParams(sd_w, sd_i), workers, items, 0.0, per_item)
+    w, i = cell.design()
+    y = cell.responses(n, np.random.default_rng(seed))
+    t0 = time.perf_counter()
+    fast = fit_glmm_laplace(w, i, y, lrt=True)
+    t_fast = (time.perf_counter() - t0) / n
+    ref = refit_glmm_many({"worker": w + 1, "item": i + 1}, y[:m].T, lrt=False)
+    ok = ~fast.failed
+    tests = {"z": fast.p, "lrt": fast.p_lrt, "t_satterthwaite": fast.p_t,
+             "t_workers_minus_1": 2 * stats.t.sf(np.abs(fast.z), workers - 1)}
+
+    def rate(sig: np.ndarray) -> list[float]:
+        p = float(sig.mean())
+        return [round(p, 4), round(float(np.sqrt(p * (1 - p) / len(sig))), 4)]
+
+    g_ok = ref.failed.to_numpy() == 0
+    out = {"design": name, "workers": workers, "items": items, "per_item": per_item or workers,
+           "sd_worker": sd_w, "sd_item": sd_i, "n_fast": int(ok.sum()), "n_glmer": int(g_ok.sum()),
+           "ms_per_study_fast_with_lrt": round(1000 * t_fast, 2),
+           "glmer_z_first_m": rate((np.abs(ref.estimate / ref.se) >= 1.959963984540054).to_numpy()[g_ok])}
+    common = ok[:m] & g_ok
+    for k, p in tests.items():
+        assert p is not None
+        out[f"{k}_first_m"] = rate(p[:m][common] <= 0.05)
+        out[f"{k}_all"] = rate(p[ok] <= 0.05)
+    out["df_quartiles"] = [round(float(q), 2) for q in np.quantile(fast.df[ok], [0.25, 0.5, 0.75])]
+    return out
+
+
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "typeI":
+        n = int(argv[1]) if len(argv) > 1 else 20000
+        m = int(argv[2]) if len(argv) > 2 else 1000
+        for name in argv[3:] or list(NULL_DESIGNS):
+            print(json.dumps(type_one(name, n, m)), flush=True)
+        return
     n = int(argv[0]) if argv else 400
     m = int(argv[1]) if len(argv) > 1 else 200
     names = argv[2:] or ["crossed", "few_strong_workers", "incomplete"]
