@@ -199,3 +199,35 @@ def test_power_equals_glmer_refits(lme4_backend, design: str) -> None:
     power = sig_glmer.mean()
     assert abs(sig_fast.mean() - power) < mc_tolerance(power, n)
     assert np.mean(sig_fast == sig_glmer) >= 0.98
+
+
+# --------------------------------------------------------------------------- the planner's fast tier
+
+def test_cli_default_is_the_fast_tier(capsys: pytest.CaptureFixture[str]) -> None:
+    """`h2h power` with a GLMM design refits by the fast tier unless told otherwise, as the API does."""
+    import json
+    import math
+
+    from humaneval_power.cli import main
+    from humaneval_power.scenarios.headtohead import h2h_mixed_power
+
+    assert main(["h2h", "power", "--sd-worker", "0.5", "--sd-item", "0.8", "--workers", "6", "--items", "20",
+                 "--effect", "0.65", "--sims", "40", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    api = h2h_mixed_power(H2HParams(0.5, 0.8), [6], [20], [math.log(0.65 / 0.35)], n_sims=40).iloc[0]
+    assert rec["method"] == "fast" and rec["power"] == pytest.approx(api.power, abs=1e-12)
+    assert main(["h2h", "power", "--sd-worker", "0.5", "--sd-item", "0.8", "--workers", "6", "--items", "20",
+                 "--effect", "0.65", "--test", "t", "--method", "lme4"]) == 2
+
+
+@pytest.mark.slow
+def test_type_one_error_of_the_tests() -> None:
+    """Null studies of docs/headtohead.md's design (10 workers x 40 items, 5 per item, SDs 0.5): the Wald z
+    is liberal as glmer's is; z against t with Satterthwaite df holds alpha within Monte-Carlo error."""
+    from humaneval_power.engine import run_cells
+
+    sims = 2000
+    cells = [MixedJudgments(H2HParams(0.5, 0.5), 10, 40, 0.0, per_item=5, test=t) for t in ("z", "t")]
+    z, t = run_cells(cells, sims, seed=8)
+    assert z.ci_low > 0.05, z.power
+    assert abs(t.power - 0.05) < mc_tolerance(0.05, sims), t.power
