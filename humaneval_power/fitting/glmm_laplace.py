@@ -22,6 +22,7 @@ Memory: a few ``chunk x W x I`` arrays (the chunk is sized to ``CHUNK_CELLS``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -53,9 +54,9 @@ class LaplaceFits:
     singular: np.ndarray  #: a theta below lme4's 1e-4
     failed: np.ndarray  #: no convergence, or |estimate| > MAX_BETA (separation)
     fallback: np.ndarray  #: Hessian not positive: SE from RX, as glmer (which warns)
+    df: np.ndarray  #: Satterthwaite df of z (inf when the variance estimate does not move)
+    p_t: np.ndarray  #: z against t(df): the calibrated test (docs/headtohead.md)
     p_lrt: np.ndarray | None = None  #: LRT against beta = 0 (chi-square, 1 df), when asked for
-    df: np.ndarray | None = None  #: Satterthwaite df of z (inf when the variance estimate does not move)
-    p_t: np.ndarray | None = None  #: z against t(df): the calibrated test (docs/headtohead.md)
 
     def __len__(self) -> int:
         return len(self.estimate)
@@ -116,8 +117,9 @@ def fit_grid(y: np.ndarray, n: np.ndarray, lrt: bool = False, chunk_cells: int =
     step = max(1, chunk_cells // (nw * ni))
     parts = [_fit_chunk(_Data.make(y[a:a + step], n.reshape(-1, nw, ni) if shared else n[a:a + step]), lrt)
              for a in range(0, s, step)]
-    return LaplaceFits(**{k: (np.concatenate([getattr(p, k) for p in parts])
-                              if getattr(parts[0], k) is not None else None) for k in LaplaceFits.__dataclass_fields__})
+    fields: dict[str, Any] = {k: (np.concatenate([getattr(p, k) for p in parts]) if getattr(parts[0], k) is not None
+                                  else None) for k in LaplaceFits.__dataclass_fields__}
+    return LaplaceFits(**fields)
 
 
 # ------------------------------------------------------------------------------------------ internals
@@ -187,8 +189,8 @@ def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
         failed |= ~conv0
         p_lrt = stats.chi2.sf(np.maximum(ev0.dev - final.dev, 0.0), 1)
     return LaplaceFits(est, se, z, 2 * stats.norm.sf(np.abs(z)), x[:, 0], x[:, 1], final.dev,
-                       np.any(x[:, :2] < SINGULAR_TOL, axis=1), failed, ~good & ~failed, p_lrt, df,
-                       2 * stats.t.sf(np.abs(z), df))
+                       np.any(x[:, :2] < SINGULAR_TOL, axis=1), failed, ~good & ~failed, df,
+                       2 * stats.t.sf(np.abs(z), df), p_lrt)
 
 
 def _xlogx(a: np.ndarray) -> np.ndarray:
