@@ -81,8 +81,8 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool, sims: str) -> None:
     if many:
         add_checkpoint(g)
     g.add_argument("--test", choices=("z", "lrt", "t"), default="z",
-                   help="Wald z test, likelihood-ratio test, or z against t with Satterthwaite df (calibrated with "
-                        "few workers; --method fast)")
+                   help="Wald z test, likelihood-ratio test, or z against t with Satterthwaite df at most "
+                        "workers - 1 (holds alpha where z is liberal: few, varying workers; --method fast)")
     add_alpha(p)
     p.add_argument("--sims", type=positive, default=None, metavar="N",
                    help=f"simulated studies per cell ({sims})")
