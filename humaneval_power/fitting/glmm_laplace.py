@@ -8,14 +8,15 @@ What ``glmer`` (nAGQ = 1) computes, without R: the estimate minimises the Laplac
 ``theta >= 0`` and ``beta``; the SE is glmer's: ``sqrt(2 [H^-1]_beta,beta)`` with ``H`` the Hessian of
 ``D`` over ``(theta, beta)`` by central differences with step 1e-4 (lme4's ``deriv12``), falling back, as
 ``vcov.merMod`` does, to the conditional variance from ``RX`` when that is not positive (flag ``fallback``).
-Wald z and its two-sided normal p-value follow; the LRT (``lrt=True``) refits with ``beta = 0``.
+Wald z and its two-sided normal p-value follow; the LRT (``lrt=True``) refits with ``beta = 0``; ``p_t``
+refers z to t with Satterthwaite df at most workers - 1 (calibrated where z is liberal: docs/headtohead.md).
 
 Bookkeeping: every study lives on the ``workers x items`` grid (a cell's judgments share one ``eta``, so
 they add up: weight ``N`` = their total prior weight, score = their weighted mean; a split tie is a score of
 1/2, a dropped one weight 0). Items are eliminated first (their block of ``I + L Z'VZ L`` is diagonal),
 leaving a ``W x W`` Schur complement per study; all studies of a chunk iterate together (numpy, batched
-``matmul``/``solve``). The outer problem is solved by Newton's method on ``(theta, beta)`` with the exact
-gradient (implicit differentiation through the mode) and a forward-difference Hessian of it; ``D`` is even
+``matmul``/``solve``). The outer problem is solved by quasi-Newton steps on ``(theta, beta)`` (BFGS from a
+forward-difference Hessian) with the exact gradient (implicit differentiation through the mode); ``D`` is even
 in each ``theta``, so ``theta`` runs over the real line and ``|theta|`` is reported.
 Memory: a few ``chunk x W x I`` arrays (the chunk is sized to ``CHUNK_CELLS``).
 """
@@ -159,7 +160,6 @@ def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
     sign = np.where(x[:, :2] < 0, -1.0, 1.0)  # D is even in each theta: u's sign follows theta's
     x[:, :2] = np.abs(x[:, :2])
     hess, final, dvar = _hessian(d, x, ev.u * sign[:, :1], ev.v * sign[:, 1:])
-    var = np.full(s, np.nan)
     fin = np.all(np.isfinite(hess), axis=(1, 2))
     inv = np.full((s, 3, 3), np.nan)
     det = np.zeros(s)
