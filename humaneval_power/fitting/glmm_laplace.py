@@ -9,7 +9,8 @@ What ``glmer`` (nAGQ = 1) computes, without R: the estimate minimises the Laplac
 ``D`` over ``(theta, beta)`` by central differences with step 1e-4 (lme4's ``deriv12``), falling back, as
 ``vcov.merMod`` does, to the conditional variance from ``RX`` when that is not positive (flag ``fallback``).
 Wald z and its two-sided normal p-value follow; the LRT (``lrt=True``) refits with ``beta = 0``; ``p_t``
-refers z to t with Satterthwaite df at most workers - 1 (calibrated where z is liberal: docs/headtohead.md).
+refers z to t with Satterthwaite df, at most workers - 1 unless the worker SD is estimated 0 (near alpha
+where z is liberal: docs/headtohead.md).
 
 Bookkeeping: every study lives on the ``workers x items`` grid (a cell's judgments share one ``eta``, so
 they add up: weight ``N`` = their total prior weight, score = their weighted mean; a split tie is a score of
@@ -55,7 +56,7 @@ class LaplaceFits:
     singular: np.ndarray  #: a theta below lme4's 1e-4
     failed: np.ndarray  #: no convergence, or |estimate| > MAX_BETA (separation)
     fallback: np.ndarray  #: Hessian not positive: SE from RX, as glmer (which warns)
-    df: np.ndarray  #: Satterthwaite df of z, at most workers - 1
+    df: np.ndarray  #: Satterthwaite df of z, at most workers - 1 unless the worker SD is estimated 0
     p_t: np.ndarray  #: z against t(df): the calibrated test (docs/headtohead.md)
     p_lrt: np.ndarray | None = None  #: LRT against beta = 0 (chi-square, 1 df), when asked for
 
@@ -176,13 +177,14 @@ def _fit_chunk(d: _Data, lrt: bool) -> LaplaceFits:
     z = est / se
     failed = ~conv | ~final.ok | ~np.isfinite(se) | (np.abs(est) > MAX_BETA)
     # Satterthwaite: df = 2 V^2 / Var(V), V(theta) beta's conditional variance, Var(V) by the delta method
-    # with cov(theta) = 2 [H^-1]_theta,theta (a theta at 0 does not count: V is even in it); at most
-    # workers - 1, as the worker variance rests on that many (the delta method overstates df with few
-    # workers: docs/headtohead.md, Type-I error)
+    # with cov(theta) = 2 [H^-1]_theta,theta (a theta at 0 does not count: V is even in it); where the
+    # worker SD is estimated above 0, at most workers - 1, as that variance rests on that many workers (the
+    # delta method overstates df with few workers: docs/headtohead.md, Type-I error)
     spread = np.einsum("si,sij,sj->s", dvar, 2 * inv[:, :2, :2], dvar)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(nz & (spread > 0), 2 * final.var_rx ** 2 / spread, np.inf)
-    df = np.minimum(df, np.count_nonzero(d.weights().sum(axis=2) > 0, axis=1) - 1)
+    cap = np.count_nonzero(d.weights().sum(axis=2) > 0, axis=1) - 1
+    df = np.where(x[:, 0] >= SINGULAR_TOL, np.minimum(df, cap), df)
     p_lrt = None
     if lrt:
         x0n = x.copy()  # theta = 0 is stationary (D is even in theta): start the null fit away from it
