@@ -10,7 +10,7 @@ judged by k workers (item i by workers i*k .. i*k + k - 1 mod W; k = W is fully
 crossed); logit P(B preferred) = b0 + u[worker] + v[item] with SDs from a
 parameter file. Effect = b0 (log-odds for a typical worker and item);
 ``--effect`` gives it as that probability. Tests: glmer Wald ``z``, ``lrt``
-(against b0 = 0) or ``t`` (z against t, Satterthwaite df <= workers - 1, fast tier only); every
+(against b0 = 0) or ``t`` (z against t, Satterthwaite df capped at workers - 1, fast tier only); every
 study refitted by the batched Laplace fit (``fast``, :mod:`..fitting.glmm_laplace`) or by
 glmer inside R (``lme4``).
 """
