@@ -224,8 +224,8 @@ def test_cli_default_is_the_fast_tier(capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.mark.parametrize("design", [(10, 40, 5, 0.5), (5, 40, None, 1.0)])
 def test_type_one_error_of_the_tests(design: tuple) -> None:
     """Null studies where glmer's Wald z is liberal (docs/headtohead.md's design: 10 workers x 40 items, 5 per
-    item, SDs 0.5; and 5 workers with SD 1): the fast z is liberal too; z against t (Satterthwaite df, at
-    most workers - 1) holds alpha within Monte-Carlo error."""
+    item, SDs 0.5; and 5 workers with SD 1): the fast z is liberal too; `t` (Satterthwaite df, capped at
+    workers - 1 where the worker SD is above 0) holds alpha within Monte-Carlo error."""
     from humaneval_power.engine import run_cells
 
     workers, items, per_item, sd_worker = design
