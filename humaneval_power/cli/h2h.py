@@ -60,7 +60,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
 
 def _add_mixed(p: argparse.ArgumentParser, many: bool, sims: str) -> None:
-    g = p.add_argument_group("repeated judgments (logistic GLMM, lme4)")
+    g = p.add_argument_group("repeated judgments (logistic GLMM)")
     g.add_argument("--params", metavar="FILE", help="head-to-head parameter file (`hepower fit --family binomial`)")
     g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
     g.add_argument("--force", action="store_true",
