@@ -3,7 +3,8 @@
 Head-to-head judgments simulated as the GLMM planner does (``MixedJudgments.responses``), logistic GLMM
 ``y ~ 1 + (1|worker) + (1|item)``, Wald z at alpha = 0.05. Per design: N studies fitted by the fast tier
 (one batched call), the first M of them by glmer inside R (the lme4 tier's ``refit_glmm_many``); prints
-per-study milliseconds of each and their ratio, the agreement on the common studies (estimate, SE, z,
+per-study milliseconds of each and their ratio (wall time, and CPU time of this process, which also runs R:
+the CPU ratio does not depend on the machine's load), the agreement on the common studies (estimate, SE, z,
 decisions) and the power of each with its Monte-Carlo SE, one JSON record per design.
 Run: python benchmarks/bench_glmm_fast.py [N=400] [M=200] [design ...]
 
@@ -39,12 +40,12 @@ def run(name: str, n: int, m: int, seed: int = 1) -> dict:
     y = cell.responses(n, np.random.default_rng(seed))
     refit_glmm_many({"worker": w + 1, "item": i + 1}, y[:1].T, lrt=False)  # R started and warm
     fit_glmm_laplace(w, i, y[:1])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     fast = fit_glmm_laplace(w, i, y)
-    t_fast = (time.perf_counter() - t0) / n
-    t0 = time.perf_counter()
+    t_fast, c_fast = (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
+    t0, c0 = time.perf_counter(), time.process_time()
     ref = refit_glmm_many({"worker": w + 1, "item": i + 1}, y[:m].T, lrt=False)
-    t_glmer = (time.perf_counter() - t0) / m
+    t_glmer, c_glmer = (time.perf_counter() - t0) / m, (time.process_time() - c0) / m
     est, se = ref.estimate.to_numpy(), ref.se.to_numpy()
     ok = ~fast.failed[:m] & (ref.failed.to_numpy() == 0)
     sig_f = (fast.p <= 0.05) & ~fast.failed
@@ -55,7 +56,8 @@ def run(name: str, n: int, m: int, seed: int = 1) -> dict:
         "design": name, "workers": workers, "items": items, "per_item": per_item or workers, "sd_worker": sd_w,
         "sd_item": sd_i, "log_odds": b, "n_fast": n, "n_glmer": m,
         "ms_per_study_fast": round(1000 * t_fast, 2), "ms_per_study_glmer": round(1000 * t_glmer, 1),
-        "ratio": round(t_glmer / t_fast, 1),
+        "ratio": round(t_glmer / t_fast, 1), "cpu_ms_per_study_fast": round(1000 * c_fast, 2),
+        "cpu_ms_per_study_glmer": round(1000 * c_glmer, 1), "cpu_ratio": round(c_glmer / c_fast, 1),
         "est_abs_diff_median_q99_max": q(np.abs(fast.estimate[:m] - est)[ok]),
         "se_rel_diff_median_q99_max": q(np.abs(fast.se[:m] / se - 1)[ok]),
         "z_abs_diff_median_q99_max": q(np.abs(fast.z[:m] - est / se)[ok]),
