@@ -235,3 +235,25 @@ def test_type_one_error_of_the_tests(design: tuple) -> None:
     z, t = run_cells(cells, sims, seed=8)
     assert z.ci_low > 0.05, z.power
     assert abs(t.power - 0.05) < mc_tolerance(0.05, sims), t.power
+
+
+@pytest.mark.r
+def test_ties_as_glmer_fits_them(lme4_backend) -> None:
+    """Split ties (score 1/2: glmer's cbind(2s, 2 - 2s) at weight 1/2, as `hepower fit --ties split`) and
+    dropped ties (weight 0 here, rows removed for glmer): the fit of the lme4 backend, to its accuracy."""
+    import pandas as pd
+
+    from humaneval_power.fitting.judgments import FORMULA
+
+    w, i, y = studies(6, 20, None, 0.6, 0.9, 0.4, 2, seed=31)
+    tie = np.random.default_rng(32).random(y.shape) < 0.25
+    y[0, tie[0]] = 0.5
+    weights = np.where(tie, 0.0, 1.0)
+    weights[0] = 1.0  # study 0 splits its ties, study 1 drops them
+    fast = gl.fit_glmm_laplace(w, i, y, weights)
+    for s in range(2):
+        keep = weights[s] > 0
+        frame = pd.DataFrame({"worker": w[keep] + 1, "item": i[keep] + 1, "score": y[s, keep]})
+        ref = lme4_backend.fit_glmm(frame, FORMULA, intervals="none").coefficients.iloc[0]
+        assert fast.estimate[s] == pytest.approx(ref.estimate, abs=5e-3)
+        assert fast.se[s] == pytest.approx(ref.se, rel=3e-2)
