@@ -271,7 +271,8 @@ class MixedJudgments:
             from ..fitting.glmm_laplace import fit_glmm_laplace
 
             fit = fit_glmm_laplace(w, i, y, lrt=self.test == "lrt")
-            p = {"z": fit.p, "lrt": fit.p_lrt, "t": fit.p_t}[self.test]
+            p = {"z": fit.p, "t": fit.p_t}.get(self.test, fit.p_lrt)
+            assert p is not None
             return StudyOutcomes(fit.estimate, (p <= self.alpha) & ~fit.failed, fit.failed, fit.singular,
                                  fit.fallback)
         res = refit_glmm_many({"worker": w + 1, "item": i + 1}, y.T, lrt=self.test == "lrt")
