@@ -40,7 +40,7 @@ def main() -> None:
 
     def sweep(executor: object) -> tuple[pd.DataFrame, float]:
         t0 = time.perf_counter()
-        table = h2h_mixed_power(params, 10, items, 0.8, n_sims=args.sims, seed=1, jobs=executor)
+        table = h2h_mixed_power(params, 10, items, 0.8, n_sims=args.sims, seed=1, jobs=executor, method="lme4")
         return table, time.perf_counter() - t0
 
     out: dict[str, object] = {"cells": args.cells, "studies_per_cell": args.sims, "refits": args.cells * args.sims}
