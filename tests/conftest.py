@@ -43,3 +43,32 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"real data not found at {path} (set HEPOWER_DATA)")
     return path
+
+
+#: fits of :func:`humaneval_power.analyze.analyze`, by (ratings, model, backend, df method): see ``shared_analysis_fits``
+_ANALYSIS_FITS: dict[tuple, tuple] = {}
+
+
+@pytest.fixture
+def shared_analysis_fits(monkeypatch: pytest.MonkeyPatch) -> dict[tuple, tuple]:
+    """``analyze`` fits each (ratings, model, backend, df method) once per test session.
+
+    Tests that analyse one study under several contrast families and adjustments then fit its model once:
+    the fit is deterministic and everything these tests check (F, means, contrasts, adjustments) is
+    computed from it afterwards. Returns the cache (a test may assert how many fits it made).
+    """
+    import pandas as pd
+
+    from humaneval_power import analyze as analyze_module
+
+    fit_once = analyze_module._fit_once
+
+    def cached(frame: pd.DataFrame, spec: object, backend: str, kenward_roger: bool, progress: object) -> tuple:
+        key = (tuple(frame.columns), pd.util.hash_pandas_object(frame).to_numpy().tobytes(), spec, backend,
+               kenward_roger)
+        if key not in _ANALYSIS_FITS:
+            _ANALYSIS_FITS[key] = fit_once(frame, spec, backend, kenward_roger, progress)
+        return _ANALYSIS_FITS[key]
+
+    monkeypatch.setattr(analyze_module, "_fit_once", cached)
+    return _ANALYSIS_FITS
