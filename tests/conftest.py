@@ -7,6 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One BLAS thread per xdist worker: the workers already occupy the cores, and a threaded BLAS only spins on
+    # these small matrices (the library's own worker processes do the same, executors._limit_blas).
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"  # libraries loaded later (R's BLAS)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # libraries loaded already
+
 
 @pytest.fixture(autouse=True)
 def _no_timed_stage_notes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -20,6 +29,13 @@ def _no_timed_stage_notes(monkeypatch: pytest.MonkeyPatch) -> None:
 def mc_tolerance(p: float, n: int, z: float = 3.5) -> float:
     """Monte-Carlo tolerance for a proportion estimated from n draws: z standard errors."""
     return z * float(np.sqrt(max(p * (1 - p), 1e-4) / n))
+
+
+def sim_jobs() -> int:
+    """Processes for a test's simulation: 2 when tests run one at a time, 1 under pytest-xdist, whose workers
+    already keep the cores busy (a pool there only adds process start-up, R's included). Results depend on
+    the seed only, never on jobs (engine.run_cells)."""
+    return 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
 
 
 @pytest.fixture(scope="session")
