@@ -17,6 +17,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     threadpool_limits(1)  # libraries loaded already
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the slow tests first (otherwise in collection order): the workers take the long
+    tests while there is much left to balance them with, and finish together on the short ones (xdist's
+    loadgroup sends multi-test groups first, then one test at a time in this order)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _no_timed_stage_notes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI's stage notes appear after a delay, so on a loaded machine a quick failure could print one before

@@ -56,13 +56,21 @@ def expert(data_dir: Path, systems=None, baseline: str = "A"):
                         systems=list(systems) if systems else None, baseline=baseline, scale=(1, 5))
 
 
-@pytest.mark.r
-@pytest.mark.parametrize("backend", ["lme4", "statsmodels"])
-def test_invariant_default_equals_lmertest_on_14_expert_systems(lme4_backend, data_dir: Path, backend: str) -> None:
+@pytest.fixture(scope="module")
+def expert14(lme4_backend, data_dir: Path) -> tuple:
+    """The 14 expert systems and lmerTest's fit of them, once for both backends' tests."""
     data = expert(data_dir)
+    return data, lmertest(data)
+
+
+@pytest.mark.r
+@pytest.mark.xdist_group("multisystem_expert14")  # one worker: the lmerTest reference is fitted once
+@pytest.mark.parametrize("backend", ["lme4", "statsmodels"])
+def test_invariant_default_equals_lmertest_on_14_expert_systems(expert14: tuple, backend: str) -> None:
+    data, ref = expert14
     fit = fit_pilot(data, backend)
     assert fit.design.random == "invariant" and len(fit.records) == 13
-    _against_lmertest(fit, lmertest(data), rtol_df=1e-3)
+    _against_lmertest(fit, ref, rtol_df=1e-3)
 
 
 @pytest.mark.r
