@@ -69,7 +69,7 @@ def data_dir() -> Path:
     return path
 
 
-#: fits of :func:`humaneval_power.analyze.analyze`, by (ratings, model, backend, df method): see ``shared_analysis_fits``
+#: fits made by :func:`humaneval_power.analyze.analyze` under ``shared_analysis_fits``
 _ANALYSIS_FITS: dict[tuple, tuple] = {}
 
 

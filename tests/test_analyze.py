@@ -45,6 +45,9 @@ function(worker, item, system, score, levels) {
 
 EXPERT_SYSTEMS = ["A", "B", "C", "D", "E"]
 AMT_SYSTEMS = ["A", "C", "F", "M"]
+#: the two data sets; one xdist group each, so that both backends' tests read one R reference (r_reference)
+WHICH = [pytest.param("expert", marks=pytest.mark.xdist_group("analyze_expert")),
+         pytest.param("amt", marks=[pytest.mark.slow, pytest.mark.xdist_group("analyze_amt")])]
 
 
 def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str], source: str = R_REFERENCE,
@@ -142,8 +145,7 @@ def _check_f_and_means(result, ref: dict, rel_df: float, abs_est: float, abs_p: 
 
 
 @pytest.mark.r
-@pytest.mark.parametrize("which", [pytest.param("expert", marks=pytest.mark.xdist_group("analyze_expert")),
-                                   pytest.param("amt", marks=[pytest.mark.slow, pytest.mark.xdist_group("analyze_amt")])])
+@pytest.mark.parametrize("which", WHICH)
 def test_lme4_backend_equals_lmertest_emmeans(which, request, r_reference, shared_analysis_fits):
     """The lme4 backend: the same lme4 optimum, so lmerTest's and emmeans' numbers to 1e-6 (p 1e-4 / mvt MC).
 
@@ -168,8 +170,7 @@ def any_result_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.r
-@pytest.mark.parametrize("which", [pytest.param("expert", marks=pytest.mark.xdist_group("analyze_expert")),
-                                   pytest.param("amt", marks=[pytest.mark.slow, pytest.mark.xdist_group("analyze_amt")])])
+@pytest.mark.parametrize("which", WHICH)
 def test_statsmodels_backend_equals_lmertest_emmeans(which, request, r_reference, shared_analysis_fits):
     """Without R: the same numbers within the optimisers' tolerance (df 1e-3 relative, estimates/SE 1e-4)."""
     frame = request.getfixturevalue(which)

@@ -64,11 +64,14 @@ def expert14(lme4_backend, data_dir: Path) -> tuple:
 
 
 @pytest.mark.r
-@pytest.mark.xdist_group("multisystem_expert14")  # one worker: the lmerTest reference is fitted once
+@pytest.mark.xdist_group("expert14")  # one worker: lmerTest's fit once; both fits shared with test_fit_real
 @pytest.mark.parametrize("backend", ["lme4", "statsmodels"])
-def test_invariant_default_equals_lmertest_on_14_expert_systems(expert14: tuple, backend: str) -> None:
+def test_invariant_default_equals_lmertest_on_14_expert_systems(expert14: tuple, data_dir: Path, backend: str) -> None:
+    from tests.test_fit_real import shared_fit
+
     data, ref = expert14
-    fit = fit_pilot(data, backend)
+    fit = shared_fit(data_dir, "expert", backend, systems=None)
+    assert fit.data.frame.equals(data.frame)  # the same ratings as the reference's
     assert fit.design.random == "invariant" and len(fit.records) == 13
     _against_lmertest(fit, ref, rtol_df=1e-3)
 
