@@ -17,12 +17,25 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     threadpool_limits(1)  # libraries loaded already
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist, the slow tests first (otherwise in collection order): the workers take the long
     tests while there is much left to balance them with, and finish together on the short ones (xdist's
-    loadgroup sends multi-test groups first, then one test at a time in this order)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    loadgroup sends multi-test groups first, then one test at a time in this order).
+
+    ``xdist_group`` repaired for pytest >= 9: pytest-xdist 3.8 names a grouped test ``nodeid@group`` by
+    setting ``item._nodeid``, which pytest 9 no longer reads (a node's id lives in ``item._id``), so every
+    group was silently split across the workers (measured: the two tests of a group ran on gw0 and gw1).
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        grouped = getattr(item, "_nodeid", None)
+        if isinstance(grouped, str) and grouped.startswith(item.nodeid + "@"):
+            item._id = NodeId.parse(grouped)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)
