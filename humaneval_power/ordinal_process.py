@@ -195,12 +195,22 @@ def latent_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, coef: 
     return 2 * var * var / denom if denom > 0 else math.inf
 
 
+def study_dfs(sds: np.ndarray, groups: dict[str, np.ndarray], X: np.ndarray, coef: int = 0,
+              link: str = "logit") -> np.ndarray:
+    """:func:`latent_satterthwaite_df` of every study (rows of ``sds``, e.g. ``ClmmBatch.sds``; NaN where failed)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return np.array([latent_satterthwaite_df(groups, X, coef, s, link) if np.all(np.isfinite(s)) else np.nan
+                         for s in np.atleast_2d(sds)])
+
+
 def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,
                      df: np.ndarray | float | None = None) -> np.ndarray:
     """Whether each study of a :class:`~humaneval_power.fitting.clmm.ClmmBatch` rejects the null at ``alpha``.
 
     ``lrt`` needs the batch fitted with ``lrt=True``; ``t`` needs ``df`` (e.g. :func:`latent_satterthwaite_df`
-    per study). Failed studies (NaN) never reject.
+    per study, :func:`study_dfs`). Failed studies (NaN) never reject.
     """
     if test not in ORDINAL_TESTS:
         raise InputError(f"unknown ordinal test {test!r}; known: {', '.join(ORDINAL_TESTS)}")

@@ -18,6 +18,7 @@ from humaneval_power.ordinal_process import (
     OrdinalProcess,
     latent_satterthwaite_df,
     ordinal_decision,
+    study_dfs,
 )
 
 from .conftest import mc_tolerance
@@ -167,8 +168,7 @@ def test_default_test_type1_error_small_crossed_design() -> None:
     batch = fit_clmm_many(Y, X, groups, scale=p.scale, lrt=DEFAULT_TEST == "lrt")
     df = None
     if DEFAULT_TEST == "t":
-        df = np.array([latent_satterthwaite_df(groups, X, 0, s) if np.all(np.isfinite(s)) else np.nan
-                       for s in batch.sds])
+        df = study_dfs(batch.sds, groups, X)
     ok = ~batch.failed
     rate = float(ordinal_decision(batch, DEFAULT_TEST, df=df)[ok].mean())
     assert abs(rate - 0.05) < mc_tolerance(0.05, int(ok.sum()))
