@@ -176,20 +176,23 @@ def latent_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, coef: 
     Z = np.zeros((N, edges[-1]))
     for c, e in zip(codes, edges):
         Z[np.arange(N), e + c] = 1.0
-    v = np.repeat(np.asarray(sds, float) ** 2, sizes)
-    V = (Z * v) @ Z.T
-    V[np.diag_indices(N)] += math.pi**2 / 3 if link == "logit" else 1.0
-    Vi = np.linalg.inv(V)
-    ViX = Vi @ Xw
-    C = np.linalg.inv(Xw.T @ ViX)
+    d = np.repeat(np.abs(np.asarray(sds, float)), sizes)
+    s2 = math.pi**2 / 3 if link == "logit" else 1.0
+    # V = s2 I + B B', B = Z diag(d): every product through the q x q Woodbury core A = s2 I + B'B
+    G, ZX = Z.T @ Z, Z.T @ Xw
+    A = s2 * np.eye(len(d)) + d[:, None] * G * d[None, :]
+    Ainv = np.linalg.inv(A)
+    GdA = (G * d[None, :]) @ Ainv * d[None, :]  # G d A^-1 d
+    ZViZ = (G - GdA @ G) / s2
+    ZViX = (ZX - GdA @ ZX) / s2
+    XViX = (Xw.T @ Xw - (ZX.T * d) @ Ainv @ (d[:, None] * ZX)) / s2
+    C = np.linalg.inv(XViX)
     j = coef + 1
     var = C[j, j]
-    zh = Z.T @ (ViX @ C[:, j])  # Z' V^-1 X C e_j
+    zh = ZViX @ C[:, j]  # Z' V^-1 X C e_j
     blocks = [slice(a, b) for a, b in itertools.pairwise(edges)]
     g = np.array([-np.sum(zh[b] ** 2) for b in blocks])
-    ZV = Z.T @ Vi
-    ZVX = Z.T @ ViX
-    M = ZV @ Z - ZVX @ C @ ZVX.T  # Z' P Z
+    M = ZViZ - ZViX @ C @ ZViX.T  # Z' P Z
     info = np.array([[0.5 * np.sum(M[a, b] ** 2) for b in blocks] for a in blocks])
     denom = float(g @ np.linalg.pinv(info) @ g)
     return 2 * var * var / denom if denom > 0 else math.inf
