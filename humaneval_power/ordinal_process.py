@@ -13,9 +13,10 @@ variances: E[Y | eta] = lowest + sum_k E_b[1 - F(theta_k - eta - b)], in closed 
 (Phi((eta - theta_k) / sqrt(1 + tau^2))) and by Gauss-Hermite quadrature for logit.
 
 :func:`ordinal_decision` is the significance decision of a batch of CLMM fits
-(:func:`~humaneval_power.fitting.clmm.fit_clmm_many`) by ``test``: ``lrt`` (the default: chosen by the
-Type-I simulations of ``examples/ordinal_type1.py``, docs/ordinal.md), ``z`` (clmm's Wald z) or ``t``
-(Wald statistic against t with the Satterthwaite df of the latent working model, :func:`latent_satterthwaite_df`).
+(:func:`~humaneval_power.fitting.clmm.fit_clmm_many`) by ``test``: ``t`` (the default, chosen by the Type-I
+simulations of ``examples/ordinal_type1.py``, docs/ordinal.md: the Wald statistic against t with the
+Satterthwaite df of the latent working model, :func:`latent_satterthwaite_df`), ``lrt`` (likelihood ratio,
+chi-square 1) or ``z`` (clmm's Wald z, liberal with few workers).
 """
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ from .processes import _effects
 from .validation import check_number
 
 ORDINAL_SDS = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system")
-ORDINAL_TESTS = ("lrt", "z", "t")
-DEFAULT_TEST = "lrt"
+ORDINAL_TESTS = ("t", "lrt", "z")
+DEFAULT_TEST = "t"
 _GH_NODES = 80
 
 
@@ -225,6 +226,6 @@ def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,
         p = np.asarray(batch.p_wald, float)
     else:
         if df is None:
-            raise InputError("the t test needs degrees of freedom (df)")
+            raise InputError("the t test needs degrees of freedom: df=study_dfs(batch.sds, groups, X)")
         p = 2 * stats.t.sf(np.abs(np.asarray(batch.z, float)), np.asarray(df, float))
     return np.nan_to_num(p, nan=1.0) < alpha
