@@ -1,8 +1,9 @@
 """Benchmark the batched no-R CLMM (``clmm.fit_clmm_many``) against ``ordinal::clmm`` refits of the same studies.
 
-Design: 3 of 15 workers per item (drawn once), 100 items, 2 systems, every worker of an item rates both
-systems (600 ratings per study); ratings 1..5 from the CLMM (``ordinal_process.OrdinalProcess``) with thresholds (-2, -0.7, 0.5, 1.8), latent
-SDs worker 0.8, item 1.0, worker:system 0.3, item:system 0.5 and a latent shift ``delta`` of system 1.
+Design: 3 of 15 workers per item (``CrowdDesign``, random assignment drawn once), 100 items, 2 systems, every
+worker of an item rates both systems (600 ratings per study); ratings 1..5 from the CLMM
+(``ordinal_process.OrdinalProcess``) with thresholds (-2, -0.7, 0.5, 1.8), latent SDs worker 0.8, item 1.0,
+worker:system 0.3, item:system 0.5 and a latent shift ``delta`` of system 1.
 Model: ``y ~ system + (1|worker) + (1|item) + (1|worker:system) + (1|item:system)``, logit.
 
 Times (wall and CPU) ``fit_clmm_many`` (Wald z, and with the LRT: two fits per study) on N studies and clmm (rpy2,
