@@ -67,12 +67,13 @@ def test_sequential_results_do_not_depend_on_jobs() -> None:
     assert [(r.power, r.n_sims, e) for r, e in one] == [(r.power, r.n_sims, e) for r, e in two]
 
 
+@pytest.mark.slow
 def test_optimistic_power_bounds_simulated_power() -> None:
     """The analytic screen settles a design only when an upper bound of its power falls short: checked
     against simulation on crowd designs of both processes it was not tuned on (balanced and crossed)."""
     for params, effect in ((InvariantProcess(0.2, 0.25, 0.2, 0.1, 0.7), 0.3), ("card2020-low", 0.25)):
         make = cell_factory(params)
-        cells = [make(i, w, k, 1, effect) for i, w, k in itertools.product((20, 60), (6, 12), (2, 6)) if k <= w]
+        cells = [make(i, 8, k, 1, effect) for i, k in itertools.product((20, 60), (2, 8))]
         for c, r in zip(cells, run_cells(cells, 200, seed=5, jobs=1)):
             assert r.power <= optimistic_power(c) + mc_tolerance(r.power, 200), c.cell()
 
@@ -87,14 +88,18 @@ def _full_search(params: Any, effect: float, grid: dict[str, list[int]], costs: 
 
 
 @pytest.mark.parametrize("params, effect, grid", [
-    ("card2020-high", 0.3, {"items": [10, 20, 40, 80], "workers": [6], "ratings_per_item": [2, 3, 6]}),
-    (InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8), 0.3, {"items": [20, 40, 80], "workers": [8], "ratings_per_item": [1, 3]}),
+    pytest.param("card2020-high", 0.3, {"items": [10, 20, 40, 80], "workers": [6], "ratings_per_item": [2, 3, 6]},
+                 marks=pytest.mark.slow),
+    pytest.param(InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8), 0.4,
+                 {"items": [20, 40, 80], "workers": [8], "ratings_per_item": [1, 8]}, marks=pytest.mark.slow),
 ])
 def test_cheapest_design_equals_the_full_search(params: Any, effect: float, grid: dict[str, list[int]]) -> None:
     costs = Costs(per_rating=0.1)
     table, best = likert_budget(params, effect, **grid, costs=costs, n_sims=400, seed=2, jobs=1)
     assert best.value == _full_search(params, effect, grid, costs, 0.8, 400, 2)
-    assert best.at.n_sims in (0, 400) and set(table.settled) <= {"analytic screen", "stopped early (upper bound "
+    if best.attainable:
+        assert best.at.n_sims in (0, 400) and best.at.extra["settled"] in ("full", "exact")
+    assert best.at is not None and set(table.settled) <= {"analytic screen", "stopped early (upper bound "
                                                                   "below target)", "full", "exact"}
 
 
