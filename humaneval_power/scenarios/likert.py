@@ -259,12 +259,13 @@ def likert_budget(
     """The cheapest design reaching the target power among items x workers x k x h within ``budget``
     (by default items ``BUDGET_ITEMS``, pools ``BUDGET_WORKERS``, k ``BUDGET_RATINGS_PER_ITEM``).
 
-    Designs are evaluated in order of cost, cheapest first, a few at a time; the
-    search stops after the first round holding a design that reaches the target
-    (every cheaper design has been evaluated by then). With ``n_sims >= 500`` each
-    round is first screened with ``n_sims // 10`` studies: a design whose upper 95%
-    bound falls short of the target is settled there (its record says so in
-    ``n_sims``), the others are run in full. Returns the evaluated
+    Designs are settled in order of cost, cheapest first (docs/crowd.md, "Costs and budgets"):
+    by the analytic screen (:func:`optimistic_power` below the target; two-system within-item
+    designs with even workloads), else by sequential Monte Carlo in rounds of up to four designs
+    (:func:`~humaneval_power.planning.sequential_cells`: stopped once an upper bound falls short,
+    at most a 5% chance of wrongly stopping a design that reaches the target), to the first round
+    holding a design that reaches the target in a full run; the answer's cheaper neighbour is then
+    run in full too (the frontier at full precision). Each record's ``settled`` says how. Returns the evaluated
     designs (the cost-power frontier, one row each, with ``cost``) and the answer
     as a :class:`SolveResult` over ``cost``: ``value`` the cheapest cost reaching
     the target, ``high`` the cheapest whose lower 95% bound reaches it (the
@@ -331,7 +332,8 @@ def approximate_variance(cell: Any) -> float | None:
 
 def optimistic_power(cell: Any, deflation: float = SCREEN_DEFLATION) -> float | None:
     """An upper bound for the power of ``cell`` (None where :func:`approximate_variance` has none): a
-    two-sided z test at the cell's alpha with ``deflation`` times the approximate variance (no df penalty)."""
+    two-sided z test at the cell's alpha with ``deflation`` times the approximate variance (no df penalty).
+    With ``1 / deflation`` it is a pessimistic guess, used only to end a round of the search early."""
     v = approximate_variance(cell)
     if v is None:
         return None
@@ -369,10 +371,16 @@ def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: in
     def reaches(j: int) -> bool:
         return results[j].power >= target and results[j].extra["settled"] in ("exact", "full")
 
+    rounds: list[list[int]] = [[]]
+    for j in doubt:  # rounds of four, a round ending early at a design likely to reach the target
+        rounds[-1].append(j)
+        likely = optimistic_power(cells[j][1], 1 / SCREEN_DEFLATION) if screen else None
+        if len(rounds[-1]) == 4 or (likely is not None and likely >= target):
+            rounds.append([])
     with using(jobs) as executor:  # one set of workers (and their R) for the whole search
-        for start in range(0, len(doubt), 4):
-            settle(doubt[start:start + 4], False)
-            if any(reaches(j) for j in doubt[:start + 4]):
+        for batch in filter(None, rounds):
+            settle(batch, False)
+            if any(reaches(j) for j in batch):
                 break
         answer = next((j for j in sorted(results) if reaches(j)), None)
         while answer is not None and answer > 0:  # the frontier: the cheaper neighbour at full precision too
@@ -407,7 +415,7 @@ def _cheapest(results: list[PowerResult], target: float, budget: float | None, p
 
     best, sure, maybe = first(lambda r: r.power >= target), first(lambda r: r.ci_low >= target), \
         first(lambda r: r.ci_high >= target)
-    top = max(results, key=lambda r: r.power)
+    top = max(results, key=lambda r: (r.extra.get("settled") != "analytic screen", r.power))  # simulated first
     detail = {"designs_evaluated": len(results), "budget": budget}
     if best is None:
         d = top.cell
