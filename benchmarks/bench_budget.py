@@ -16,12 +16,13 @@ import time
 
 import pandas as pd
 
-GRID = dict(items=[50, 100, 200, 400, 800], workers=[40], ratings_per_item=[1, 2, 3, 5])  # 20 candidates
+GRID = {"items": [50, 100, 200, 400, 800], "workers": [40], "ratings_per_item": [1, 2, 3, 5]}  # 20 candidates
 
 
-def reference(params, effect, costs, target, n_sims, seed):  # type: ignore[no-untyped-def]
+def reference(params, effect, costs, target, n_sims, seed, screened=True):  # type: ignore[no-untyped-def]
     """The previous release's search (likert_budget before issue 27): a tenth of the studies screens
-    each round of four designs, the designs whose upper 95% bound reaches the target run in full."""
+    each round of four designs, the designs whose upper 95% bound reaches the target run in full
+    (``screened=False``: every design of a round in full, the search when issue 27 was filed)."""
     import itertools
 
     from humaneval_power.engine import run_cells
@@ -32,13 +33,14 @@ def reference(params, effect, costs, target, n_sims, seed):  # type: ignore[no-u
     make = cell_factory(params, costs=costs)
     cells = [(costs.of(c.design), c) for c in (make(i, w, k, 1, effect) for i, w, k in
                                                  itertools.product(*GRID.values()) if k <= w)]
-    cells, results, screen = _largest_pools(cells), [], n_sims // 10
+    cells, results, screen = _largest_pools(cells), [], n_sims // 10 if screened else n_sims
     with using(1) as ex:
         for start in range(0, len(cells), 4):
             batch = [c for _, c in cells[start:start + 4]]
-            runs = run_cells(batch, screen, seed=seed, jobs=ex)
-            results += [r for r in runs if r.ci_high < target]
-            batch = [c for c, r in zip(batch, runs) if r.ci_high >= target]
+            if screened:
+                runs = run_cells(batch, screen, seed=seed, jobs=ex)
+                results += [r for r in runs if r.ci_high < target]
+                batch = [c for c, r in zip(batch, runs) if r.ci_high >= target]
             if batch:
                 results += run_cells(batch, n_sims, seed=seed, jobs=ex)
             if any(r.power >= target for r in results):
@@ -51,6 +53,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--target", type=float, default=0.8)
+    ap.add_argument("--reference", choices=("screened", "plain"), default="screened",
+                    help="the previous search (screened, default) or the one before it (every design in full)")
     args = ap.parse_args()
     from humaneval_power.designs import Costs
     from humaneval_power.processes import InvariantProcess
@@ -65,12 +69,12 @@ def main() -> None:
 
     crowd._FITS.clear()  # jobs=1 runs in this process: no fits cached by the first search for the second
     t = time.perf_counter()
-    ref_table, ref = reference(params, effect, costs, args.target, args.sims, 1)
+    ref_table, ref = reference(params, effect, costs, args.target, args.sims, 1, args.reference == "screened")
     ref_s = time.perf_counter() - t
     same = best.value == ref.value
     close = (best.value is not None and ref.value is not None and best.value <= ref.value
              and best.at.ci_high >= args.target)
-    out = {"candidates": 20, "sims": args.sims, "target": args.target,
+    out = {"candidates": 20, "sims": args.sims, "target": args.target, "reference": args.reference,
            "fast_seconds": round(fast_s, 2), "fast_studies": int(table.n_sims.sum()),
            "fast_settled": table.settled.value_counts().to_dict(),
            "reference_seconds": round(ref_s, 2), "reference_studies": int(ref_table.n_sims.sum()),

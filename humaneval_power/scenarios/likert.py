@@ -333,7 +333,7 @@ def approximate_variance(cell: Any) -> float | None:
 def optimistic_power(cell: Any, deflation: float = SCREEN_DEFLATION) -> float | None:
     """An upper bound for the power of ``cell`` (None where :func:`approximate_variance` has none): a
     two-sided z test at the cell's alpha with ``deflation`` times the approximate variance (no df penalty).
-    With ``1 / deflation`` it is a pessimistic guess, used only to end a round of the search early."""
+    With ``deflation=1`` it is the approximation itself, used only to end a round of the search early."""
     v = approximate_variance(cell)
     if v is None:
         return None
@@ -374,7 +374,7 @@ def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: in
     rounds: list[list[int]] = [[]]
     for j in doubt:  # rounds of four, a round ending early at a design likely to reach the target
         rounds[-1].append(j)
-        likely = optimistic_power(cells[j][1], 1 / SCREEN_DEFLATION) if screen else None
+        likely = optimistic_power(cells[j][1], 1.0) if screen else None  # the approximation itself
         if len(rounds[-1]) == 4 or (likely is not None and likely >= target):
             rounds.append([])
     with using(jobs) as executor:  # one set of workers (and their R) for the whole search
