@@ -311,12 +311,14 @@ def smallest_in_grid(table: pd.DataFrame, target: float, vary: str, by: Sequence
 SEQUENTIAL_ERROR = 0.05
 
 
-def sequential_bound(k: int, n: int, looks: int, error: float = SEQUENTIAL_ERROR) -> float:
+def sequential_bound(k: Any, n: Any, looks: int, error: float = SEQUENTIAL_ERROR) -> Any:
     """The one-sided Clopper-Pearson upper bound of k successes in n studies at level
-    ``1 - error / looks``: one interim look's share of the sequential error."""
+    ``1 - error / looks``: one interim look's share of the sequential error (elementwise on arrays)."""
     from scipy import stats
 
-    return 1.0 if k >= n else float(stats.beta.ppf(1 - error / looks, k + 1, n - k))
+    k, n = np.asarray(k), np.asarray(n)
+    bound = np.where(k >= n, 1.0, stats.beta.ppf(1 - error / looks, k + 1, np.maximum(n - k, 1)))
+    return float(bound) if bound.ndim == 0 else bound
 
 
 def sequential_cells(cells: Sequence[Scenario], n_sims: int, target: float, seed: int = 0, jobs: Jobs = None,
