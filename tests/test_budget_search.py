@@ -13,7 +13,11 @@ import pytest
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs
 from humaneval_power.engine import StudyOutcomes, run_cells
-from humaneval_power.planning import SEQUENTIAL_ERROR, sequential_bound, sequential_cells
+from humaneval_power.planning import (
+    SEQUENTIAL_ERROR,
+    sequential_bound,
+    sequential_cells,
+)
 from humaneval_power.processes import InvariantProcess
 from humaneval_power.scenarios.crowd import cell_factory
 from humaneval_power.scenarios.likert import likert_budget, optimistic_power
