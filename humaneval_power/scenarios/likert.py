@@ -315,9 +315,9 @@ def approximate_variance(cell: Any) -> float | None:
     over I items, k workers per item and the W workers used, ``V = s_w^2 / W + s_i^2 / I + 2 s_e^2 / (I k)``
     with the slope SDs (``s_w^2 = 2 sd_worker_system^2`` etc. in the coding-invariant model). For the
     fully crossed slope design it is the analytic tier's exact variance."""
-    d, a = getattr(cell, "design", None), getattr(cell, "analysis", None)
-    if not isinstance(cell, CrowdScenario) or not isinstance(d, CrowdDesign) or cell.means is not None:
+    if not isinstance(cell, CrowdScenario) or not isinstance(cell.design, CrowdDesign) or cell.means is not None:
         return None
+    d, a = cell.design, cell.analysis
     if (d.systems != 2 or d.presentation != "within" or d.missing or d.workload is not None
             or d.assignment == "random" or a.test == "card2020"):
         return None
@@ -354,6 +354,7 @@ def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: in
         bound = optimistic_power(c) if screen else None
         if bound is not None and bound < target:
             rough = optimistic_power(c, 1.0)
+            assert rough is not None
             results[j] = replace(PowerResult.closed_form(c.cell(), rough, math.nan, math.nan), ci_low=0.0,
                                  ci_high=bound, extra={"settled": "analytic screen"})
         else:
