@@ -1,10 +1,11 @@
-"""A 20-cell budget search over crowd designs: its wall time with the fast tier, and the time the same
-search would take with lme4 refits (lme4 timed on a few of the same studies, in the same run).
+"""A 20-design budget search over crowd designs: the fast search (analytic screen, sequential Monte Carlo,
+frontier at full precision) against the search of the previous release (every design screened with a tenth
+of the studies, the survivors run in full, rounds of four), both in the same run.
 
-    python benchmarks/bench_budget.py [--sims N] [--lme4-studies K]
+    python benchmarks/bench_budget.py [--sims N] [--target P]
 
-Prints one JSON record: cells evaluated, studies simulated, seconds, seconds per study of each tier
-and their ratio, and the projected lme4 time of the whole search.
+Prints one JSON record: seconds and studies of each search, their ratio, both answers and whether the
+fast answer is the reference's or one no more expensive whose power is within Monte-Carlo error of the target.
 """
 from __future__ import annotations
 
@@ -13,51 +14,73 @@ import json
 import os
 import time
 
-import numpy as np
+import pandas as pd
+
+GRID = {"items": [50, 100, 200, 400, 800], "workers": [40], "ratings_per_item": [1, 2, 3, 5]}  # 20 candidates
+
+
+def reference(params, effect, costs, target, n_sims, seed, screened=True):  # type: ignore[no-untyped-def]
+    """The previous release's search (likert_budget before issue 27): a tenth of the studies screens
+    each round of four designs, the designs whose upper 95% bound reaches the target run in full
+    (``screened=False``: every design of a round in full, the search when issue 27 was filed)."""
+    import itertools
+
+    from humaneval_power.engine import run_cells
+    from humaneval_power.executors import using
+    from humaneval_power.scenarios.crowd import cell_factory
+    from humaneval_power.scenarios.likert import _cheapest, _largest_pools
+
+    make = cell_factory(params, costs=costs)
+    cells = [(costs.of(c.design), c) for c in (make(i, w, k, 1, effect) for i, w, k in
+                                                 itertools.product(*GRID.values()) if k <= w)]
+    cells, results, screen = _largest_pools(cells), [], n_sims // 10 if screened else n_sims
+    with using(1) as ex:
+        for start in range(0, len(cells), 4):
+            batch = [c for _, c in cells[start:start + 4]]
+            if screened:
+                runs = run_cells(batch, screen, seed=seed, jobs=ex)
+                results += [r for r in runs if r.ci_high < target]
+                batch = [c for c, r in zip(batch, runs) if r.ci_high >= target]
+            if batch:
+                results += run_cells(batch, n_sims, seed=seed, jobs=ex)
+            if any(r.power >= target for r in results):
+                break
+    results.sort(key=lambda r: (r.cell["cost"], r.cell["items"], -r.cell["workers"]))
+    return pd.DataFrame([r.record() for r in results]), _cheapest(results, target, None, params)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000)
-    ap.add_argument("--lme4-studies", type=int, default=10)
+    ap.add_argument("--target", type=float, default=0.8)
+    ap.add_argument("--reference", choices=("screened", "plain"), default="screened",
+                    help="the previous search (screened, default) or the one before it (every design in full)")
     args = ap.parse_args()
     from humaneval_power.designs import Costs
     from humaneval_power.processes import InvariantProcess
     from humaneval_power.scenarios.likert import likert_budget
 
-    params = InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8)
-    grid = dict(items=[50, 100, 200, 400, 800], workers=[10, 40], ratings_per_item=[1, 3])  # 20 candidates
-    start = time.perf_counter()
-    table, best = likert_budget(params, 0.15, **grid, costs=Costs(per_rating=0.1, fee=0.2), target_power=0.99,
-                                n_sims=args.sims, seed=1, jobs=1)
-    fast_s = time.perf_counter() - start
-    studies = len(table) * args.sims
-    out = {"cells_evaluated": len(table), "studies": studies, "seconds": round(fast_s, 1),
-           "fast_ms_per_study": round(1000 * fast_s / studies, 2), "answer": str(best),
+    params, effect, costs = InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8), 0.15, Costs(per_rating=0.1, fee=0.2)
+    t = time.perf_counter()
+    table, best = likert_budget(params, effect, **GRID, costs=costs, target_power=args.target, n_sims=args.sims,
+                                seed=1, jobs=1)
+    fast_s = time.perf_counter() - t
+    from humaneval_power.scenarios import crowd
+
+    crowd._FITS.clear()  # jobs=1 runs in this process: no fits cached by the first search for the second
+    t = time.perf_counter()
+    ref_table, ref = reference(params, effect, costs, args.target, args.sims, 1, args.reference == "screened")
+    ref_s = time.perf_counter() - t
+    same = best.value == ref.value
+    close = (best.value is not None and ref.value is not None and best.value <= ref.value
+             and best.at.ci_high >= args.target)
+    out = {"candidates": 20, "sims": args.sims, "target": args.target, "reference": args.reference,
+           "fast_seconds": round(fast_s, 2), "fast_studies": int(table.n_sims.sum()),
+           "fast_settled": table.settled.value_counts().to_dict(),
+           "reference_seconds": round(ref_s, 2), "reference_studies": int(ref_table.n_sims.sum()),
+           "ratio": round(ref_s / fast_s, 1), "fast_answer": str(best), "reference_answer": str(ref),
+           "same_cheapest_design": same, "no_dearer_and_within_mc_error": same or close,
            "load_average": os.getloadavg()[0]}
-    from humaneval_power.fitting import lme4
-
-    if lme4.available()[0]:
-        from humaneval_power.analyses import MixedModelAnalysis
-        from humaneval_power.designs import CrowdDesign
-        from humaneval_power.processes import system_means
-
-        design = CrowdDesign(items=200, workers=40, ratings_per_item=3)
-        layout = design.draw(np.random.default_rng(0), 1)
-        y = params.simulate(layout, system_means(2, 0.15, (0, 1), None), args.lme4_studies, np.random.default_rng(1))
-        analysis = MixedModelAnalysis("invariant", "lme4")
-        analysis.fit(layout, y[:, :1])  # R start-up outside the timing
-        t = time.perf_counter()
-        analysis.fit(layout, y)
-        lme4_s = (time.perf_counter() - t) / args.lme4_studies
-        fast = MixedModelAnalysis("invariant", "fast")
-        t = time.perf_counter()
-        fast.fit(layout, y)
-        fast_same = (time.perf_counter() - t) / args.lme4_studies
-        out.update(lme4_ms_per_study_200x40x3=round(1000 * lme4_s, 1),
-                   fast_ms_per_study_same_studies=round(1000 * fast_same, 2),
-                   ratio_same_studies=round(lme4_s / fast_same, 1),
-                   projected_lme4_minutes_for_the_search=round(studies * lme4_s / 60, 1))
     print(json.dumps(out, indent=1))
 
 

@@ -1,8 +1,9 @@
 """Benchmark the batched no-R CLMM (``clmm.fit_clmm_many``) against ``ordinal::clmm`` refits of the same studies.
 
-Design: 3 of 15 workers per item (drawn once), 100 items, 2 systems, every worker of an item rates both
-systems (600 ratings per study); ratings 1..5 from the CLMM with thresholds (-2, -0.7, 0.5, 1.8), latent
-SDs worker 0.8, item 1.0, worker:system 0.3, item:system 0.5 and a latent shift ``delta`` of system 1.
+Design: 3 of 15 workers per item (``CrowdDesign``, random assignment drawn once), 100 items, 2 systems, every
+worker of an item rates both systems (600 ratings per study); ratings 1..5 from the CLMM
+(``ordinal_process.OrdinalProcess``) with thresholds (-2, -0.7, 0.5, 1.8), latent SDs worker 0.8, item 1.0,
+worker:system 0.3, item:system 0.5 and a latent shift ``delta`` of system 1.
 Model: ``y ~ system + (1|worker) + (1|item) + (1|worker:system) + (1|item:system)``, logit.
 
 Times (wall and CPU) ``fit_clmm_many`` (Wald z, and with the LRT: two fits per study) on N studies and clmm (rpy2,
@@ -19,29 +20,13 @@ import time
 
 import numpy as np
 
+from humaneval_power.designs import CrowdDesign, Layout
 from humaneval_power.fitting import clmm, clmm_r
+from humaneval_power.ordinal_process import OrdinalProcess
 
-SDS = {"worker": 0.8, "item": 1.0, "worker:system": 0.3, "item:system": 0.5}
-CUTS = np.array([-2.0, -0.7, 0.5, 1.8])
-
-
-def layout(rng: np.random.Generator, workers: int = 15, per_item: int = 3, items: int = 100, systems: int = 2
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """worker, item, system of every rating: ``per_item`` of ``workers`` per item, all systems."""
-    rows = [(w, i, s) for i in range(items) for w in rng.choice(workers, per_item, replace=False)
-            for s in range(systems)]
-    w, i, s = (np.array(c) for c in zip(*rows))
-    return w, i, s
-
-
-def simulate(groups: dict[str, np.ndarray], system: np.ndarray, delta: float, n: int, rng: np.random.Generator
-             ) -> np.ndarray:
-    """N x n ratings 1..5 from the CLMM."""
-    eta = np.tile((delta * system)[:, None], (1, n))
-    for term, sd in SDS.items():
-        _, codes = np.unique(groups[term], return_inverse=True)
-        eta += sd * rng.standard_normal((codes.max() + 1, n))[codes]
-    return 1 + np.searchsorted(CUTS, eta + rng.logistic(size=eta.shape))
+PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_item=1.0, sd_worker_system=0.3,
+                         sd_item_system=0.5)
+DESIGN = CrowdDesign(items=100, workers=15, ratings_per_item=3, assignment="random")
 
 
 class Clock:
@@ -60,10 +45,11 @@ class Clock:
 
 def main(n: int = 40, m: int = 4, delta: float = 0.3) -> dict:
     rng = np.random.default_rng(2026)
-    w, i, s = layout(rng)
-    groups = clmm.crossed_groups(w, i, s)
-    X = s[:, None].astype(float)
-    Y = simulate(groups, s, delta, n, rng)
+    drawn = DESIGN.draw(rng, 1)  # one random assignment, used by every study
+    lay = Layout(drawn.worker[0], drawn.item, drawn.system, DESIGN.workers, DESIGN.items, DESIGN.systems)
+    groups = clmm.crossed_groups(lay.worker, lay.item, lay.system)
+    X = lay.system[:, None].astype(float)
+    Y = PROCESS.simulate(lay, np.array([0.0, delta]), n, rng)
     clmm.fit_clmm_many(Y[:, :1], X, groups, scale=(1, 5))  # warm-up (imports), as clmm_r.available() for R
     clock = Clock()
     wald = clmm.fit_clmm_many(Y, X, groups, scale=(1, 5))

@@ -304,3 +304,70 @@ def smallest_in_grid(table: pd.DataFrame, target: float, vary: str, by: Sequence
                      "power": float(first["power"]) if first is not None else float(g.power.max()),
                      "reached": first is not None})
     return pd.DataFrame(rows)
+
+
+#: overall probability that the sequential Monte Carlo of :func:`sequential_cells` settles a cell whose
+#: true power reaches the target as falling short (split evenly over its interim looks, Bonferroni)
+SEQUENTIAL_ERROR = 0.05
+
+
+def sequential_bound(k: Any, n: Any, looks: int, error: float = SEQUENTIAL_ERROR) -> Any:
+    """The one-sided Clopper-Pearson upper bound of k successes in n studies at level
+    ``1 - error / looks``: one interim look's share of the sequential error (elementwise on arrays)."""
+    from scipy import stats
+
+    k, n = np.asarray(k), np.asarray(n)
+    bound = np.where(k >= n, 1.0, stats.beta.ppf(1 - error / looks, k + 1, np.maximum(n - k, 1)))
+    return float(bound) if bound.ndim == 0 else bound
+
+
+def sequential_cells(cells: Sequence[Scenario], n_sims: int, target: float, seed: int = 0, jobs: Jobs = None,
+                     error: float = SEQUENTIAL_ERROR) -> list[tuple[PowerResult, bool]]:
+    """Power of each cell by sequential Monte Carlo: ``(result, stopped early)`` per cell.
+
+    Each cell runs chunk by chunk (the engine's chunks, seeded by stream key and chunk index,
+    so results depend on ``seed`` only, never on ``jobs``, and a cell run to the end equals
+    :func:`run_cells` at ``n_sims``). After each chunk but the last (``m`` interim looks), a
+    cell whose one-sided Clopper-Pearson upper bound at level ``1 - error / m`` falls below
+    ``target`` stops there. Error control: for a cell whose true power is at least ``target``
+    each look stops it wrongly with probability at most ``error / m``, so it is settled as
+    falling short with probability at most ``error`` (Bonferroni over the looks); a cell
+    that does not stop is run in full and judged as :func:`run_cells` would judge it.
+    Closed-form cells return their exact result."""
+    from .engine import PowerCounts, _check_memory, _chunk_sizes, _in_order, _run_task
+
+    out: dict[int, tuple[PowerResult, bool]] = {}
+    todo = []
+    for i, c in enumerate(cells):
+        exact = c.exact()
+        if exact is not None:
+            out[i] = (exact, False)
+        else:
+            todo.append(i)
+    _check_memory([cells[i] for i in todo])
+    plans = {i: _chunk_sizes(cells[i], n_sims) for i in todo}
+    parts: dict[int, dict[int, PowerCounts]] = {i: {} for i in todo}
+    with using(jobs) as executor:
+        look = 0
+        while todo:
+            tasks = [(i, cells[i], seed, look, min(plans[i][0], n_sims - look * plans[i][0])) for i in todo]
+
+            def done(task: tuple[int, Scenario, int, int, int], result: tuple[PowerCounts, float]) -> None:
+                parts[task[0]][task[3]] = result[0]
+
+            executor.map(_run_task, tasks, done)
+            look += 1
+            still = []
+            for i in todo:
+                counts = _in_order(parts[i])
+                if look == plans[i][1]:
+                    out[i] = (PowerResult.from_counts(cells[i].cell(), counts), False)
+                    continue
+                effect = float(cells[i].effect)
+                k = counts.n_correct_sign if effect != 0 else counts.n_significant
+                if sequential_bound(k, counts.n, plans[i][1] - 1, error) < target:
+                    out[i] = (PowerResult.from_counts(cells[i].cell(), counts), True)
+                else:
+                    still.append(i)
+            todo = still
+    return [out[i] for i in range(len(cells))]

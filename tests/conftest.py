@@ -7,6 +7,36 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One BLAS thread per xdist worker: the workers already occupy the cores, and a threaded BLAS only spins on
+    # these small matrices (the library's own worker processes do the same, executors._limit_blas).
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"  # libraries loaded later (R's BLAS)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # libraries loaded already
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the slow tests first (otherwise in collection order): the workers take the long
+    tests while there is much left to balance them with, and finish together on the short ones (xdist's
+    loadgroup sends multi-test groups first, then one test at a time in this order).
+
+    ``xdist_group`` repaired for pytest >= 9: pytest-xdist 3.8 names a grouped test ``nodeid@group`` by
+    setting ``item._nodeid``, which pytest 9 no longer reads (a node's id lives in ``item._id``), so every
+    group was silently split across the workers (measured: the two tests of a group ran on gw0 and gw1).
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        grouped = getattr(item, "_nodeid", None)
+        if isinstance(grouped, str) and grouped.startswith(item.nodeid + "@"):
+            item._id = NodeId.parse(grouped)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 @pytest.fixture(autouse=True)
 def _no_timed_stage_notes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -20,6 +50,13 @@ def _no_timed_stage_notes(monkeypatch: pytest.MonkeyPatch) -> None:
 def mc_tolerance(p: float, n: int, z: float = 3.5) -> float:
     """Monte-Carlo tolerance for a proportion estimated from n draws: z standard errors."""
     return z * float(np.sqrt(max(p * (1 - p), 1e-4) / n))
+
+
+def sim_jobs() -> int:
+    """Processes for a test's simulation: 2 when tests run one at a time, 1 under pytest-xdist, whose workers
+    already keep the cores busy (a pool there only adds process start-up, R's included). Results depend on
+    the seed only, never on jobs (engine.run_cells)."""
+    return 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +80,32 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"real data not found at {path} (set HEPOWER_DATA)")
     return path
+
+
+#: fits made by :func:`humaneval_power.analyze.analyze` under ``shared_analysis_fits``
+_ANALYSIS_FITS: dict[tuple, tuple] = {}
+
+
+@pytest.fixture
+def shared_analysis_fits(monkeypatch: pytest.MonkeyPatch) -> dict[tuple, tuple]:
+    """``analyze`` fits each (ratings, model, backend, df method) once per test session.
+
+    Tests that analyse one study under several contrast families and adjustments then fit its model once:
+    the fit is deterministic and everything these tests check (F, means, contrasts, adjustments) is
+    computed from it afterwards. Returns the cache (a test may assert how many fits it made).
+    """
+    import pandas as pd
+
+    from humaneval_power import analyze as analyze_module
+
+    fit_once = analyze_module._fit_once
+
+    def cached(frame: pd.DataFrame, spec: object, backend: str, kenward_roger: bool, progress: object) -> tuple:
+        key = (tuple(frame.columns), pd.util.hash_pandas_object(frame).to_numpy().tobytes(), spec, backend,
+               kenward_roger)
+        if key not in _ANALYSIS_FITS:
+            _ANALYSIS_FITS[key] = fit_once(frame, spec, backend, kenward_roger, progress)
+        return _ANALYSIS_FITS[key]
+
+    monkeypatch.setattr(analyze_module, "_fit_once", cached)
+    return _ANALYSIS_FITS

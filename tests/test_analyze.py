@@ -45,6 +45,9 @@ function(worker, item, system, score, levels) {
 
 EXPERT_SYSTEMS = ["A", "B", "C", "D", "E"]
 AMT_SYSTEMS = ["A", "C", "F", "M"]
+#: the two data sets; one xdist group each, so that both backends' tests read one R reference (r_reference)
+WHICH = [pytest.param("expert", marks=pytest.mark.xdist_group("analyze_expert")),
+         pytest.param("amt", marks=[pytest.mark.slow, pytest.mark.xdist_group("analyze_amt")])]
 
 
 def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str], source: str = R_REFERENCE,
@@ -90,6 +93,21 @@ def amt(data_dir):
     return _shared(data_dir, "dialsummeval_amt", "coherence", AMT_SYSTEMS)
 
 
+@pytest.fixture(scope="module")
+def r_reference(request, lme4_backend):
+    """lmerTest + emmeans (R_REFERENCE) on the ``expert`` or ``amt`` ratings, computed once for both backends' tests."""
+    cache: dict[str, dict[str, object]] = {}
+
+    def get(which: str) -> dict[str, object]:
+        if which not in cache:
+            frame = request.getfixturevalue(which)
+            cache[which] = _r_reference(lme4_backend, any_result_frame(frame),
+                                        EXPERT_SYSTEMS if which == "expert" else AMT_SYSTEMS)
+        return cache[which]
+
+    return get
+
+
 def _label(result_contrasts: pd.DataFrame) -> list[str]:
     return [f"{s} - {v}" for s, v in zip(result_contrasts.system, result_contrasts.versus)]
 
@@ -127,16 +145,18 @@ def _check_f_and_means(result, ref: dict, rel_df: float, abs_est: float, abs_p: 
 
 
 @pytest.mark.r
-@pytest.mark.parametrize("which", ["expert", pytest.param("amt", marks=pytest.mark.slow)])
-def test_lme4_backend_equals_lmertest_emmeans(which, request, lme4_backend):
-    """The lme4 backend: the same lme4 optimum, so lmerTest's and emmeans' numbers to 1e-6 (p 1e-4 / mvt MC)."""
+@pytest.mark.parametrize("which", WHICH)
+def test_lme4_backend_equals_lmertest_emmeans(which, request, r_reference, shared_analysis_fits):
+    """The lme4 backend: the same lme4 optimum, so lmerTest's and emmeans' numbers to 1e-6 (p 1e-4 / mvt MC).
+
+    The nine analyses share one fit of the model (``shared_analysis_fits``): they differ after it.
+    """
     frame = request.getfixturevalue(which)
-    systems = EXPERT_SYSTEMS if which == "expert" else AMT_SYSTEMS
     results = {(fam, adj): analyze(frame, contrasts=fam, adjust=adj, backend="lme4")
                for fam, adj in [("pairs", a) for a in ("none", "holm", "bonferroni", "fdr", "tukey", "dunnett")]
                + [("baseline", a) for a in ("none", "holm", "dunnett")]}
     any_result = results["pairs", "holm"]
-    ref = _r_reference(lme4_backend, any_result_frame(frame), systems)
+    ref = r_reference(which)
     _check_f_and_means(any_result, ref, rel_df=1e-6, abs_est=1e-6, abs_p=1e-6)
     for (fam, adj), result in results.items():
         _check_against_r(result, ref, fam, adj, rel_df=1e-6, abs_est=1e-6, abs_p=1e-6)
@@ -150,12 +170,11 @@ def any_result_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.r
-@pytest.mark.parametrize("which", ["expert", pytest.param("amt", marks=pytest.mark.slow)])
-def test_statsmodels_backend_equals_lmertest_emmeans(which, request, lme4_backend):
+@pytest.mark.parametrize("which", WHICH)
+def test_statsmodels_backend_equals_lmertest_emmeans(which, request, r_reference, shared_analysis_fits):
     """Without R: the same numbers within the optimisers' tolerance (df 1e-3 relative, estimates/SE 1e-4)."""
     frame = request.getfixturevalue(which)
-    systems = EXPERT_SYSTEMS if which == "expert" else AMT_SYSTEMS
-    ref = _r_reference(lme4_backend, any_result_frame(frame), systems)
+    ref = r_reference(which)
     for fam, adj in (("pairs", "holm"), ("pairs", "tukey"), ("baseline", "dunnett")):
         result = analyze(frame, contrasts=fam, adjust=adj, backend="statsmodels")
         if adj == "holm":

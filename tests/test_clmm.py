@@ -200,4 +200,5 @@ def test_batched_fits_equal_single_fits_and_count_refused_studies() -> None:
         assert batch.estimate[j] == pytest.approx(full.beta[0], abs=1e-3)
         assert batch.se[j] == pytest.approx(full.se_beta[0], rel=1e-2)
         assert batch.lr[j] == pytest.approx(2 * (full.loglik - null.loglik), abs=1e-4)
-    assert np.isnan(batch.estimate[2]) and batch.converged[:2].all()
+        np.testing.assert_allclose(batch.sds[j], np.abs(full.sds), atol=1e-2)
+    assert np.isnan(batch.estimate[2]) and np.isnan(batch.sds[2]).all() and batch.converged[:2].all()

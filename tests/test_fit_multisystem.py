@@ -56,13 +56,24 @@ def expert(data_dir: Path, systems=None, baseline: str = "A"):
                         systems=list(systems) if systems else None, baseline=baseline, scale=(1, 5))
 
 
-@pytest.mark.r
-@pytest.mark.parametrize("backend", ["lme4", "statsmodels"])
-def test_invariant_default_equals_lmertest_on_14_expert_systems(lme4_backend, data_dir: Path, backend: str) -> None:
+@pytest.fixture(scope="module")
+def expert14(lme4_backend, data_dir: Path) -> tuple:
+    """The 14 expert systems and lmerTest's fit of them, once for both backends' tests."""
     data = expert(data_dir)
-    fit = fit_pilot(data, backend)
+    return data, lmertest(data)
+
+
+@pytest.mark.r
+@pytest.mark.xdist_group("expert14")  # one worker: lmerTest's fit once; both fits shared with test_fit_real
+@pytest.mark.parametrize("backend", ["lme4", "statsmodels"])
+def test_invariant_default_equals_lmertest_on_14_expert_systems(expert14: tuple, data_dir: Path, backend: str) -> None:
+    from tests.test_fit_real import shared_fit
+
+    data, ref = expert14
+    fit = shared_fit(data_dir, "expert", backend, systems=None)
+    assert fit.data.frame.equals(data.frame)  # the same ratings as the reference's
     assert fit.design.random == "invariant" and len(fit.records) == 13
-    _against_lmertest(fit, lmertest(data), rtol_df=1e-3)
+    _against_lmertest(fit, ref, rtol_df=1e-3)
 
 
 @pytest.mark.r

@@ -26,6 +26,7 @@ def crowd20(lme4_backend) -> tuple:
 
 @pytest.mark.slow
 @pytest.mark.r
+@pytest.mark.xdist_group("fit_scale")  # one worker: the lmerTest reference (crowd20) is fitted once
 @pytest.mark.parametrize("backend", ["lme4", "statsmodels"])
 def test_twenty_system_crowd_fits_in_two_minutes_and_equals_lmertest(crowd20: tuple, backend: str) -> None:
     """250 items x 20 systems, each output rated by 3 of 100 workers.

@@ -51,12 +51,12 @@ def test_mde_text_names_the_pair_scale_adjustment_and_design(capsys) -> None:
 
 
 @pytest.mark.slow
-def test_budget_rounds_are_screened_and_the_answer_comes_from_a_full_run() -> None:
-    """With n_sims >= 500 a design whose upper 95% bound falls short after n_sims/10 studies is settled
-    there; the designs that may reach the target, and so the answer, are run in full."""
+def test_budget_designs_are_screened_and_the_answer_comes_from_a_full_run() -> None:
+    """Designs are settled by the analytic screen or sequential Monte Carlo (an upper bound below the
+    target); the answer and its cheaper neighbour are run in full."""
     table, r = likert_budget("card2020-high", 0.2, items=[10, 20, 40, 80, 160], workers=[30], ratings_per_item=[2],
                              costs=Costs(per_rating=1.0), n_sims=500, seed=4, jobs=1)
-    screened = table[table.n_sims == 50]
-    assert len(screened) >= 1 and (screened.ci_high < 0.8).all()
+    early = table[table.settled != "full"]
+    assert len(early) >= 1 and (early.ci_high < 0.8).all()
     assert r.attainable and r.at.n_sims == 500 and r.at.power >= 0.8
     assert (table.cost.diff().dropna() >= 0).all()  # in order of cost

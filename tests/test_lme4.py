@@ -11,7 +11,7 @@ from humaneval_power.scenarios.likert import FORMULA, LikertScenario, long_desig
 from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 from humaneval_power.fitting.statsmodels_lmm import fit_crossed_many
 
-from .conftest import mc_tolerance
+from .conftest import mc_tolerance, sim_jobs
 
 pytestmark = pytest.mark.r
 
@@ -63,7 +63,7 @@ def _agree(fast, slow) -> None:
 def test_fast_and_lme4_power_agree(lme4_backend, workers: int, items: int, effect: float) -> None:
     params = get_preset("card2020-high")
     fast = run_cells([LikertScenario(params, workers, items, effect, "fast")], 20_000, seed=1, jobs=1)[0]
-    slow = run_cells([LikertScenario(params, workers, items, effect, "lme4")], 300, seed=1, jobs=2)[0]
+    slow = run_cells([LikertScenario(params, workers, items, effect, "lme4")], 300, seed=1, jobs=sim_jobs())[0]
     _agree(fast, slow)
 
 
@@ -73,7 +73,7 @@ def test_fast_and_lme4_power_agree(lme4_backend, workers: int, items: int, effec
 def test_null_rejection_rates_agree(lme4_backend, workers: int, test: str) -> None:
     params = get_preset("card2020-high")
     fast = run_cells([LikertScenario(params, workers, 20, 0.0, "fast", test)], 20_000, seed=2, jobs=1)[0]
-    slow = run_cells([LikertScenario(params, workers, 20, 0.0, "lme4", test)], 250, seed=2, jobs=2)[0]
+    slow = run_cells([LikertScenario(params, workers, 20, 0.0, "lme4", test)], 250, seed=2, jobs=sim_jobs())[0]
     _agree(fast, slow)
 
 

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 _LIKERT = ["likert", "power", "--method", "lme4", "--workers", "3", "--items", "20", "--effect", "0.2"]
 _GLMM = ["h2h", "power", "--sd-worker", "0.5", "--sd-item", "0.5", "--workers", "5", "--items", "30",
-         "--effect", "0.6"]
+         "--effect", "0.6", "--method", "lme4"]
 
 
 def _start(argv: list[str]) -> subprocess.Popen[str]:

@@ -74,7 +74,8 @@ def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_
     from humaneval_power.params import H2HParams
     from humaneval_power.scenarios.headtohead import h2h_mixed_power
 
-    glmm = dict(params=H2HParams(sd_worker=0.5, sd_item=0.5), workers=10, items=20, log_odds=0.8, n_sims=20, seed=1)
+    glmm = dict(params=H2HParams(sd_worker=0.5, sd_item=0.5), workers=10, items=20, log_odds=0.8, n_sims=20, seed=1,
+                method="lme4")
     with DaskExecutor(n_workers=2) as cluster:
         serial = bleu_power(**GRID, jobs=1)
         _frames_identical(bleu_power(**GRID, jobs=2), serial)

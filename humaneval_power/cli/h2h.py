@@ -32,8 +32,9 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     hpow.add_argument("--p-win", type=number_list(finite_float, "--p-win"), nargs="+", help=P_WIN_HELP)
     hpow.add_argument("--p-tie", type=number_list(finite_float, "--p-tie"), nargs="+", help=P_TIE_HELP)
     hpow.add_argument("--ties", choices=TIE_POLICIES, help=TIES_HELP)
-    hpow.add_argument("--method", choices=("exact", "simulate", "lme4"), default=None,
-                      help="exact or simulate (independent judgments; default exact), lme4 (GLMM, the default there)")
+    hpow.add_argument("--method", choices=("exact", "simulate", "fast", "lme4"), default=None,
+                      help="exact or simulate (independent judgments; default exact); fast (GLMM, the default there: "
+                           "glmer's Laplace fit without R) or lme4 (glmer refits in R)")
     _add_mixed(hpow, many=True, sims=f"default {SIMS['power', 'independent']} independent (--method simulate), "
                                              f"{SIMS['power', 'glmm']} GLMM")
     add_out(hpow)
@@ -47,6 +48,8 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     hsize.add_argument("--ties", choices=TIE_POLICIES, help=TIES_HELP)
     add_target_power(hsize)
     _add_mixed(hsize, many=False, sims=f"GLMM; default {SIMS['size', 'glmm']}")
+    hsize.add_argument("--method", choices=("fast", "lme4"), default="fast",
+                       help="GLMM refits: fast (glmer's Laplace fit without R, the default) or lme4 (glmer in R)")
     add_assurance_options(hsize, solve=True)
 
     hmde = hsub.add_parser("mde", help="smallest p_win detectable with n independent judgments")
@@ -59,7 +62,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
 
 def _add_mixed(p: argparse.ArgumentParser, many: bool, sims: str) -> None:
-    g = p.add_argument_group("repeated judgments (logistic GLMM, lme4)")
+    g = p.add_argument_group("repeated judgments (logistic GLMM)")
     g.add_argument("--params", metavar="FILE", help="head-to-head parameter file (`hepower fit --family binomial`)")
     g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
     g.add_argument("--force", action="store_true",
@@ -80,7 +83,9 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool, sims: str) -> None:
                    nargs=nargs, help="the effect as log-odds instead of --effect")
     if many:
         add_checkpoint(g)
-    g.add_argument("--test", choices=("z", "lrt"), default="z", help="Wald z test or likelihood-ratio test")
+    g.add_argument("--test", choices=("z", "lrt", "t"), default="z",
+                   help="Wald z test, likelihood-ratio test, or z against t with Satterthwaite df at most "
+                        "workers - 1 (holds alpha where z is liberal: few, varying workers; --method fast)")
     add_alpha(p)
     p.add_argument("--sims", type=positive, default=None, metavar="N",
                    help=f"simulated studies per cell ({sims})")
@@ -141,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
                 r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
                                             args.workers, args.judgments_per_item, args.target_power, args.test,
                                             args.alpha, args.sims or SIMS["size", "glmm"], args.seed, args.jobs,
-                                            progress=bar, **assurance_kwargs(args, draws, solve=True))
+                                            progress=bar, method=args.method,
+                                            **assurance_kwargs(args, draws, solve=True))
         else:
             if args.p_win is None:
                 raise InputError("give --p-win (independent judgments) or --params/--workers (GLMM)")
@@ -155,8 +161,8 @@ def run(args: argparse.Namespace) -> int:
         if _is_mixed(args):
             if not args.workers or not args.items:
                 raise InputError("a GLMM design needs --workers and --items")
-            if args.method not in (None, "lme4"):
-                raise InputError("repeated judgments are simulated with --method lme4")
+            if args.method not in (None, "fast", "lme4"):
+                raise InputError("repeated judgments are refitted with --method fast or lme4")
             effects, odds = flatten(args.effect), flatten(args.log_odds)
             if effects is None and odds is None:
                 raise InputError("give the effect as --effect (a probability) or --log-odds")
@@ -168,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
                                       flatten(args.judgments_per_item) or [None], args.test, args.alpha,
                                       args.sims or SIMS["power", "glmm"], args.seed, args.jobs, bar,
                                       store=args.store, target_power=args.target_power,
-                                      **assurance_kwargs(args, draws))
+                                      method=args.method or "fast", **assurance_kwargs(args, draws))
             columns = ["workers", "items", "judgments_per_item", "effect", "p_win", "power", "ci_low", "ci_high",
                        "type_s", "type_m", "n_failed", "n_singular", "n_warnings"]
         else:
@@ -190,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     def plot(tmp: Any) -> None:
         from ..plots import plot_h2h_power
 
-        kind = (f"GLMM (lme4), {args.test} test" if _is_mixed(args)
+        kind = (f"GLMM ({args.method or 'fast'}), {args.test} test" if _is_mixed(args)
                 else f"independent judgments, {args.method or 'exact'} sign test")
         plot_h2h_power(table, type_m=args.type_m, title=f"{kind}, alpha {args.alpha:g}").savefig(tmp, dpi=args.dpi)
 

@@ -452,7 +452,7 @@ def _budget(args: argparse.Namespace) -> int:
         return 0
     what = "assurance" if assure else "power"
     print_table(table, ["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m",
-                        "n_singular"] if not assure else ["items", "workers", "ratings_per_item", "cost",
+                        "n_singular", "n_sims", "settled"] if not assure else ["items", "workers", "ratings_per_item", "cost",
                                                           "conditional_power", "assurance", "assurance_se",
                                                           "p_power_reaches_target"])
     if result.attainable:

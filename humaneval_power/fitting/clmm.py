@@ -747,6 +747,7 @@ class ClmmBatch:
     converged: np.ndarray
     failed: np.ndarray
     reasons: tuple[str, ...]
+    sds: np.ndarray  # S x m fitted random-effect SDs (full model), in the order of ``groups``
 
 
 def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, coef: int, layout: Layout, levels: tuple[int, ...],
@@ -819,6 +820,7 @@ def fit_clmm_many(
     levels = tuple(range(scale[0], scale[1] + 1))
     out = {k: np.full(S, np.nan) for k in ("estimate", "se", "loglik", "lr")}
     converged, failed = np.zeros(S, bool), np.zeros(S, bool)
+    sds = np.full((S, len(layout.names)), np.nan)
     reasons: list[str] = []
     warm: dict[bool, tuple[np.ndarray, np.ndarray | None]] = {}
     with threadpool_limits(1):
@@ -839,9 +841,10 @@ def fit_clmm_many(
             out["estimate"][j] = f1.beta[coef]
             out["se"][j] = f1.se_beta[coef]
             out["loglik"][j] = f1.loglik
+            sds[j] = np.abs(f1.sds)
             converged[j] = f1.converged and all(f.converged for f in fits.values())
             if lrt:
                 out["lr"][j] = max(0.0, 2 * (f1.loglik - fits[False].loglik))
     z = out["estimate"] / out["se"]
     return ClmmBatch(out["estimate"], out["se"], z, 2 * stats.norm.sf(np.abs(z)), out["loglik"], out["lr"],
-                     stats.chi2.sf(out["lr"], 1), converged, failed, tuple(dict.fromkeys(reasons)))
+                     stats.chi2.sf(out["lr"], 1), converged, failed, tuple(dict.fromkeys(reasons)), sds)

@@ -13,8 +13,10 @@ from a parameter file. Effect = b0 (log-odds that B wins a decisive judgment,
 for a typical worker and item); ``--effect`` gives it as that probability.
 Ties are analysed as the pilot's fit did: dropped, or split (half a win, half a
 loss: the analysed log-odds is then logit((1 - p_tie) p + p_tie / 2), towards 0,
-and Type-M is relative to it). Tests: glmer Wald ``z`` or ``lrt`` (against 0),
-simulated and refitted with lme4 inside R.
+and Type-M is relative to it). Tests: glmer Wald ``z``, ``lrt`` (against b0 = 0)
+or ``t`` (z against t, Satterthwaite df capped at workers - 1, fast tier only); every
+study refitted by the batched Laplace fit (``fast``, :mod:`..fitting.glmm_laplace`) or by
+glmer inside R (``lme4``).
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_pow
 from ..validation import check_alpha, check_choice, check_count
 
 INDEPENDENT_METHODS = ("exact", "simulate")
-MIXED_TESTS = ("z", "lrt")
+MIXED_TESTS = ("z", "lrt", "t")
+MIXED_METHODS = ("fast", "lme4")  #: fast: fitting/glmm_laplace.py (glmer's fit without R); lme4: glmer refits
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,7 @@ class MixedJudgments:
     per_item: int | None = None  #: judgments per item; None = every worker judges every item
     test: str = "z"
     alpha: float = 0.05
-    method: str = "lme4"
+    method: str = "fast"
 
     def __post_init__(self) -> None:
         check_count("workers", self.workers, 2)
@@ -222,8 +225,9 @@ class MixedJudgments:
             raise InputError("the effect must be finite")
         if self.test not in MIXED_TESTS:
             raise InputError(f"test must be one of {', '.join(MIXED_TESTS)}")
-        if self.method != "lme4":
-            raise InputError("repeated judgments are simulated and refitted with lme4 (--method lme4)")
+        check_choice("method", self.method, MIXED_METHODS)
+        if self.test == "t" and self.method != "fast":
+            raise InputError("the t test (Satterthwaite df) is computed by the fast tier: use --method fast")
         check_alpha(self.alpha)
 
     @property
@@ -238,7 +242,9 @@ class MixedJudgments:
     def k(self) -> int:
         return self.per_item or self.workers
 
-    chunk_size = 10  # a few seconds of glmer refits: progress and Ctrl-C stay responsive
+    @property
+    def chunk_size(self) -> int:  # a few seconds of refits: progress and Ctrl-C stay responsive
+        return 10 if self.method == "lme4" else 500
 
     def study_bytes(self) -> int:
         """Memory one simulated study needs: its judgments, in several copies (R's included)."""
@@ -261,9 +267,8 @@ class MixedJudgments:
         workers = (items * self.k + np.tile(np.arange(self.k), self.items)) % self.workers
         return workers, items
 
-    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
-        from ..fitting.lme4 import refit_glmm_many
-
+    def responses(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n simulated studies' judgments (n x judgments, 1 = B preferred) in the order of :meth:`design`."""
         w, i = self.design()
         u = rng.normal(0, self.params.sd_worker, (n, self.workers))
         v = rng.normal(0, self.params.sd_item, (n, self.items))
@@ -271,6 +276,23 @@ class MixedJudgments:
         y = (rng.random(eta.shape) < 1 / (1 + np.exp(-eta))).astype(float)
         if self.params.p_tie:
             y[rng.random(eta.shape) < self.params.p_tie] = np.nan if self.params.ties == "drop" else 0.5
+        return y
+
+    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
+        from ..fitting.lme4 import refit_glmm_many
+
+        w, i = self.design()
+        y = self.responses(n, rng)
+        if self.method == "fast":
+            from ..fitting.glmm_laplace import fit_glmm_laplace
+
+            dropped = np.isnan(y)  # dropped ties: weight 0; split ties are scores of 1/2
+            fit = fit_glmm_laplace(w, i, np.where(dropped, 0.0, y), weights=(~dropped).astype(float),
+                                   lrt=self.test == "lrt")
+            p = {"z": fit.p, "t": fit.p_t}.get(self.test, fit.p_lrt)
+            assert p is not None
+            return StudyOutcomes(fit.estimate, (p <= self.alpha) & ~fit.failed, fit.failed, fit.singular,
+                                 fit.fallback)
         res = refit_glmm_many({"worker": w + 1, "item": i + 1}, y.T, lrt=self.test == "lrt")
         est, se = res["estimate"].to_numpy(), res["se"].to_numpy()
         p = res["p_lrt"].to_numpy() if self.test == "lrt" else 2 * stats.norm.sf(np.abs(est / se))
@@ -324,12 +346,13 @@ def h2h_mixed_power(
     assurance: ParamDraws | None = None,
     draws: int | None = DEFAULT_DRAWS,
     target_power: float = 0.8,
+    method: str = "fast",
 ) -> pd.DataFrame:
-    """GLMM power over workers x items x judgments per item x effect (lme4 refits); with
-    ``assurance`` (draws of sd_worker / sd_item) the assurance over ``draws`` of them."""
+    """GLMM power over workers x items x judgments per item x effect (``method``: fast Laplace refits or
+    lme4's glmer); with ``assurance`` (draws of sd_worker / sd_item) the assurance over ``draws`` of them."""
     if assurance is not None and (checkpoint or store):
         raise InputError("a result store does not cover assurance runs (each design cell runs its draws at once)")
-    make = _mixed(params, test, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress)
+    make = _mixed(params, test, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress, method)
     axes = {"workers": as_list(workers), "items": as_list(items), "per_item": as_list(per_item),
             "log_odds": as_list(log_odds)}
     return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
@@ -337,11 +360,11 @@ def h2h_mixed_power(
 
 
 def _mixed(params: H2HParams, test: str, alpha: float, assurance: ParamDraws | None, draws: int | None, n_sims: int,
-           seed: int, jobs: Jobs, target_power: float, progress: Progress | None) -> Any:
+           seed: int, jobs: Jobs, target_power: float, progress: Progress | None, method: str = "fast") -> Any:
     """``make(workers, items, per_item, log_odds)``: one GLMM cell, or the assurance cell over the draws."""
     def make_for(p: H2HParams) -> Any:
         def make(workers: int, items: int, per_item: int | None, log_odds: float) -> MixedJudgments:
-            return MixedJudgments(p, workers, items, log_odds, per_item, test, alpha)
+            return MixedJudgments(p, workers, items, log_odds, per_item, test, alpha, method)
         return make
 
     if assurance is None:
@@ -356,12 +379,13 @@ def h2h_mixed_sample_size(params: H2HParams, log_odds: float, workers: int, per_
                           target_power: float = 0.8, test: str = "z", alpha: float = 0.05, n_sims: int = 300,
                           seed: int = 0, jobs: Jobs = None, max_items: int = 2000,
                           progress: Progress | None = None, assurance: ParamDraws | None = None,
-                          draws: int | None = DEFAULT_DRAWS, target_assurance: float | None = None) -> SolveResult:
-    """Smallest number of items reaching the target power with the workers fixed (lme4 refits); with
+                          draws: int | None = DEFAULT_DRAWS, target_assurance: float | None = None,
+                          method: str = "fast") -> SolveResult:
+    """Smallest number of items reaching the target power with the workers fixed (``method``: fast or lme4); with
     ``assurance``, the smallest whose assurance reaches ``target_assurance`` (default ``target_power``)."""
     if log_odds == 0:
         raise InputError("the sample size for a zero effect is undefined")
-    cells = _mixed(params, test, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress)
+    cells = _mixed(params, test, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress, method)
     if assurance is not None and target_assurance is not None:
         target_power = target_assurance
 

@@ -22,13 +22,13 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
-from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, check_budget
+from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, CrowdDesign, check_budget
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
 from ..executors import Jobs, one_executor, using
 from ..params import LikertParams, as_params
-from ..planning import SolveResult, as_list, power_grid, solve
-from ..processes import InvariantProcess
+from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
+from ..processes import InvariantProcess, SlopeProcess
 from ..validation import check_choice, check_number, check_target_power
 from .crossed import FORMULA, METHODS, LikertScenario, long_design, simulate_long, simulate_ratings
 from .crowd import CrowdScenario, cell_factory
@@ -262,12 +262,13 @@ def likert_budget(
     """The cheapest design reaching the target power among items x workers x k x h within ``budget``
     (by default items ``BUDGET_ITEMS``, pools ``BUDGET_WORKERS``, k ``BUDGET_RATINGS_PER_ITEM``).
 
-    Designs are evaluated in order of cost, cheapest first, a few at a time; the
-    search stops after the first round holding a design that reaches the target
-    (every cheaper design has been evaluated by then). With ``n_sims >= 500`` each
-    round is first screened with ``n_sims // 10`` studies: a design whose upper 95%
-    bound falls short of the target is settled there (its record says so in
-    ``n_sims``), the others are run in full. Returns the evaluated
+    Designs are settled in order of cost, cheapest first (docs/crowd.md, "Costs and budgets"):
+    by the analytic screen (:func:`optimistic_power` below the target; two-system within-item
+    designs with even workloads), else by sequential Monte Carlo in rounds of up to four designs
+    (:func:`~humaneval_power.planning.sequential_cells`: stopped once an upper bound falls short,
+    at most a 5% chance of wrongly stopping a design that reaches the target), to the first round
+    holding a design that reaches the target in a full run; the answer's cheaper neighbour is then
+    run in full too (the frontier at full precision). Each record's ``settled`` says how. Returns the evaluated
     designs (the cost-power frontier, one row each, with ``cost``) and the answer
     as a :class:`SolveResult` over ``cost``: ``value`` the cheapest cost reaching
     the target, ``high`` the cheapest whose lower 95% bound reaches it (the
@@ -300,34 +301,101 @@ def likert_budget(
         raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers, "
                          "or every items per HIT the items)")
     cells = _largest_pools(cells)
-    results: list[PowerResult] = []
-    screen = n_sims // 10 if assurance is None and n_sims >= 500 else n_sims
-    total = len(cells) * screen
-    with using(jobs) as executor:  # one set of workers (and their R) for the whole search
-        for start in range(0, len(cells), 4):
-            batch = [c for _, c in cells[start:start + 4]]
-            for n in sorted({screen, n_sims}):  # a screening run, then the full one for the survivors
-                done = len(results) * screen
-
-                def report(d: int, t: int, label: str = "", done: int = done) -> None:
-                    if progress is not None:
-                        progress(min(done + d, total), total,
-                                 f"budget search ({len(cells)} designs, cheapest first): {label}")
-
-                runs = run_cells(batch, n, seed=seed, jobs=executor, progress=report)
-                if n < n_sims:  # designs whose upper 95% bound falls short are settled with the screening run
-                    results += [r for r in runs if r.ci_high < target_power]
-                    batch = [c for c, r in zip(batch, runs) if r.ci_high >= target_power]
-                    if not batch:
-                        break
-                else:
-                    results += runs
-            if any(r.power >= target_power for r in results):
-                break
-    if screen < n_sims:  # screened and full runs back in order of cost
-        results.sort(key=lambda r: (r.cell["cost"], r.cell["items"], -r.cell["workers"]))
+    results = _search(cells, target_power, n_sims, seed, jobs, progress, screen=assurance is None)
     table = pd.DataFrame([r.record() for r in results])
     return table, _cheapest(results, target_power, budget, params)
+
+
+#: the analytic screen's variance deflation: a design is settled without simulation when even the power of a
+#: z test with this fraction of its approximate variance falls short (:func:`optimistic_power`)
+SCREEN_DEFLATION = 0.7
+
+
+def approximate_variance(cell: Any) -> float | None:
+    """The approximate variance of the B - A estimate of a two-system within-item crowd design with even
+    workloads (crossed or balanced assignment, nothing missing), None for any other cell. A rating pair
+    differs by the effect plus the worker's and the item's system deviations and two residuals; averaged
+    over I items, k workers per item and the W workers used, ``V = s_w^2 / W + s_i^2 / I + 2 s_e^2 / (I k)``
+    with the slope SDs (``s_w^2 = 2 sd_worker_system^2`` etc. in the coding-invariant model). For the
+    fully crossed slope design it is the analytic tier's exact variance."""
+    if not isinstance(cell, CrowdScenario) or not isinstance(cell.design, CrowdDesign) or cell.means is not None:
+        return None
+    d, a = cell.design, cell.analysis
+    if (d.systems != 2 or d.presentation != "within" or d.missing or d.workload is not None
+            or d.assignment == "random" or a.test == "card2020"):
+        return None
+    p = cell.process
+    if isinstance(p, SlopeProcess):
+        s_w, s_i, s_e = p.params.sd_worker_slope ** 2, p.params.sd_item_slope ** 2, p.params.sd_residual ** 2
+    else:
+        s_w, s_i, s_e = 2 * p.sd_worker_system ** 2, 2 * p.sd_item_system ** 2, p.sd_residual ** 2
+    used = d.counts()["workers_used"]
+    return s_w / used + s_i / d.items + 2 * s_e / (d.items * d.k)
+
+
+def optimistic_power(cell: Any, deflation: float = SCREEN_DEFLATION) -> float | None:
+    """An upper bound for the power of ``cell`` (None where :func:`approximate_variance` has none): a
+    two-sided z test at the cell's alpha with ``deflation`` times the approximate variance (no df penalty).
+    With ``deflation=1`` it is the approximation itself, used only to end a round of the search early."""
+    v = approximate_variance(cell)
+    if v is None:
+        return None
+    from scipy import stats
+
+    z = abs(cell.effect) / math.sqrt(deflation * v)
+    return float(stats.norm.sf(stats.norm.isf(cell.analysis.alpha / 2) - z))
+
+
+def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: int, jobs: Any,
+            progress: Progress | None, screen: bool) -> list[PowerResult]:
+    """The budget search over ``cells`` (in order of cost): analytic screen, sequential Monte Carlo in
+    rounds of four designs, cheapest first, to the first round holding a design that reaches ``target``,
+    then the frontier confirmed at full precision. Each result says how it was settled (``settled``)."""
+    results: dict[int, PowerResult] = {}
+    doubt = []
+    for j, (_, c) in enumerate(cells):
+        bound = optimistic_power(c) if screen else None
+        if bound is not None and bound < target:
+            rough = optimistic_power(c, 1.0)
+            assert rough is not None
+            results[j] = replace(PowerResult.closed_form(c.cell(), rough, math.nan, math.nan), ci_low=0.0,
+                                 ci_high=bound, extra={"settled": "analytic screen"})
+        else:
+            doubt.append(j)
+
+    def settle(batch: list[int], full: bool) -> None:
+        if progress is not None:
+            progress(len(results), len(cells), f"budget search ({len(cells)} designs, cheapest first): "
+                                               f"simulating {len(batch)} at cost {cells[batch[0]][0]:g}")
+        runs = sequential_cells([cells[j][1] for j in batch], n_sims, -math.inf if full else target, seed, executor)
+        for j, (r, early) in zip(batch, runs):
+            how = "exact" if r.n_sims == 0 else "stopped early (upper bound below target)" if early else "full"
+            results[j] = replace(r, extra={**r.extra, "settled": how})
+
+    def reaches(j: int) -> bool:
+        return results[j].power >= target and results[j].extra["settled"] in ("exact", "full")
+
+    rounds: list[list[int]] = [[]]
+    for j in doubt:  # rounds of four, a round ending early at a design likely to reach the target
+        rounds[-1].append(j)
+        likely = optimistic_power(cells[j][1], 1.0) if screen else None  # the approximation itself
+        if len(rounds[-1]) == 4 or (likely is not None and likely >= target):
+            rounds.append([])
+    with using(jobs) as executor:  # one set of workers (and their R) for the whole search
+        for batch in filter(None, rounds):
+            settle(batch, False)
+            if any(reaches(j) for j in batch):
+                break
+        answer = next((j for j in sorted(results) if reaches(j)), None)
+        while answer is not None and answer > 0:  # the frontier: the cheaper neighbour at full precision too
+            below = answer - 1
+            if results[below].extra["settled"] in ("exact", "full"):
+                break
+            settle([below], True)
+            if not reaches(below):
+                break
+            answer = below
+    return [results[j] for j in sorted(results)]
 
 
 def _largest_pools(cells: list[tuple[float, Any]]) -> list[tuple[float, Any]]:
@@ -351,7 +419,7 @@ def _cheapest(results: list[PowerResult], target: float, budget: float | None, p
 
     best, sure, maybe = first(lambda r: r.power >= target), first(lambda r: r.ci_low >= target), \
         first(lambda r: r.ci_high >= target)
-    top = max(results, key=lambda r: r.power)
+    top = max(results, key=lambda r: (r.extra.get("settled") != "analytic screen", r.power))  # simulated first
     detail = {"designs_evaluated": len(results), "budget": budget}
     if best is None:
         d = top.cell

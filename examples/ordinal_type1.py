@@ -1,0 +1,139 @@
+"""Type-I error of the ordinal (CLMM) tests under the null, to choose the default ordinal test (issue #26).
+
+Null studies (both systems at latent effect 0) from the cumulative-logit process
+(:class:`humaneval_power.ordinal_process.OrdinalProcess`: thresholds (-2, -0.7, 0.5, 1.8) on a 1..5 scale,
+latent SDs worker 0.8, worker:system 0.3, item 1.0, item:system 0.5 — the settings of
+benchmarks/bench_clmm.py) on two designs, 2 systems:
+
+* crossed: 5 workers rate both systems' outputs of 40 items (400 ratings);
+* sparse:  3 of a pool of 15 workers per item (balanced, cyclic), 100 items (600 ratings).
+
+Each study is fitted by the no-R batched Laplace CLMM (``fit_clmm_many``, four random terms, with the LRT)
+and tested at alpha 0.05 by: Wald z (clmm's test), the LRT (chi-square 1), Wald t with the Satterthwaite
+df of the latent working model (``latent_satterthwaite_df``, plug-in SDs) and Wald t with df = workers - 1.
+``--r-refits M`` also refits the first M studies (from ``--start``) with R ``ordinal::clmm`` (rpy2) and records its z.
+
+Results are saved after every chunk to ``--out`` (npz; a rerun resumes), and ``--report`` prints the table
+(rates with 95% Clopper-Pearson intervals) of one or more saved files.
+
+Run: nice python examples/ordinal_type1.py --design crossed --sims 1000 --out crossed.npz [--r-refits 100]
+     python examples/ordinal_type1.py --report crossed.npz sparse.npz
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from humaneval_power.designs import CrowdDesign
+from humaneval_power.engine import clopper_pearson
+from humaneval_power.fitting.clmm import crossed_groups, fit_clmm_many, treatment_design
+from humaneval_power.ordinal_process import OrdinalProcess, study_dfs
+
+PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), link="logit", sd_worker=0.8, sd_worker_system=0.3,
+                         sd_item=1.0, sd_item_system=0.5)
+DESIGNS = {
+    "crossed": CrowdDesign(items=40, workers=5, ratings_per_item=5, assignment="crossed"),
+    "sparse": CrowdDesign(items=100, workers=15, ratings_per_item=3, assignment="balanced"),
+}
+ALPHA = 0.05
+FIELDS = ("z", "p_wald", "p_lr", "df", "failed", "z_r")
+
+
+def run(design: str, sims: int, seed: int, out: Path, chunk: int, r_refits: int, start: int = 0) -> None:
+    """Simulate ``sims`` null studies and fit those from ``start`` on in chunks, saving after each (resuming a
+    partial file); the first ``r_refits`` of them are also refitted by clmm."""
+    d = DESIGNS[design]
+    lay = d.draw(np.random.default_rng(seed), 1)
+    Y = PROCESS.simulate(lay, np.zeros(d.systems), sims, np.random.default_rng([seed, 1]))
+    groups = crossed_groups(lay.worker, lay.item, lay.system)
+    X, _ = treatment_design(lay.system)
+    res = {k: np.full(sims, np.nan) for k in FIELDS}
+    done = start
+    if out.exists():
+        old = np.load(out)
+        done = int(old["done"])
+        for k in FIELDS:
+            res[k][start:done] = old[k][start:done]
+    r_fit = None
+    if r_refits:
+        from humaneval_power.fitting.clmm_r import fit_clmm_r as r_fit
+    while done < sims:
+        cols = slice(done, min(sims, done + chunk))
+        b = fit_clmm_many(Y[:, cols], X, groups, coef=0, scale=PROCESS.scale, lrt=True)
+        res["z"][cols], res["p_wald"][cols], res["p_lr"][cols] = b.z, b.p_wald, b.p_lr
+        res["failed"][cols] = b.failed
+        res["df"][cols] = study_dfs(b.sds, groups, X)
+        if r_fit is not None:
+            for j in range(cols.start, min(cols.stop, r_refits)):
+                f = r_fit(Y[:, j], X, groups, scale=PROCESS.scale)
+                res["z_r"][j] = f.beta[0] / f.se_beta[0]
+        done = cols.stop
+        np.savez(out, done=done, design=design, workers=d.workers, **res)
+        print(f"{design}: {done}/{sims}", file=sys.stderr, flush=True)
+
+
+def rate(reject: np.ndarray) -> str:
+    k, n = int(reject.sum()), reject.size
+    lo, hi = clopper_pearson(k, n)
+    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def report(paths: list[Path]) -> str:
+    """The Markdown table of the saved files without clmm refits, and per design the comparison with clmm on the
+    studies refitted (the union over the files, by study)."""
+    lines = [("| design | studies (failed) | Wald z | LRT, chi-square | LRT, F(1, df) | t, Satterthwaite df (median df) "
+              "| t, df = workers - 1 |"), "|---|---|---|---|---|---|---|"]
+    refits: dict[str, dict[int, tuple[float, float]]] = {}
+    for path in paths:
+        r = np.load(path)
+        fitted = np.isfinite(r["z"]) | (r["failed"] == 1)
+        zr = r["z_r"]
+        if np.isfinite(zr).any():
+            both = np.isfinite(zr) & np.isfinite(r["z"])
+            refits.setdefault(str(r["design"]), {}).update(
+                {int(j): (float(r["z"][j]), float(zr[j])) for j in np.flatnonzero(both)})
+            continue
+        ok = fitted & (r["failed"] == 0)
+        z, p_lr, df = r["z"][ok], r["p_lr"][ok], r["df"][ok]
+        p_f = stats.f.sf(stats.chi2.isf(p_lr, 1), 1, df)
+        p_t = 2 * stats.t.sf(np.abs(z), df)
+        p_w = 2 * stats.t.sf(np.abs(z), int(r["workers"]) - 1)
+        lines.append(f"| {r['design']} | {fitted.sum()} ({fitted.sum() - ok.sum()}) | "
+                     f"{rate(2 * stats.norm.sf(np.abs(z)) < ALPHA)} | {rate(p_lr < ALPHA)} | {rate(p_f < ALPHA)} | "
+                     f"{rate(p_t < ALPHA)} ({np.median(df):.1f}) | {rate(p_w < ALPHA)} |")
+    notes = []
+    crit = stats.norm.isf(ALPHA / 2)
+    for design, pairs in refits.items():
+        zf, zr = (np.array(v) for v in zip(*pairs.values()))
+        notes.append(f"{design}: {zf.size} studies refitted by clmm: Wald z rate clmm {rate(np.abs(zr) > crit)}, "
+                     f"fast path {rate(np.abs(zf) > crit)}; decisions agree on "
+                     f"{int(np.sum((np.abs(zr) > crit) == (np.abs(zf) > crit)))}/{zf.size}, "
+                     f"max |z - z_clmm| {np.max(np.abs(zf - zr)):.1e}")
+    return "\n".join(lines + [""] + notes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--design", choices=sorted(DESIGNS))
+    ap.add_argument("--sims", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=26)
+    ap.add_argument("--chunk", type=int, default=50)
+    ap.add_argument("--r-refits", type=int, default=0)
+    ap.add_argument("--start", type=int, default=0, help="first study to fit (to split clmm refits over processes)")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--report", type=Path, nargs="+")
+    a = ap.parse_args()
+    if a.report:
+        print(report(a.report))
+        return
+    if a.design is None or a.out is None:
+        ap.error("give --design and --out (or --report FILES)")
+    run(a.design, a.sims, a.seed, a.out, a.chunk, a.r_refits, a.start)
+
+
+if __name__ == "__main__":
+    main()
