@@ -36,6 +36,7 @@ from scipy import stats
 
 from .engine import PowerResult, Scenario, StudyOutcomes, run_cells
 from .errors import InputError
+from .executors import Jobs
 from .params import read_params_doc
 from .progress import ProgressFn, as_progress
 from .validation import check_target_power
@@ -289,7 +290,9 @@ class AssuranceCell:
     assurance as the result's ``power``, with an approximate 95% interval
     (assurance +- 1.96 SE) unless every inner cell is exact; the other figures are in its
     ``extra`` (see :func:`summarise`). Everything else (``effect``, ``cell()``, ``design``,
-    ``closed_form``) is the point cell's.
+    ``closed_form``) is the point cell's. ``jobs`` runs the inner cells: give an open executor
+    (the planning functions do, see :func:`~humaneval_power.executors.one_executor`); a number of
+    processes would start a pool, and R in it, for every cell.
     """
 
     point: Scenario
@@ -298,7 +301,7 @@ class AssuranceCell:
     seed: int
     target_power: float
     source: str = ""
-    jobs: int | None = None
+    jobs: Jobs = None
     progress: ProgressFn | None = field(default=None, compare=False)
 
     def __getattr__(self, name: str) -> Any:  # effect, chunk_size, cell(), design, closed_form, ...
@@ -325,10 +328,11 @@ class AssuranceCell:
 
 
 def assured(make_for: Callable[[Any], Callable[..., Scenario]], point: Any, draws: Sequence[Any], n_sims: int,
-            seed: int, target_power: float, source: str, jobs: int | None = None,
+            seed: int, target_power: float, source: str, jobs: Jobs = None,
             progress: ProgressFn | None = None) -> Callable[..., AssuranceCell]:
     """A cell factory for the planning core: ``make_for(params)`` is the plain factory of one
-    parameter set; the result builds the assurance cell over ``point`` and ``draws``."""
+    parameter set; the result builds the assurance cell over ``point`` and ``draws``, whose draws run
+    on ``jobs`` (an open executor shared by every cell, see :class:`AssuranceCell`)."""
     check_target_power(target_power)
     if not draws:
         raise InputError("assurance needs at least one parameter draw")

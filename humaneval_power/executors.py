@@ -15,16 +15,21 @@ whichever executor and however many workers.
 
 ``jobs`` arguments across the API take a number of local processes, an
 :class:`Executor` or a ``distributed.Client`` (:func:`using` turns any of them
-into an executor). Workers run one task at a time with one BLAS thread.
+into an executor). Workers run one task at a time with one BLAS thread. A
+planning function that runs several sweeps (the cells of an assurance grid, the
+steps of a solve, the rounds of a budget search) opens its ``jobs`` once
+(:func:`one_executor`): its workers, and R in them, start once per command.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import logging
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, TypeVar, Union, cast
 
 from .errors import BackendUnavailableError, InputError
 
@@ -80,6 +85,26 @@ def using(jobs: Jobs) -> Iterator[Executor]:
         executor = LocalProcesses(jobs)
     with executor:
         yield executor
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_executor(fn: F) -> F:
+    """Decorator: ``fn`` runs with its ``jobs`` argument opened once by :func:`using`, so every
+    sweep it starts (and every assurance cell its factory builds) shares one set of workers,
+    started on first use and stopped when ``fn`` returns (an executor given is left open)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        with using(bound.arguments["jobs"]) as executor:
+            bound.arguments["jobs"] = executor
+            return fn(*bound.args, **bound.kwargs)
+
+    return cast(F, wrapper)
 
 
 def from_options(scheduler: str | None, jobs: int | None) -> Executor:

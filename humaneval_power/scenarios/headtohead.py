@@ -32,6 +32,7 @@ from scipy import stats
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..engine import PowerResult, Progress, StudyOutcomes
 from ..errors import InputError
+from ..executors import Jobs, one_executor
 from ..planning import SolveResult, as_list, power_grid, solve
 from ..params import H2HParams
 from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_power, sign_test
@@ -89,6 +90,7 @@ class IndependentJudgments:
         return PowerResult.closed_form(self.cell(), power, type_s, type_m)
 
 
+@one_executor
 def h2h_power(
     n: Sequence[int] | int,
     p_win: Sequence[float] | float,
@@ -98,7 +100,7 @@ def h2h_power(
     alpha: float = 0.05,
     n_sims: int = 10_000,
     seed: int = 0,
-    jobs: int | None = None,
+    jobs: Jobs = None,
     progress: Progress | None = None,
     assurance: ParamDraws | None = None,
     draws: int | None = DEFAULT_DRAWS,
@@ -119,7 +121,7 @@ def h2h_power(
 
 
 def _independent(ties: str, method: str, alpha: float, assurance: ParamDraws | None, draws: int | None, n_sims: int,
-                 seed: int, jobs: int | None, target_power: float, progress: Progress | None) -> Any:
+                 seed: int, jobs: Jobs, target_power: float, progress: Progress | None) -> Any:
     """``make(n, p_win, p_tie)``: one cell, or with ``assurance`` the assurance cell over the draws."""
     def make_for(over: dict[str, float]) -> Any:
         def make(n: int, p_win: float, p_tie: float) -> IndependentJudgments:
@@ -326,6 +328,7 @@ def effect_to_log_odds(p_win: float | None, log_odds: float | None) -> float:
     return _logit(p_win)
 
 
+@one_executor
 def h2h_mixed_power(
     params: H2HParams,
     workers: Sequence[int] | int,
@@ -336,7 +339,7 @@ def h2h_mixed_power(
     alpha: float = 0.05,
     n_sims: int = 500,
     seed: int = 0,
-    jobs: int | None = None,
+    jobs: Jobs = None,
     progress: Progress | None = None,
     checkpoint: str | None = None,
     store: str | None = None,
@@ -357,7 +360,7 @@ def h2h_mixed_power(
 
 
 def _mixed(params: H2HParams, test: str, alpha: float, assurance: ParamDraws | None, draws: int | None, n_sims: int,
-           seed: int, jobs: int | None, target_power: float, progress: Progress | None, method: str = "fast") -> Any:
+           seed: int, jobs: Jobs, target_power: float, progress: Progress | None, method: str = "fast") -> Any:
     """``make(workers, items, per_item, log_odds)``: one GLMM cell, or the assurance cell over the draws."""
     def make_for(p: H2HParams) -> Any:
         def make(workers: int, items: int, per_item: int | None, log_odds: float) -> MixedJudgments:
@@ -371,9 +374,10 @@ def _mixed(params: H2HParams, test: str, alpha: float, assurance: ParamDraws | N
                    progress)
 
 
+@one_executor
 def h2h_mixed_sample_size(params: H2HParams, log_odds: float, workers: int, per_item: int | None = None,
                           target_power: float = 0.8, test: str = "z", alpha: float = 0.05, n_sims: int = 300,
-                          seed: int = 0, jobs: int | None = None, max_items: int = 2000,
+                          seed: int = 0, jobs: Jobs = None, max_items: int = 2000,
                           progress: Progress | None = None, assurance: ParamDraws | None = None,
                           draws: int | None = DEFAULT_DRAWS, target_assurance: float | None = None,
                           method: str = "fast") -> SolveResult:

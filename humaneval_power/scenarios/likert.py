@@ -25,7 +25,7 @@ from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, CrowdDesign, check_budget
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
-from ..executors import using
+from ..executors import Jobs, one_executor, using
 from ..params import LikertParams, as_params
 from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
@@ -44,7 +44,7 @@ def _params(params: Params) -> LikertParams | InvariantProcess:
 
 
 def _factory(params: LikertParams | InvariantProcess, assurance: ParamDraws | None, draws: int | None, n_sims: int,
-             seed: int, jobs: int | None, target_power: float, progress: Progress | None,
+             seed: int, jobs: Jobs, target_power: float, progress: Progress | None,
              **kw: Any) -> Callable[..., Any]:
     """The cell factory: plain, or with ``assurance`` (parameter draws) the assurance cells over
     ``draws`` of them (:mod:`humaneval_power.assurance`)."""
@@ -55,6 +55,7 @@ def _factory(params: LikertParams | InvariantProcess, assurance: ParamDraws | No
                    target_power, sample.source, jobs, progress)
 
 
+@one_executor
 def likert_power(
     params: Params,
     workers: Sequence[int] | int,
@@ -65,7 +66,7 @@ def likert_power(
     alpha: float = 0.05,
     n_sims: int = 1000,
     seed: int = 0,
-    jobs: int | None = None,
+    jobs: Jobs = None,
     progress: Progress | None = None,
     checkpoint: str | None = None,
     store: str | None = None,
@@ -104,6 +105,7 @@ def likert_power(
                       store=store)
 
 
+@one_executor
 def likert_sample_size(
     params: Params,
     effect: float,
@@ -116,7 +118,7 @@ def likert_sample_size(
     alpha: float = 0.05,
     n_sims: int = 2000,
     seed: int = 0,
-    jobs: int | None = 1,
+    jobs: Jobs = 1,
     progress: Progress | None = None,
     ratings_per_item: int | None = None,
     items_per_hit: int = 1,
@@ -167,7 +169,7 @@ def likert_sample_size(
     limit: tuple[float, str] | None = None
     why = ""
     if base.closed_form is not None and vary != "ratings_per_item":
-        limit = _crossed_limit(base.closed_form, vary, n_sims, seed)
+        limit = _crossed_limit(base.closed_form, vary, n_sims, seed, jobs)
     elif vary != "workers":
         why = "the worker variance components cap the power with this pool: add workers or ratings per item"
     if vary == "ratings_per_item" and workers is None:
@@ -183,11 +185,11 @@ def likert_sample_size(
                                    "conditional_high": plain.high})
 
 
-def _crossed_limit(cell: LikertScenario, vary: str, n_sims: int, seed: int) -> tuple[float, str]:
+def _crossed_limit(cell: LikertScenario, vary: str, n_sims: int, seed: int, jobs: Jobs) -> tuple[float, str]:
     """The power of a crossed design as ``vary`` grows without bound, and why it stays there."""
     method = "analytic" if cell.method == "analytic" else "fast"
     limit = replace(cell, method=method, **{vary: 10**8 if method == "analytic" else 10**6})
-    max_power = run_cells([limit], n_sims, seed=seed)[0].power
+    max_power = run_cells([limit], n_sims, seed=seed, jobs=jobs)[0].power
     fixed_name = "workers" if vary == "items" else "items"
     sd_name = "sd_worker_slope" if vary == "items" else "sd_item_slope"
     return max_power, (
@@ -234,6 +236,7 @@ def likert_mde(
     return result
 
 
+@one_executor
 def likert_budget(
     params: Params,
     effect: float,
