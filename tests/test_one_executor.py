@@ -47,6 +47,7 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return started
 
 
+@pytest.mark.slow
 def test_an_assurance_grid_starts_one_pool_and_gives_the_bits_of_one_process(pools: list[int],
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     two = likert_power("card2020-high", 15, [30, 40], 0.3, jobs=2, **CROWD)
@@ -61,6 +62,7 @@ def test_an_assurance_grid_starts_one_pool_and_gives_the_bits_of_one_process(poo
     pd.testing.assert_frame_equal(alone, two, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_solve_over_assurance_starts_one_pool(pools: list[int]) -> None:
     """A crossed design (fast tier, one chunk per inner cell): the power limit, the plain solve and the
     assurance solve, each of several steps, on one pool."""
@@ -72,6 +74,7 @@ def test_a_solve_over_assurance_starts_one_pool(pools: list[int]) -> None:
     assert one.at is not None and two.at is not None and one.at.record() == two.at.record()
 
 
+@pytest.mark.slow
 def test_a_budget_search_over_assurance_starts_one_pool(pools: list[int]) -> None:
     kw = {**CROWD, "items": [30, 40], "workers": [15], "ratings_per_item": [3]}
     table2, best2 = likert_budget("card2020-high", 0.4, jobs=2, **kw)
@@ -81,6 +84,7 @@ def test_a_budget_search_over_assurance_starts_one_pool(pools: list[int]) -> Non
     assert best1.value == best2.value
 
 
+@pytest.mark.slow
 def test_simulated_sign_test_assurance_grid_starts_one_pool(pools: list[int]) -> None:
     prior = Prior(("p_win=beta:13,7",)).sample(3, 2)
     args = ([20, 40], 0.65)
