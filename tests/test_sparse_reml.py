@@ -1,0 +1,85 @@
+"""The sparse (CHOLMOD + Takahashi) path of the profiled REML equals the dense Schur-complement path.
+
+Over a grid of small crossed designs (sparse worker/item layouts, with systems, with and without a slope,
+REML and ML), the deviance, its exact gradient, the fit, lmerTest's varpar Hessian, the Satterthwaite df
+and the Jacobian of Cov(b) agree to tight tolerance; the dense path is itself tested against lmerTest
+(tests/test_vc_reml.py). The selected inverse is checked against a dense inverse on random SPD patterns.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from humaneval_power.fitting import sparse_inverse, vc_reml
+
+pytest.importorskip("sksparse")
+
+
+def design(seed: int, items: int, workers: int, systems: int, per: int, slope: bool):
+    """A sparse crowd layout: each output (item x system) rated by ``per`` random workers."""
+    rng = np.random.default_rng(seed)
+    item = np.repeat(np.arange(items), systems * per)
+    system = np.tile(np.repeat(np.arange(systems), per), items)
+    worker = rng.integers(0, workers, len(item))
+    x = np.column_stack([np.ones(len(item))] + [(system == s).astype(float) for s in range(1, systems)])
+    cov = rng.normal(size=len(item))
+    y = (0.2 * system + rng.normal(0, 0.5, workers)[worker] + rng.normal(0, 0.6, items)[item]
+         + 0.3 * cov * rng.normal(size=workers)[worker] + rng.normal(0, 0.3, items * systems)[item * systems + system]
+         + rng.normal(size=len(item)))
+    factors = {"worker": worker, "item": item, "item:system": item * systems + system,
+               "worker:system": worker * systems + system}
+    comps = [("worker", "(Intercept)"), ("item", "(Intercept)"), ("item:system", "(Intercept)"),
+             ("worker:system", "(Intercept)")] + ([("worker", "c")] if slope else [])
+    return x, y, factors, {"c": cov}, comps
+
+
+def both(monkeypatch, *args, reml: bool = True):
+    dense = vc_reml.CrossedComponentsModel(*args, reml=reml)
+    monkeypatch.setattr(vc_reml, "SPARSE_ABOVE", -1)
+    sparse = vc_reml.CrossedComponentsModel(*args, reml=reml)
+    monkeypatch.undo()
+    assert sparse.sparse and not dense.sparse
+    return dense, sparse
+
+
+@pytest.mark.parametrize("seed,items,workers,systems,per,slope,reml", [
+    (1, 12, 8, 3, 2, False, True), (2, 20, 15, 2, 3, True, True), (3, 8, 30, 4, 1, False, False),
+    (4, 15, 6, 1, 4, True, True), (5, 25, 10, 3, 2, True, False)])
+def test_sparse_equals_dense(monkeypatch, seed, items, workers, systems, per, slope, reml):
+    args = design(seed, items, workers, systems, per, slope)
+    dense, sparse = both(monkeypatch, *args, reml=reml)
+    # rounding grows with M's condition (~ n gamma): tight at fitted scales, looser at gamma = 1e6, where
+    # 1 - (M^-1)_jj loses its digits and the traces come from the exact sparse column solves
+    for gamma, tol in ((np.full(dense.k, 0.5), 1e-10), (np.linspace(0.0, 2.0, dense.k), 1e-10),
+                       (np.full(dense.k, 1e6), 1e-6)):
+        d, s = dense.deviance(gamma), sparse.deviance(gamma)
+        assert s[0] == pytest.approx(d[0], rel=tol)
+        np.testing.assert_allclose(s[1], d[1], rtol=1e3 * tol, atol=1e3 * tol * (1 + np.abs(d[1]).max()))
+        np.testing.assert_allclose(s[2], d[2], rtol=1e2 * tol, atol=1e2 * tol)
+    fit_d, fit_s = dense.fit(), sparse.fit()
+    np.testing.assert_allclose(fit_s.gamma, fit_d.gamma, rtol=1e-4, atol=1e-6)
+    assert fit_s.deviance == pytest.approx(fit_d.deviance, rel=1e-10)
+    sd, ss = dense.satterthwaite(fit_d), sparse.satterthwaite(fit_d)  # the same point: the calculus alone
+    np.testing.assert_allclose(ss.df, sd.df, rtol=1e-6)
+    hd = dense.varpar_hessian(fit_d)  # (vcov_varpar inverts it: near-flat directions amplify rounding)
+    np.testing.assert_allclose(sparse.varpar_hessian(fit_d), hd, rtol=1e-5, atol=1e-6 * np.abs(hd).max())
+    np.testing.assert_allclose(ss.jacobian, sd.jacobian, rtol=1e-8, atol=1e-13)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(5, 60), st.floats(0.01, 0.3), st.integers(0, 2**31), st.floats(1, 20))
+def test_inverse_diagonal(n, density, seed, speedup):
+    """diag((L L')^-1) from the recursions equals the dense inverse's, whatever the dense tail's size."""
+    a = sp.random(n, n, density, random_state=seed)
+    m = (a @ a.T + sp.identity(n)).tocsc()
+    factor = sparse_inverse.cholmod().cholesky(m)
+    old, sparse_inverse.DENSE_SPEEDUP = sparse_inverse.DENSE_SPEEDUP, speedup
+    try:
+        got = np.empty(n)
+        got[factor.P()] = sparse_inverse.inverse_diagonal(factor.L())
+    finally:
+        sparse_inverse.DENSE_SPEEDUP = old
+    np.testing.assert_allclose(got, np.diag(np.linalg.inv(m.toarray())), rtol=1e-10)
