@@ -70,16 +70,12 @@ def test_sparse_equals_dense(monkeypatch, seed, items, workers, systems, per, sl
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(5, 60), st.floats(0.01, 0.3), st.integers(0, 2**31), st.floats(1, 20))
-def test_inverse_diagonal(n, density, seed, speedup):
-    """diag((L L')^-1) from the recursions equals the dense inverse's, whatever the dense tail's size."""
+@given(st.integers(1, 60), st.floats(0.0, 0.3), st.integers(0, 2**31))
+def test_inverse_diagonal(n, density, seed):
+    """diag((L L')^-1) from the recursions equals the dense inverse's (supernodes of any width)."""
     a = sp.random(n, n, density, random_state=seed)
     m = (a @ a.T + sp.identity(n)).tocsc()
     factor = sparse_inverse.cholmod().cholesky(m)
-    old, sparse_inverse.DENSE_SPEEDUP = sparse_inverse.DENSE_SPEEDUP, speedup
-    try:
-        got = np.empty(n)
-        got[factor.P()] = sparse_inverse.inverse_diagonal(factor.L())
-    finally:
-        sparse_inverse.DENSE_SPEEDUP = old
+    got = np.empty(n)
+    got[factor.P()] = sparse_inverse.inverse_diagonal(factor.L())
     np.testing.assert_allclose(got, np.diag(np.linalg.inv(m.toarray())), rtol=1e-10)

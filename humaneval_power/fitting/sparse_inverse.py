@@ -6,13 +6,12 @@ pattern of ``L``: with ``Z = M^-1`` (permuted), for ``j`` from the last column d
 ``Z_ij = -(1/L_jj) sum_{k in S_j} Z_ik L_kj`` (``i`` in ``S_j``, the rows below the diagonal of column j) and
 ``Z_jj = (1/L_jj - sum_{k in S_j} Z_kj L_kj) / L_jj``: every ``Z_ik`` needed lies in the pattern of ``L``
 (``S_j`` is a clique of the filled graph), so the selected inverse has the memory of ``L`` and is exact
-(no sampling). The trailing columns whose pattern is full are one dense block, inverted by LAPACK.
+(no sampling). Columns with nested patterns (supernodes) are taken together as dense blocks.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import linalg
 
 try:
     from numba import njit
@@ -25,10 +24,6 @@ UNAVAILABLE = ("the sparse path needs scikit-sparse (CHOLMOD): `apt-get install 
                "`pip install 'humaneval-power[sparse]'`")
 
 
-#: LAPACK's flops per second over the Takahashi loop's pairs per second (measured: about 20)
-DENSE_SPEEDUP = 20.0
-
-
 def cholmod():
     """The ``sksparse.cholmod`` module, or ImportError with :data:`UNAVAILABLE`."""
     try:
@@ -39,44 +34,54 @@ def cholmod():
 
 
 @njit(cache=True)
-def _takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, start: int,
-               tail: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """Values of ``(L L')^-1`` on the pattern of ``L`` (CSC, sorted, diagonal first); columns >= start dense."""
+def _gather(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray, rows: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """The dense symmetric block ``Z[rows, rows]`` of the values stored on the pattern (rows sorted)."""
+    r = rows.shape[0]
+    out = np.empty((r, r))
+    for b in range(r):
+        k = rows[b]
+        ptr = indptr[k]
+        out[b, b] = z[ptr]
+        for a in range(b + 1, r):
+            while indices[ptr] < rows[a]:
+                ptr += 1
+            out[a, b] = z[ptr]
+            out[b, a] = z[ptr]
+    return out
+
+
+@njit(cache=True)
+def _takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, first: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """Values of ``(L L')^-1`` on the pattern of ``L`` (CSC, sorted, diagonal first), a supernode at a time.
+
+    ``first``: the supernodes' first columns (and n). For a supernode J with rows R below it,
+    ``Z_RJ = -Z_RR L_RJ L_JJ^-1`` and ``Z_JJ = L_JJ^-T L_JJ^-1 - Z_RJ' L_RJ L_JJ^-1`` (dense products).
+    """
     z = np.zeros(data.shape[0])
-    n = indptr.shape[0] - 1
-    for j in range(start, n):  # the dense tail
-        for pos in range(indptr[j], indptr[j + 1]):
-            z[pos] = tail[indices[pos] - start, j - start]
-    for j in range(start - 1, -1, -1):
-        lo, hi = indptr[j] + 1, indptr[j + 1]
-        m = hi - lo
-        sums = np.zeros(m)
-        for b in range(m):  # pairs a >= b of S_j: Z_{i_a k_b} lies in column k_b
-            k = indices[lo + b]
-            lkj = data[lo + b]
-            if k >= start:  # in the dense tail
-                sums[b] += tail[k - start, k - start] * lkj
-                for a in range(b + 1, m):
-                    zik = tail[indices[lo + a] - start, k - start]
-                    sums[a] += zik * lkj
-                    sums[b] += zik * data[lo + a]
-                continue
-            ptr = indptr[k]
-            sums[b] += z[ptr] * lkj  # a == b: the diagonal of column k
-            ptr += 1
-            for a in range(b + 1, m):
-                i = indices[lo + a]
-                while indices[ptr] < i:
-                    ptr += 1
-                zik = z[ptr]
-                sums[a] += zik * lkj
-                sums[b] += zik * data[lo + a]
-        ljj = data[indptr[j]]
-        diag = 1.0 / ljj
-        for a in range(m):
-            z[lo + a] = -sums[a] / ljj
-            diag -= z[lo + a] * data[lo + a]
-        z[indptr[j]] = diag / ljj
+    for sn in range(first.shape[0] - 2, -1, -1):
+        s, e = first[sn], first[sn + 1]
+        w = e - s
+        rows = indices[indptr[s] + w:indptr[s + 1]]
+        r = rows.shape[0]
+        ljj = np.zeros((w, w))
+        lrj = np.empty((r, w))
+        for j in range(s, e):
+            lo = indptr[j]
+            for a in range(e - j):
+                ljj[j - s + a, j - s] = data[lo + a]
+            for a in range(r):
+                lrj[a, j - s] = data[lo + e - j + a]
+        linv = np.linalg.inv(ljj)
+        zjj = linv.T @ linv
+        if r:
+            zrj = -(_gather(indptr, indices, z, rows) @ lrj) @ linv
+            zjj -= zrj.T @ (lrj @ linv)
+        for j in range(s, e):
+            lo = indptr[j]
+            for a in range(e - j):
+                z[lo + a] = zjj[j - s + a, j - s]
+            for a in range(r):
+                z[lo + e - j + a] = zrj[a, j - s]
     return z
 
 
@@ -85,18 +90,10 @@ def inverse_diagonal(lower: sp.csc_matrix) -> np.ndarray:
     lower = sp.csc_matrix(lower)
     lower.sort_indices()
     n = lower.shape[0]
-    # the tail inverted densely: where the recursions' pair count beats LAPACK's flops by DENSE_SPEEDUP
-    count = np.diff(lower.indptr).astype(float)
-    tail_cost = (n - np.arange(n + 1)) ** 3 / (3 * DENSE_SPEEDUP)
-    start = int(np.argmin(np.concatenate([[0.0], np.cumsum(count**2)]) + tail_cost))
-    if start < n:
-        block = lower[start:, start:].toarray()
-        inv, info = linalg.lapack.dpotri(block, lower=1)
-        if info:
-            raise np.linalg.LinAlgError("dense inverse of the factor's tail failed")
-        tail = np.tril(inv) + np.tril(inv, -1).T
-    else:
-        tail = np.zeros((0, 0))
-    tail = np.ascontiguousarray(tail)
-    z = _takahashi(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), lower.data, start, tail)
+    count = np.diff(lower.indptr)
+    # column j + 1 continues j's supernode when its pattern is j's without j
+    nested = (count[:-1] == count[1:] + 1) & (lower.indices[np.minimum(lower.indptr[:-2] + 1, lower.nnz - 1)]
+                                               == np.arange(1, n)) & (count[:-1] > 1)
+    first = np.concatenate([[0], np.flatnonzero(~nested) + 1, [n]]).astype(np.int64)
+    z = _takahashi(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), lower.data, first)
     return z[lower.indptr[:-1]]
