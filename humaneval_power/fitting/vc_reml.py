@@ -38,9 +38,10 @@ from scipy import linalg, optimize
 from . import sparse_inverse
 
 #: beyond this many random effects outside the largest factor, M is factored sparse (CHOLMOD, supernodal)
-#: instead of through a dense q2 x q2 Schur complement (measured: 3,450 effects of a 15,000-rating crowd study,
-#: dense 4.3 s per gradient evaluation, sparse 2.9 s; the 100,000-rating study's 11,800 are beyond dense reach)
-SPARSE_ABOVE = 2_000
+#: instead of through a dense q2 x q2 Schur complement. CPU per gradient evaluation on the 20-system crowd
+#: studies of benchmarks/bench_analyze.py, dense vs sparse: q2 = 750 (3,000 ratings) 0.036 vs 0.032 s;
+#: 1,875 (7,500) 0.21 vs 0.098 s; 3,450 (15,000) 0.99 vs 0.31 s; the dense path grows as q2^3
+SPARSE_ABOVE = 1_000
 #: seconds between progress reports of a long optimisation
 PROGRESS_SECONDS = 5.0
 #: an optimisation run ends once an iteration lowers the deviance by less than this share of (1 + |deviance|)
