@@ -79,3 +79,40 @@ def test_inverse_diagonal(n, density, seed):
     got = np.empty(n)
     got[factor.P()] = sparse_inverse.inverse_diagonal(factor.L())
     np.testing.assert_allclose(got, np.diag(np.linalg.inv(m.toarray())), rtol=1e-10)
+
+
+@pytest.mark.r
+@pytest.mark.slow
+def test_sparse_analysis_equals_lmertest_emmeans(monkeypatch, lme4_backend):
+    """A simulated sparse crowd study (8 systems x 40 items, each output rated by 3 of 60 workers), analysed
+    without R through the sparse path: lmerTest + emmeans' F, means and Holm pairs (the no-R tolerances of
+    tests/test_analyze.py)."""
+    import pandas as pd
+
+    from humaneval_power.analyze import analyze
+    from humaneval_power.designs import CrowdDesign
+    from humaneval_power.processes import InvariantProcess
+    from tests.test_analyze import (
+        R_REFERENCE,
+        _check_against_r,
+        _check_f_and_means,
+        _r_reference,
+        any_result_frame,
+    )
+
+    systems = [f"S{s}" for s in range(8)]
+    rng = np.random.default_rng(3)
+    lay = CrowdDesign(items=40, workers=60, ratings_per_item=3, systems=8, assignment="random",
+                      presentation="between").draw(rng, 1)
+    y = InvariantProcess(0.6, 0.15, 0.2, 0.15, 0.6, systems=8, intercept=3.5).simulate(
+        lay, np.linspace(0, 0.4, 8), 1, rng)[:, 0]
+    frame = pd.DataFrame({"worker": [f"w{w:02d}" for w in np.asarray(lay.worker).ravel()],
+                          "item": [f"i{i:02d}" for i in lay.item], "system": [systems[s] for s in lay.system],
+                          "score": y})
+    monkeypatch.setattr(vc_reml, "SPARSE_ABOVE", 0)  # 480 effects outside the largest factor: force sparse
+    only_holm = R_REFERENCE.replace('c("none", "holm", "bonferroni", "fdr", "tukey", "mvt")', '"holm"').replace(
+        'c("none", "holm", "mvt")', "character(0)")  # the multivariate-t adjustments are R's slow part
+    ref = _r_reference(lme4_backend, any_result_frame(frame), systems, only_holm)
+    result = analyze(frame, contrasts="pairs", adjust="holm", backend="statsmodels")
+    _check_f_and_means(result, ref, rel_df=1e-3, abs_est=1e-4, abs_p=1e-3)
+    _check_against_r(result, ref, "pairs", "holm", rel_df=1e-3, abs_est=1e-4, abs_p=1e-3)
