@@ -20,8 +20,12 @@ stay sparse (a rating touches one block level), so memory is that of the
 data plus the dense ``q2 x q2`` Schur complement; products with dense
 matrices are taken in row chunks. The traces come from ``diag(M^-1)``
 (``lam_j^2 (Z'H^-1Z)_jj = 1 - (M^-1)_jj``), with an exact (sparse) column
-solve where that difference would lose digits. Optimising ``g >= 0`` with
-bounds (rather than SDs) keeps the gradient informative at the boundary.
+solve where that difference would lose digits. Beyond ``SPARSE_ABOVE`` effects
+outside the largest factor ``M`` is instead factored sparse by CHOLMOD (fill-reducing
+order found once per design) and ``diag(M^-1)`` comes exactly from the supernodal
+Takahashi recursions (:mod:`.sparse_inverse`): memory of the factor, no dense limit;
+the same deviance, gradient and Satterthwaite calculus (tests/test_sparse_reml.py).
+Optimising ``g >= 0`` with bounds (rather than SDs) keeps the gradient informative at the boundary.
 """
 from __future__ import annotations
 
@@ -79,7 +83,7 @@ def _projected(gamma: np.ndarray, grad: np.ndarray) -> float:
 
 
 class TooManyEffectsError(ValueError):
-    """The design's dense Schur complement would be too large."""
+    """The design needs the sparse path and scikit-sparse (CHOLMOD) is not installed."""
 
 
 @dataclass(frozen=True)
