@@ -85,8 +85,22 @@ def _takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, first:
     return z
 
 
-def inverse_diagonal(lower: sp.csc_matrix) -> np.ndarray:
-    """``diag((L L')^-1)`` of a sparse lower Cholesky factor, exactly, in the memory of ``L``."""
+@njit(cache=True)
+def _entries(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray, rows: np.ndarray,
+             cols: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``Z[rows, cols]`` of the values on the pattern (symmetric; 0 where the pattern has no such entry)."""
+    out = np.zeros(rows.shape[0])
+    for t in range(rows.shape[0]):
+        r, c = max(rows[t], cols[t]), min(rows[t], cols[t])
+        lo, hi = indptr[c], indptr[c + 1]
+        pos = lo + np.searchsorted(indices[lo:hi], r)
+        if pos < hi and indices[pos] == r:
+            out[t] = z[pos]
+    return out
+
+
+def selected_inverse(lower: sp.csc_matrix) -> tuple[sp.csc_matrix, np.ndarray]:
+    """``(L, Z)``: ``L`` with sorted indices and the values of ``(L L')^-1`` on its pattern, exactly."""
     lower = sp.csc_matrix(lower)
     lower.sort_indices()
     n = lower.shape[0]
@@ -95,5 +109,16 @@ def inverse_diagonal(lower: sp.csc_matrix) -> np.ndarray:
     nested = (count[:-1] == count[1:] + 1) & (lower.indices[np.minimum(lower.indptr[:-2] + 1, lower.nnz - 1)]
                                                == np.arange(1, n)) & (count[:-1] > 1)
     first = np.concatenate([[0], np.flatnonzero(~nested) + 1, [n]]).astype(np.int64)
-    z = _takahashi(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), lower.data, first)
+    return lower, _takahashi(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), lower.data, first)
+
+
+def entries(lower: sp.csc_matrix, z: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Entries ``(rows, cols)`` of the selected inverse ``(L, z)`` of :func:`selected_inverse` (0 off its pattern)."""
+    return _entries(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), z,
+                    np.asarray(rows, np.int64), np.asarray(cols, np.int64))
+
+
+def inverse_diagonal(lower: sp.csc_matrix) -> np.ndarray:
+    """``diag((L L')^-1)`` of a sparse lower Cholesky factor, exactly, in the memory of ``L``."""
+    lower, z = selected_inverse(lower)
     return z[lower.indptr[:-1]]

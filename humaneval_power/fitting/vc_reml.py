@@ -353,14 +353,26 @@ class CrossedComponentsModel:
         if not gradient:
             return _Point(dev, logdet, beta, s, r2)
         zhx = self.zxy - self.g @ (lam[:, None] * w)
+        perm = f.P()
+        lower, z = sparse_inverse.selected_inverse(f.L())
         m_inv = np.empty(len(lam))
-        m_inv[f.P()] = sparse_inverse.inverse_diagonal(f.L())
+        m_inv[perm] = z[lower.indptr[:-1]]
         one_minus = 1.0 - m_inv
         exact = one_minus <= 1e-6
         diag = np.divide(one_minus, lam**2, out=np.zeros_like(lam), where=~exact)
-        if exact.any():  # G_jj - (lam G_j)' M^-1 (lam G_j), solved sparse
-            cols = sp.csc_matrix(self.g[:, exact].multiply(lam[:, None]))
-            diag[exact] = self.g_diag[exact] - np.asarray(cols.multiply(f(cols)).sum(axis=0)).ravel()
+        cols = np.flatnonzero(exact & (lam > 0))
+        if cols.size:
+            # 1 - (M^-1)_jj = (M^-1 L G L)_jj = sum_l (M^-1)_jl lam_l G_lj lam_j without cancellation: every
+            # (j, l) with G_lj != 0 is on M's pattern, so in the selected inverse
+            sub = self.g[:, cols].tocoo()
+            where = np.empty(len(lam), np.int64)
+            where[perm] = np.arange(len(lam))
+            vals = sparse_inverse.entries(lower, z, where[sub.row], where[cols[sub.col]]) * sub.data * lam[sub.row]
+            diag[cols] = np.bincount(sub.col, vals, len(cols)) / lam[cols]
+        zero = exact & (lam == 0)
+        if zero.any():  # G_jj - (lam G_j)' M^-1 (lam G_j), solved sparse
+            rhs = sp.csc_matrix(self.g[:, zero].multiply(lam[:, None]))
+            diag[zero] = self.g_diag[zero] - np.asarray(rhs.multiply(f(rhs)).sum(axis=0)).ravel()
         return self._point(lam, dev, logdet, beta, s, r2, rx, zhx, diag)
 
     def deviance(self, gamma: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None, np.ndarray, np.ndarray]:
