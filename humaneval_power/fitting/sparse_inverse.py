@@ -99,6 +99,36 @@ def _entries(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray, rows: np.nd
     return out
 
 
+@njit(cache=True)
+def _quadratic(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray, ptr: np.ndarray, rows: np.ndarray,
+               vals: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``a_j' Z a_j`` per sparse vector ``a_j`` (CSC ``ptr, rows, vals``); NaN where a pair is off the pattern."""
+    out = np.zeros(ptr.shape[0] - 1)
+    for j in range(ptr.shape[0] - 1):
+        total = 0.0
+        for a in range(ptr[j], ptr[j + 1]):
+            for b in range(a, ptr[j + 1]):
+                r, c = max(rows[a], rows[b]), min(rows[a], rows[b])
+                lo, hi = indptr[c], indptr[c + 1]
+                pos = lo + np.searchsorted(indices[lo:hi], r)
+                if pos >= hi or indices[pos] != r:
+                    total = np.nan
+                    break
+                total += z[pos] * vals[a] * vals[b] * (1.0 if a == b else 2.0)
+            if np.isnan(total):
+                break
+        out[j] = total
+    return out
+
+
+def quadratic(lower: sp.csc_matrix, z: np.ndarray, vectors: sp.csc_matrix) -> np.ndarray:
+    """``a' (L L')^-1 a`` for each column ``a`` of ``vectors`` (rows in ``L``'s order) from the selected
+    inverse ``(L, z)``: exact where every pair of the column's nonzeros is on ``L``'s pattern, NaN elsewhere."""
+    vectors = sp.csc_matrix(vectors)
+    return _quadratic(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), z,
+                      vectors.indptr.astype(np.int64), vectors.indices.astype(np.int64), vectors.data)
+
+
 def selected_inverse(lower: sp.csc_matrix) -> tuple[sp.csc_matrix, np.ndarray]:
     """``(L, Z)``: ``L`` with sorted indices and the values of ``(L L')^-1`` on its pattern, exactly."""
     lower = sp.csc_matrix(lower)

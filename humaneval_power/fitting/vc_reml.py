@@ -361,18 +361,27 @@ class CrossedComponentsModel:
         exact = one_minus <= 1e-6
         diag = np.divide(one_minus, lam**2, out=np.zeros_like(lam), where=~exact)
         cols = np.flatnonzero(exact & (lam > 0))
+        where = np.empty(len(lam), np.int64)
+        where[perm] = np.arange(len(lam))
         if cols.size:
             # 1 - (M^-1)_jj = (M^-1 L G L)_jj = sum_l (M^-1)_jl lam_l G_lj lam_j without cancellation: every
             # (j, l) with G_lj != 0 is on M's pattern, so in the selected inverse
             sub = self.g[:, cols].tocoo()
-            where = np.empty(len(lam), np.int64)
-            where[perm] = np.arange(len(lam))
             vals = sparse_inverse.entries(lower, z, where[sub.row], where[cols[sub.col]]) * sub.data * lam[sub.row]
             diag[cols] = np.bincount(sub.col, vals, len(cols)) / lam[cols]
-        zero = exact & (lam == 0)
-        if zero.any():  # G_jj - (lam G_j)' M^-1 (lam G_j), solved sparse
-            rhs = sp.csc_matrix(self.g[:, zero].multiply(lam[:, None]))
-            diag[zero] = self.g_diag[zero] - np.asarray(rhs.multiply(f(rhs)).sum(axis=0)).ravel()
+        zero = np.flatnonzero(exact & (lam == 0))
+        if zero.size:
+            # G_jj - a' M^-1 a, a = lam G_j: from the selected inverse where the nonzeros of a are a clique of
+            # L's pattern (j eliminated before them), else solved sparse
+            a = sp.csc_matrix(self.g[:, zero].multiply(lam[:, None]).tocsc()[np.argsort(where)])  # rows in L's order
+            a.eliminate_zeros()
+            a.sort_indices()
+            quad = sparse_inverse.quadratic(lower, z, a)
+            missing = np.isnan(quad)
+            if missing.any():
+                rhs = sp.csc_matrix(self.g[:, zero[missing]].multiply(lam[:, None]))
+                quad[missing] = np.asarray(rhs.multiply(f(rhs)).sum(axis=0)).ravel()
+            diag[zero] = self.g_diag[zero] - quad
         return self._point(lam, dev, logdet, beta, s, r2, rx, zhx, diag)
 
     def deviance(self, gamma: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None, np.ndarray, np.ndarray]:
