@@ -9,7 +9,7 @@ R_PACKAGES := r-base-dev $(shell grep -v "^#" r_bridge/DEPENDENCIES)
 PYTEST_SELECT ?= $(if $(CI),,-m "not slow")
 PYTEST_JOBS ?= 2
 
-.PHONY: setup r-setup chromium-setup demo test test-all bench example wheel-check clean
+.PHONY: setup r-setup sparse-setup chromium-setup demo test test-all bench example wheel-check clean
 
 # R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
 # (the lme4 backend and its tests then skip with that reason).
@@ -21,6 +21,18 @@ r-setup:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(R_PACKAGES) >/dev/null; \
 	else \
 	  echo "NOTE: cannot install R here (needs apt-get as root): the lme4 backend will be unavailable"; \
+	fi
+
+# SuiteSparse headers for scikit-sparse (CHOLMOD: the no-R backend's sparse path for large crossed designs);
+# without them designs with more than vc_reml.SPARSE_ABOVE effects outside the largest factor need --backend lme4.
+sparse-setup:
+	@if [ -f /usr/include/suitesparse/cholmod.h ]; then echo "libsuitesparse-dev: present"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing libsuitesparse-dev with apt-get"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libsuitesparse-dev >/dev/null) \
+	    || echo "NOTE: could not install libsuitesparse-dev: the no-R sparse path will be unavailable"; \
+	else \
+	  echo "NOTE: cannot install libsuitesparse-dev here (needs apt-get as root): the no-R sparse path will be unavailable"; \
 	fi
 
 # Debian's chromium for the browser tests of `hepower serve` (Playwright drives it; nothing is downloaded
@@ -37,12 +49,16 @@ chromium-setup:
 
 $(STAMP): pyproject.toml
 	$(MAKE) --no-print-directory r-setup
+	$(MAKE) --no-print-directory sparse-setup
 	$(MAKE) --no-print-directory chromium-setup
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,bayes,serve,dask]'
 	@if command -v R >/dev/null 2>&1; then $(PY) -m pip install -q -e '.[r]'; \
 	  else echo "NOTE: R not found: rpy2 not installed, lme4 backend unavailable"; fi
+	@if [ -f /usr/include/suitesparse/cholmod.h ]; then $(PY) -m pip install -q -e '.[sparse]' \
+	  || echo "NOTE: scikit-sparse did not build: the no-R sparse path is unavailable"; \
+	  else echo "NOTE: SuiteSparse not found: scikit-sparse not installed, the no-R sparse path unavailable"; fi
 	touch $(STAMP)
 
 setup: $(STAMP)

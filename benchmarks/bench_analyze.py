@@ -11,7 +11,11 @@ from the coding-invariant process. Timed, each in its own process (peak RSS of t
   (emm_options(lmer.df = "satterthwaite", lmerTest.limit = Inf)), timed inside R (excluding R's start-up and
   reading the CSV), on the same CSV.
 
-Run: python benchmarks/bench_analyze.py [--ratings 15000 7500]
+``--large``: also the 100,000-rating study of issue 27 (10,000 items x 5 systems, each output rated by 2 of
+300 workers), beyond the dense Schur complement (11,800 effects outside the largest factor): the no-R
+backend factors it sparse (CHOLMOD). ``--what`` picks the runs (``nor``, ``lme4``, ``r``).
+
+Run: python benchmarks/bench_analyze.py [--ratings 15000 7500] [--large] [--what nor r]
 """
 from __future__ import annotations
 
@@ -59,19 +63,19 @@ print(json.dumps({"seconds": time.perf_counter() - t, "F": float(o.F), "den_df":
 """
 
 
-def simulate(ratings: int, path: Path, seed: int = 1) -> None:
+def simulate(ratings: int, path: Path, seed: int = 1, systems: int = SYSTEMS, per_output: int = PER_OUTPUT) -> None:
     from humaneval_power.designs import CrowdDesign
     from humaneval_power.processes import InvariantProcess
 
-    items = ratings // (SYSTEMS * PER_OUTPUT)
-    design = CrowdDesign(items=items, workers=POOL, ratings_per_item=PER_OUTPUT, systems=SYSTEMS,
+    items = ratings // (systems * per_output)
+    design = CrowdDesign(items=items, workers=POOL, ratings_per_item=per_output, systems=systems,
                          assignment="random", presentation="between")
-    proc = InvariantProcess(0.6, 0.15, 0.2, 0.15, 0.6, systems=SYSTEMS, intercept=3.5)
+    proc = InvariantProcess(0.6, 0.15, 0.2, 0.15, 0.6, systems=systems, intercept=3.5)
     rng = np.random.default_rng(seed)
     lay = design.draw(rng, 1)
-    y = proc.simulate(lay, np.linspace(0, 0.4, SYSTEMS), 1, rng)[:, 0]
+    y = proc.simulate(lay, np.linspace(0, 0.4, systems), 1, rng)[:, 0]
     pd.DataFrame({"worker": [f"w{w:03d}" for w in np.asarray(lay.worker).ravel()],
-                  "item": [f"i{i:03d}" for i in lay.item], "system": [f"S{s:02d}" for s in lay.system],
+                  "item": [f"i{i:05d}" for i in lay.item], "system": [f"S{s:02d}" for s in lay.system],
                   "score": y.round(6)}).to_csv(path, index=False)
 
 
@@ -87,32 +91,39 @@ def measured(cmd: list[str]) -> dict[str, float]:
         raise SystemExit(f"{cmd[:2]} failed ({proc.returncode}): {text[-500:]}")
     rec = json.loads(text.strip().splitlines()[-1])
     rec["peak_mb"] = usage.ru_maxrss / 1024
+    rec["cpu_s"] = usage.ru_utime + usage.ru_stime  # the whole process: robust to the load, includes start-up
     return rec
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ratings", type=int, nargs="+", default=[15000, 7500])
+    ap.add_argument("--ratings", type=int, nargs="*", default=[15000, 7500])
+    ap.add_argument("--large", action="store_true", help="also the 100,000-rating, 5-system study (2 per output)")
+    ap.add_argument("--what", nargs="+", choices=["lme4", "nor", "r"], default=["lme4", "nor", "r"])
     args = ap.parse_args()
     rows = []
+    studies = [(n, SYSTEMS, PER_OUTPUT) for n in args.ratings] + ([(100_000, 5, 2)] if args.large else [])
     with tempfile.TemporaryDirectory() as tmp:
         r_file = Path(tmp) / "bench.R"
         r_file.write_text(R_SCRIPT)
-        for n in args.ratings:
+        for n, systems, per_output in studies:
             data = Path(tmp) / f"study_{n}.csv"
-            simulate(n, data)
-            for label, cmd in (("hepower analyze, lme4", [sys.executable, "-c", HEPOWER, str(data), "lme4"]),
-                               ("hepower analyze, no R", [sys.executable, "-c", HEPOWER, str(data), "statsmodels"]),
-                               ("lmerTest + emmeans in R", ["Rscript", str(r_file), str(data)])):
+            simulate(n, data, systems=systems, per_output=per_output)
+            for key, label, cmd in (
+                    ("lme4", "hepower analyze, lme4", [sys.executable, "-c", HEPOWER, str(data), "lme4"]),
+                    ("nor", "hepower analyze, no R", [sys.executable, "-c", HEPOWER, str(data), "statsmodels"]),
+                    ("r", "lmerTest + emmeans in R", ["Rscript", str(r_file), str(data)])):
+                if key not in args.what:
+                    continue
                 print(f"{n} ratings: {label} ...", file=sys.stderr, flush=True)
                 rec = measured(cmd)
-                rows.append({"ratings": n, "what": label, "seconds": round(rec["seconds"], 2),
-                             "peak_mb": round(rec["peak_mb"]), "F": round(rec["F"], 6),
+                rows.append({"ratings": n, "systems": systems, "what": label, "seconds": round(rec["seconds"], 2),
+                             "cpu_s": round(rec["cpu_s"], 1), "peak_mb": round(rec["peak_mb"]), "F": round(rec["F"], 6),
                              "den_df": round(rec["den_df"], 4), "pairs": rec["pairs"]})
                 print(f"  {rows[-1]}", file=sys.stderr, flush=True)
     table = pd.DataFrame(rows)
-    print(f"{SYSTEMS} systems, {PER_OUTPUT} ratings per output from a pool of {POOL} workers (sparse, between); "
-          "seconds: the analysis alone (not the start-up of R or Python); peak_mb: the whole process")
+    print(f"{PER_OUTPUT} (100,000: 2) ratings per output from a pool of {POOL} workers (sparse, between); "
+          "seconds: the analysis alone (not the start-up of R or Python); cpu_s, peak_mb: the whole process")
     print(table.to_string(index=False))
 
 

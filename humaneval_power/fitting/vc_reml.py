@@ -20,8 +20,12 @@ stay sparse (a rating touches one block level), so memory is that of the
 data plus the dense ``q2 x q2`` Schur complement; products with dense
 matrices are taken in row chunks. The traces come from ``diag(M^-1)``
 (``lam_j^2 (Z'H^-1Z)_jj = 1 - (M^-1)_jj``), with an exact (sparse) column
-solve where that difference would lose digits. Optimising ``g >= 0`` with
-bounds (rather than SDs) keeps the gradient informative at the boundary.
+solve where that difference would lose digits. Beyond ``SPARSE_ABOVE`` effects
+outside the largest factor ``M`` is instead factored sparse by CHOLMOD (fill-reducing
+order found once per design) and ``diag(M^-1)`` comes exactly from the supernodal
+Takahashi recursions (:mod:`.sparse_inverse`): memory of the factor, no dense limit;
+the same deviance, gradient and Satterthwaite calculus (tests/test_sparse_reml.py).
+Optimising ``g >= 0`` with bounds (rather than SDs) keeps the gradient informative at the boundary.
 """
 from __future__ import annotations
 
@@ -35,8 +39,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import linalg, optimize
 
-#: the dense Schur complement is q2 x q2: refuse designs where that would not fit comfortably
-MAX_DENSE_EFFECTS = 8_000
+from . import sparse_inverse
+
+#: beyond this many random effects outside the largest factor, M is factored sparse (CHOLMOD, supernodal)
+#: instead of through a dense q2 x q2 Schur complement. CPU per gradient evaluation on the 20-system crowd
+#: studies of benchmarks/bench_analyze.py, dense vs sparse: q2 = 750 (3,000 ratings) 0.036 vs 0.032 s;
+#: 1,875 (7,500) 0.21 vs 0.098 s; 3,450 (15,000) 0.99 vs 0.31 s; the dense path grows as q2^3
+SPARSE_ABOVE = 1_000
 #: seconds between progress reports of a long optimisation
 PROGRESS_SECONDS = 5.0
 #: an optimisation run ends once an iteration lowers the deviance by less than this share of (1 + |deviance|)
@@ -74,7 +83,7 @@ def _projected(gamma: np.ndarray, grad: np.ndarray) -> float:
 
 
 class TooManyEffectsError(ValueError):
-    """The design's dense Schur complement would be too large."""
+    """The design needs the sparse path and scikit-sparse (CHOLMOD) is not installed."""
 
 
 @dataclass(frozen=True)
@@ -174,10 +183,20 @@ class CrossedComponentsModel:
                                         + [np.full(sizes[components[k][0]], k) for k in outer]).astype(int)
         self.q1 = za.shape[1]
         self.q2 = z.shape[1] - self.q1
-        if self.q2 > MAX_DENSE_EFFECTS:
-            raise TooManyEffectsError(f"{self.q2} random effects outside the largest factor exceed the dense limit "
-                             f"of {MAX_DENSE_EFFECTS}")
         self.g = (z.T @ z).tocsc()
+        self.sparse = self.q2 > SPARSE_ABOVE
+        if self.sparse:
+            try:
+                cholmod = sparse_inverse.cholmod()
+            except ImportError as exc:
+                raise TooManyEffectsError(f"{self.q2} random effects outside the largest factor: {exc}") from exc
+            pattern = (self.g + sp.identity(self.g.shape[0], format="csc")).tocsc()  # M's pattern, whatever gamma
+            pattern.sort_indices()
+            self.m_rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))  # columns, in fact
+            self.m_eye = (pattern.indices == self.m_rows).astype(float)
+            self.m_g = pattern.data - self.m_eye
+            self.m_pattern = pattern
+            self.symbolic = cholmod.analyze(pattern, mode="supernodal")  # the fill-reducing order, once
         self.g_diag = self.g.diagonal()
         va = np.stack([values[components[k][1]] for k in inner])  # (t, n)
         self.g_aa = np.stack([np.bincount(codes[block], va[a] * va[b], self.levels)
@@ -289,25 +308,81 @@ class CrossedComponentsModel:
     # -- criterion ---------------------------------------------------------------------------------
 
     def _evaluate(self, gamma: np.ndarray, gradient: bool) -> _Point:
-        p = self.p
         lam = np.sqrt(np.maximum(np.asarray(gamma, float), 0.0))[self.component]
+        if self.sparse:
+            return self._evaluate_sparse(lam, gradient)
         f = self._factor(lam)
         v = self._lsolve(f, lam[:, None] * self.zxy)
         s = self.xyxy - v.T @ v
+        dev, logdet, beta, r2, rx = self._criterion(s, f.logdet)
+        if not gradient:
+            return _Point(dev, logdet, beta, s, r2)
+        zhx = self.zxy - self.g @ (lam[:, None] * self._ltsolve(f, v))  # Z' H^-1 [X y]
+        return self._point(lam, dev, logdet, beta, s, r2, rx, zhx, self._diag_zhz(f, lam))
+
+    def _criterion(self, s: np.ndarray, logdet_m: float) -> tuple[float, float, np.ndarray, float, tuple]:
+        """(deviance, logdet, b, r^2, Cholesky of X'H^-1X) from ``S = [X y]' H^-1 [X y]`` and ``log|M|``."""
+        p = self.p
         rx = linalg.cho_factor(s[:p, :p], lower=True)
         beta = linalg.cho_solve(rx, s[:p, p])
         r2 = float(s[p, p] - s[:p, p] @ beta)
-        logdet = f.logdet + (2 * float(np.log(np.diag(rx[0])).sum()) if self.reml else 0.0)
-        dev = logdet + self.nu * (1 + math.log(2 * math.pi * r2 / self.nu))
-        if not gradient:
-            return _Point(float(dev), logdet, beta, s, r2)
-        zhx = self.zxy - self.g @ (lam[:, None] * self._ltsolve(f, v))  # Z' H^-1 [X y]
+        logdet = logdet_m + (2 * float(np.log(np.diag(rx[0])).sum()) if self.reml else 0.0)
+        return float(logdet + self.nu * (1 + math.log(2 * math.pi * r2 / self.nu))), logdet, beta, r2, rx
+
+    def _point(self, lam: np.ndarray, dev: float, logdet: float, beta: np.ndarray, s: np.ndarray, r2: float,
+               rx: tuple, zhx: np.ndarray, diag: np.ndarray) -> _Point:
+        """The point with its gradient parts, from ``Z' H^-1 [X y]`` and ``diag(Z' H^-1 Z)``."""
+        p = self.p
         zpy = zhx[:, p] - zhx[:, :p] @ beta
-        diag = self._diag_zhz(f, lam)
         if self.reml:
-            diag -= np.einsum("ij,ij->i", zhx[:, :p], linalg.cho_solve(rx, zhx[:, :p].T).T)
+            diag = diag - np.einsum("ij,ij->i", zhx[:, :p], linalg.cho_solve(rx, zhx[:, :p].T).T)
         return _Point(float(dev), logdet, beta, s, r2, np.bincount(self.component, diag, self.k),
                       np.bincount(self.component, zpy**2, self.k), zhx[:, :p])
+
+    def _evaluate_sparse(self, lam: np.ndarray, gradient: bool) -> _Point:
+        """:meth:`_evaluate` with M factored sparse (CHOLMOD); ``diag(M^-1)`` by the Takahashi recursions."""
+        pat = self.m_pattern
+        m = sp.csc_matrix((self.m_g * lam[self.m_rows] * lam[pat.indices] + self.m_eye, pat.indices, pat.indptr),
+                          shape=pat.shape)
+        f = self.symbolic.cholesky(m)
+        r = lam[:, None] * self.zxy
+        w = f(r)  # M^-1 L Z'[X y]
+        s = self.xyxy - r.T @ w
+        s = (s + s.T) / 2
+        dev, logdet, beta, r2, rx = self._criterion(s, float(f.logdet()))
+        if not gradient:
+            return _Point(dev, logdet, beta, s, r2)
+        zhx = self.zxy - self.g @ (lam[:, None] * w)
+        perm = f.P()
+        lower, z = sparse_inverse.selected_inverse(f.L())
+        m_inv = np.empty(len(lam))
+        m_inv[perm] = z[lower.indptr[:-1]]
+        one_minus = 1.0 - m_inv
+        exact = one_minus <= 1e-6
+        diag = np.divide(one_minus, lam**2, out=np.zeros_like(lam), where=~exact)
+        cols = np.flatnonzero(exact & (lam > 0))
+        where = np.empty(len(lam), np.int64)
+        where[perm] = np.arange(len(lam))
+        if cols.size:
+            # 1 - (M^-1)_jj = (M^-1 L G L)_jj = sum_l (M^-1)_jl lam_l G_lj lam_j without cancellation: every
+            # (j, l) with G_lj != 0 is on M's pattern, so in the selected inverse
+            sub = self.g[:, cols].tocoo()
+            vals = sparse_inverse.entries(lower, z, where[sub.row], where[cols[sub.col]]) * sub.data * lam[sub.row]
+            diag[cols] = np.bincount(sub.col, vals, len(cols)) / lam[cols]
+        zero = np.flatnonzero(exact & (lam == 0))
+        if zero.size:
+            # G_jj - a' M^-1 a, a = lam G_j: from the selected inverse where the nonzeros of a are a clique of
+            # L's pattern (j eliminated before them), else solved sparse
+            a = sp.csc_matrix(self.g[:, zero].multiply(lam[:, None]).tocsc()[np.argsort(where)])  # rows in L's order
+            a.eliminate_zeros()
+            a.sort_indices()
+            quad = sparse_inverse.quadratic(lower, z, a)
+            missing = np.isnan(quad)
+            if missing.any():
+                rhs = sp.csc_matrix(self.g[:, zero[missing]].multiply(lam[:, None]))
+                quad[missing] = np.asarray(rhs.multiply(f(rhs)).sum(axis=0)).ravel()
+            diag[zero] = self.g_diag[zero] - quad
+        return self._point(lam, dev, logdet, beta, s, r2, rx, zhx, diag)
 
     def deviance(self, gamma: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None, np.ndarray, np.ndarray]:
         """(deviance, its gradient or None, GLS fixed effects b, S) at ``gamma``.
