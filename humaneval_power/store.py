@@ -38,6 +38,11 @@ from .errors import InputError
 
 FORMAT = 1
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+#: the files SQLite keeps next to a database X (X-wal, X-shm, X-journal) and deletes when it closes X
+SIDECARS = ("-wal", "-shm", "-journal")
+#: how a real sidecar starts: a write-ahead log, a rollback journal (or its zeroed header, journal_mode=PERSIST)
+_SIDECAR_MAGIC = {"-wal": (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"),
+                  "-journal": (b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", bytes(8))}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cells (
@@ -74,6 +79,35 @@ CHECKSUM_NOTE = ("checksums catch damaged or hand-edited records, not deliberate
 
 def _checksum(key: str, chunk: int, n: int, counts: str) -> str:
     return digest([key, chunk, n, counts])[:32]
+
+
+def check_sidecar_name(path: str | Path, option: str = "--store") -> None:
+    """Refuse a file name SQLite reserves for a database's sidecar (``X-wal``, ``X-shm``, ``X-journal``):
+    a run on the store X would take the file for X's log and delete it."""
+    name = str(path)
+    for suffix in SIDECARS:
+        if name.endswith(suffix):
+            raise InputError(f"{option} {name} ends in {suffix!r}, SQLite's name for the {suffix[1:]} file of "
+                             f"{name[:-len(suffix)]!r} (deleted when that store is opened); give another file name")
+
+
+def _check_siblings(path: Path) -> None:
+    """Refuse to open a store X next to an ``X-wal``/``X-shm``/``X-journal`` that is not X's own sidecar
+    (e.g. another database): SQLite would read it as X's log and delete it."""
+    for suffix in SIDECARS:
+        sibling = Path(f"{path}{suffix}")
+        if not sibling.is_file():
+            continue
+        try:
+            with sibling.open("rb") as fh:
+                head = fh.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise InputError(f"cannot read {sibling}: {exc.strerror or exc}") from None
+        magic = _SIDECAR_MAGIC.get(suffix)
+        foreign = head.startswith(_SQLITE_MAGIC) or bool(head and magic and not head.startswith(magic))
+        if foreign:
+            raise InputError(f"{sibling} is not the {suffix[1:]} file of the store {path} (SQLite would delete it "
+                             "on opening the store); rename one of them")
 
 
 class Store:
@@ -113,7 +147,10 @@ class Store:
         self._check_meta(self.about())
 
     def _check(self) -> None:
-        """Refuse, before writing anything, a file that is not a store of this format and version."""
+        """Refuse, before writing anything, a file that is not a store of this format and version, a
+        sidecar name, or a foreign file where the store's sidecar goes."""
+        check_sidecar_name(self.path)
+        _check_siblings(self.path)
         if self.path.is_dir():
             raise InputError(f"store {self.path} is a folder; give a file name")
         if not self.path.parent.is_dir():
