@@ -32,6 +32,15 @@ MAX_ABILITY = 10.0
 WALD_COLUMNS = ("log_odds", "se", "z", "p_value")
 
 
+def p_win_text(ties: str) -> str:
+    """What the ``p_win`` column means under a tie policy: plogis(log_odds) for a typical worker and item,
+    a decisive-judgment probability with ties dropped, an expected score with ties split (not the
+    unconditional p_win of ``h2h power --p-win``)."""
+    what = ("the probability that a decisive (non-tied) judgment prefers the first system" if ties == "drop" else
+            "the first system's expected score per judgment (win 1, tie 1/2, loss 0), not a win probability")
+    return f"p_win = plogis(log_odds): {what}, for a typical worker and item"
+
+
 @dataclass(frozen=True, eq=False)
 class JudgmentAnalysis:
     """What :func:`analyze_judgments` found: per pair (:attr:`pairs`) and the ranking (:attr:`ranking`)."""
@@ -86,7 +95,7 @@ class JudgmentAnalysis:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [f"{self.source}: " + "; ".join(f"{n} {v}" for n, v in zip(self.design.name, self.design.value)),
                  f"model: {self.model}; ties {self.ties}; adjustment {self.adjust} over {len(self.pairs)} pairs",
-                 "", self.pairs.drop(columns="withheld_reason").to_string(**fmt)]
+                 "", self.pairs.drop(columns="withheld_reason").to_string(**fmt), p_win_text(self.ties)]
         if len(self.ranking):
             parts += ["", f"Bradley-Terry ranking ({self.level:.0%} Wald intervals, log-odds vs the baseline):",
                       self.ranking.to_string(**fmt)]
@@ -118,7 +127,7 @@ class JudgmentAnalysis:
             ("Pairwise comparisons", [
                 "win_rate: share of the pair's judgments won by the first system "
                 + ("(ties excluded)" if self.ties == "drop" else "(a tie counts one half)")
-                + "; log_odds: the GLMM's intercept; p_win: its probability for a typical worker and item.",
+                + f"; log_odds: the GLMM's intercept; {p_win_text(self.ties)}.",
                 self.pairs.drop(columns="withheld_reason"), self.figure()]),
         ]
         if len(self.ranking):
