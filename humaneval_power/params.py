@@ -249,7 +249,16 @@ def _shared_model(choices: Any) -> dict[str, Any] | None:
     except (KeyError, TypeError, ValueError):
         return None
     return {**first, "intercept": baseline, "effect": None,
-            "name": f"{', '.join(choices)} vs the baseline (shared SDs)"}
+            "name": f"{', '.join(choices)} vs the baseline ({len(docs) + 1} systems, shared SDs)"}
+
+
+def params_systems(path: str | Path) -> int | None:
+    """How many systems a parameter file's model describes: a set whose comparisons share one model (the
+    coding-invariant fit of several systems) has its comparisons plus the baseline; None otherwise (each
+    comparison is a two-system model)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))  # read_params_doc has checked it
+    choices = doc.get("comparisons") if isinstance(doc, dict) and doc.get("schema") == SET_SCHEMA else None
+    return len(choices) + 1 if choices and _shared_model(choices) is not None else None
 
 
 def load_params(path: str | Path, comparison: str | None = None) -> LikertParams:

@@ -115,8 +115,9 @@ def _add_design_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--design", metavar="FILE",
                    help="a JSON design file with any of items, workers, ratings_per_item, systems, assignment, "
                         "presentation, items_per_hit, missing, workload (options given on the command line win)")
-    g.add_argument("--systems", type=positive, default=2, help="systems compared (the pair of interest is the "
-                   "first and the last unless --pair)")
+    g.add_argument("--systems", type=positive, help="systems compared (the pair of interest is the first and the "
+                   "last unless --pair; default: 2, or the number of systems of a --params file fitted on several "
+                   "with shared SDs, e.g. 4 for B, C, D vs the baseline)")
     g.add_argument("--assignment", choices=("crossed", "balanced", "random"),
                    help="crossed (k = workers), balanced (even workloads; between outputs every worker rates every system as evenly as possible) or random (k of the pool drawn "
                         "per item in every simulated study) (default: crossed when k = workers, else balanced)")
@@ -277,9 +278,18 @@ def apply_design_file(args: argparse.Namespace) -> None:
             setattr(args, key, [[value]] if grid and key in sizes else value)
 
 
+def _params_systems(args: argparse.Namespace) -> int | None:
+    from ..params import params_systems
+
+    load_params(args.params, args.comparison)  # the file's own refusals first
+    return params_systems(args.params)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a ``likert`` command."""
     apply_design_file(args)
+    if args.systems is None:
+        args.systems = (_params_systems(args) if getattr(args, "params", None) else None) or 2
     return {"power": _power, "size": _size, "mde": _mde, "budget": _budget}[args.action](args)
 
 
