@@ -117,6 +117,8 @@ class Store:
     def __init__(self, path: str | Path, restart: bool = False, create: bool = True) -> None:
         self.path = Path(path)
         self.restart = restart
+        #: what to do about a refused file: a run may use another store; `store show` only reads one
+        self._remedy = "give another --store FILE" if create else "give a file written by a run's --store FILE"
         if not create:  # read only: nothing is created, changed or deleted
             if not self.path.is_file():
                 raise InputError(f"no result store at {self.path}")
@@ -177,7 +179,7 @@ class Store:
             return
         if meta is None or "format" not in meta:
             raise InputError(f"{self.path} is not a hepower result store (files of the former --checkpoint "
-                             "format are not read); give another --store FILE")
+                             f"format are not read); {self._remedy}")
         self._check_meta(meta)
 
     def _read_only(self) -> sqlite3.Connection:
@@ -196,7 +198,7 @@ class Store:
         elif meta["format"] != str(FORMAT) or meta.get("hepower") != _version():
             problem = (f"store {self.path} was written by hepower {meta.get('hepower')} (store format "
                        f"{meta['format']}), this is hepower {_version()} (format {FORMAT}); its results are "
-                       "not reused: give another --store FILE")
+                       f"not reused: {self._remedy}")
         else:
             return
         if hasattr(self, "db"):
