@@ -252,6 +252,14 @@ def _shared_model(choices: Any) -> dict[str, Any] | None:
             "name": f"{', '.join(choices)} vs the baseline ({len(docs) + 1} systems, shared SDs)"}
 
 
+def beyond_scale_note(scale: tuple[float, float] | None, effect: float | None) -> str | None:
+    """The note for an effect larger than the whole rating scale (no two systems can differ that much), or None."""
+    if scale is None or effect is None or not abs(effect) > scale[1] - scale[0]:
+        return None
+    return (f"this effect is larger than the whole rating scale [{scale[0]:g}, {scale[1]:g}]: no two systems "
+            "can differ that much, so the design cannot detect any possible difference")
+
+
 def params_systems(path: str | Path) -> int | None:
     """How many systems a parameter file's model describes: a set whose comparisons share one model (the
     coding-invariant fit of several systems) has its comparisons plus the baseline; None otherwise (each
