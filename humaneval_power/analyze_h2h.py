@@ -28,26 +28,17 @@ from .validation import TIE_POLICIES, check_choice
 H2H_ADJUSTMENTS = ("holm", "bonferroni", "fdr", "none")
 #: |ability| beyond this (log-odds against the baseline) marks a Bradley-Terry fit as quasi-separated
 MAX_ABILITY = 10.0
-#: a pair's Wald SE below this share of the SE with independent judgments, 1 / sqrt(n p (1 - p)), marks a
-#: degenerate Hessian (random effects only add variance: cu-zeman vs Shef-wproa in WMT13 gave 0.00085 for 0.058)
-MIN_SE_RATIO = 0.5
 #: the columns of a pair withheld from inference (quasi-separated or degenerate): missing, with the reason
 WALD_COLUMNS = ("log_odds", "se", "z", "p_value")
 
 
-def withheld_reason(n: int, win_rate: float, se: float, separation: str | None) -> str | None:
-    """Why a pair's GLMM must not be reported as a test (quasi-separation, or an SE too small to be real), or None.
-
-    A quasi-separated fit's log-odds and SDs run off to unbounded values, and its Wald SE with them: the
-    p-value (1e-35 and below) and the interval describe the optimiser's stopping point, not the data.
-    """
-    if separation:
-        return separation
-    floor = 1 / np.sqrt(n * max(win_rate * (1 - win_rate), 1 / n))
-    if not se >= MIN_SE_RATIO * floor:
-        return (f"degenerate fit: Wald SE {se:.2g} is below {MIN_SE_RATIO:g} x the SE with independent judgments "
-                f"({floor:.2g}), which random effects should only raise")
-    return None
+def p_win_text(ties: str) -> str:
+    """What the ``p_win`` column means under a tie policy: plogis(log_odds) for a typical worker and item,
+    a decisive-judgment probability with ties dropped, an expected score with ties split (not the
+    unconditional p_win of ``h2h power --p-win``)."""
+    what = ("the probability that a decisive (non-tied) judgment prefers the first system" if ties == "drop" else
+            "the first system's expected score per judgment (win 1, tie 1/2, loss 0), not a win probability")
+    return f"p_win = plogis(log_odds): {what}, for a typical worker and item"
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,7 +95,7 @@ class JudgmentAnalysis:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [f"{self.source}: " + "; ".join(f"{n} {v}" for n, v in zip(self.design.name, self.design.value)),
                  f"model: {self.model}; ties {self.ties}; adjustment {self.adjust} over {len(self.pairs)} pairs",
-                 "", self.pairs.drop(columns="withheld_reason").to_string(**fmt)]
+                 "", self.pairs.drop(columns="withheld_reason").to_string(**fmt), p_win_text(self.ties)]
         if len(self.ranking):
             parts += ["", f"Bradley-Terry ranking ({self.level:.0%} Wald intervals, log-odds vs the baseline):",
                       self.ranking.to_string(**fmt)]
@@ -136,7 +127,7 @@ class JudgmentAnalysis:
             ("Pairwise comparisons", [
                 "win_rate: share of the pair's judgments won by the first system "
                 + ("(ties excluded)" if self.ties == "drop" else "(a tie counts one half)")
-                + "; log_odds: the GLMM's intercept; p_win: its probability for a typical worker and item.",
+                + f"; log_odds: the GLMM's intercept; {p_win_text(self.ties)}.",
                 self.pairs.drop(columns="withheld_reason"), self.figure()]),
         ]
         if len(self.ranking):
@@ -246,7 +237,7 @@ def analyze_judgments(
     from scipy import stats
 
     from .analyses import adjust_pvalues
-    from .fitting.judgments import FORMULA, separation_reason
+    from .fitting.judgments import FORMULA, separation_reason, withheld_reason
     from .fitting.lme4 import available, fit_glmm
 
     check_choice("ties policy", ties, TIE_POLICIES)

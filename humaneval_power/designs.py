@@ -296,7 +296,14 @@ class PilotDesign:
         if missing:
             raise InputError(f"{source}: missing column(s) {', '.join(missing)}")
         df = frame[[worker, item, system]].dropna()
-        names = list(systems) if systems else sorted(df[system].astype(str).unique())
+        have = sorted(df[system].astype(str).unique())
+        names = [str(n) for n in systems] if systems else have
+        if systems is not None:
+            if len(set(names)) < 2 or len(set(names)) < len(names):
+                raise InputError(f"{source}: give two or more distinct systems, got {' '.join(names)}")
+            unknown = [n for n in names if n not in have]
+            if unknown:
+                raise InputError(f"{source}: no system {', '.join(unknown)}; have {', '.join(have)}")
         df = df[df[system].astype(str).isin(names)]
         if df.empty:
             raise InputError(f"{source}: no ratings of the systems {', '.join(names)}")

@@ -249,7 +249,24 @@ def _shared_model(choices: Any) -> dict[str, Any] | None:
     except (KeyError, TypeError, ValueError):
         return None
     return {**first, "intercept": baseline, "effect": None,
-            "name": f"{', '.join(choices)} vs the baseline (shared SDs)"}
+            "name": f"{', '.join(choices)} vs the baseline ({len(docs) + 1} systems, shared SDs)"}
+
+
+def beyond_scale_note(scale: tuple[float, float] | None, effect: float | None) -> str | None:
+    """The note for an effect larger than the whole rating scale (no two systems can differ that much), or None."""
+    if scale is None or effect is None or not abs(effect) > scale[1] - scale[0]:
+        return None
+    return (f"this effect is larger than the whole rating scale [{scale[0]:g}, {scale[1]:g}]: no two systems "
+            "can differ that much, so the design cannot detect any possible difference")
+
+
+def params_systems(path: str | Path) -> int | None:
+    """How many systems a parameter file's model describes: a set whose comparisons share one model (the
+    coding-invariant fit of several systems) has its comparisons plus the baseline; None otherwise (each
+    comparison is a two-system model)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))  # read_params_doc has checked it
+    choices = doc.get("comparisons") if isinstance(doc, dict) and doc.get("schema") == SET_SCHEMA else None
+    return len(choices) + 1 if choices and _shared_model(choices) is not None else None
 
 
 def load_params(path: str | Path, comparison: str | None = None) -> LikertParams:

@@ -38,6 +38,11 @@ from .errors import InputError
 
 FORMAT = 1
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+#: the files SQLite keeps next to a database X (X-wal, X-shm, X-journal) and deletes when it closes X
+SIDECARS = ("-wal", "-shm", "-journal")
+#: how a real sidecar starts: a write-ahead log, a rollback journal (or its zeroed header, journal_mode=PERSIST)
+_SIDECAR_MAGIC = {"-wal": (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"),
+                  "-journal": (b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", bytes(8))}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cells (
@@ -76,6 +81,35 @@ def _checksum(key: str, chunk: int, n: int, counts: str) -> str:
     return digest([key, chunk, n, counts])[:32]
 
 
+def check_sidecar_name(path: str | Path, option: str = "--store") -> None:
+    """Refuse a file name SQLite reserves for a database's sidecar (``X-wal``, ``X-shm``, ``X-journal``):
+    a run on the store X would take the file for X's log and delete it."""
+    name = str(path)
+    for suffix in SIDECARS:
+        if name.endswith(suffix):
+            raise InputError(f"{option} {name} ends in {suffix!r}, SQLite's name for the {suffix[1:]} file of "
+                             f"{name[:-len(suffix)]!r} (deleted when that store is opened); give another file name")
+
+
+def _check_siblings(path: Path) -> None:
+    """Refuse to open a store X next to an ``X-wal``/``X-shm``/``X-journal`` that is not X's own sidecar
+    (e.g. another database): SQLite would read it as X's log and delete it."""
+    for suffix in SIDECARS:
+        sibling = Path(f"{path}{suffix}")
+        if not sibling.is_file():
+            continue
+        try:
+            with sibling.open("rb") as fh:
+                head = fh.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise InputError(f"cannot read {sibling}: {exc.strerror or exc}") from None
+        magic = _SIDECAR_MAGIC.get(suffix)
+        foreign = head.startswith(_SQLITE_MAGIC) or bool(head and magic and not head.startswith(magic))
+        if foreign:
+            raise InputError(f"{sibling} is not the {suffix[1:]} file of the store {path} (SQLite would delete it "
+                             "on opening the store); rename one of them")
+
+
 class Store:
     """A result store file (created when missing; its folder must exist). ``restart``: the runs
     given this store recompute their cells (their chunks are discarded when they start)."""
@@ -83,6 +117,8 @@ class Store:
     def __init__(self, path: str | Path, restart: bool = False, create: bool = True) -> None:
         self.path = Path(path)
         self.restart = restart
+        #: what to do about a refused file: a run may use another store; `store show` only reads one
+        self._remedy = "give another --store FILE" if create else "give a file written by a run's --store FILE"
         if not create:  # read only: nothing is created, changed or deleted
             if not self.path.is_file():
                 raise InputError(f"no result store at {self.path}")
@@ -113,7 +149,10 @@ class Store:
         self._check_meta(self.about())
 
     def _check(self) -> None:
-        """Refuse, before writing anything, a file that is not a store of this format and version."""
+        """Refuse, before writing anything, a file that is not a store of this format and version, a
+        sidecar name, or a foreign file where the store's sidecar goes."""
+        check_sidecar_name(self.path)
+        _check_siblings(self.path)
         if self.path.is_dir():
             raise InputError(f"store {self.path} is a folder; give a file name")
         if not self.path.parent.is_dir():
@@ -140,7 +179,7 @@ class Store:
             return
         if meta is None or "format" not in meta:
             raise InputError(f"{self.path} is not a hepower result store (files of the former --checkpoint "
-                             "format are not read); give another --store FILE")
+                             f"format are not read); {self._remedy}")
         self._check_meta(meta)
 
     def _read_only(self) -> sqlite3.Connection:
@@ -159,7 +198,7 @@ class Store:
         elif meta["format"] != str(FORMAT) or meta.get("hepower") != _version():
             problem = (f"store {self.path} was written by hepower {meta.get('hepower')} (store format "
                        f"{meta['format']}), this is hepower {_version()} (format {FORMAT}); its results are "
-                       "not reused: give another --store FILE")
+                       f"not reused: {self._remedy}")
         else:
             return
         if hasattr(self, "db"):

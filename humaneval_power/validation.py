@@ -39,10 +39,30 @@ def check_magnitude(name: str, value: float) -> float:
     return float(value)
 
 
+#: the range of the scores' SD in which the fits give the same answer at every scale (their tolerances are
+#: absolute): ``analyze``/``fit`` of the expert ratings times 10^k keep df, p and estimates / 10^k within
+#: 1e-6 (relative) of k = 0 with the statsmodels backend, and within lme4's own convergence noise (2e-3)
+#: with lme4, for SDs in this range; outside, the df drift (SD 1.5e-6: 9.0 vs 8.9; 1.5e-8: 900)
+#: (tests/test_score_scale.py)
+SCORE_SPREAD = (1e-3, 1e3)
+
+
+def check_spread(what: str, sd: float, remedy: str) -> None:
+    """Refuse an SD outside :data:`SCORE_SPREAD`, where the fits' absolute tolerances make results
+    depend on the unit of the scores; ``remedy`` says what to rescale."""
+    lo, hi = SCORE_SPREAD
+    if 0 < sd < lo:
+        raise InputError(f"{what} vary by only {sd:.2g} (SD): multiply {remedy} by a power of ten (the fits' "
+                         f"tolerances are absolute; results are reliable for SDs in [{lo:g}, {hi:g}])")
+    if sd > hi:
+        raise InputError(f"{what} vary by {sd:.2g} (SD): divide {remedy} by a power of ten (the fits' "
+                         f"tolerances are absolute; results are reliable for SDs in [{lo:g}, {hi:g}])")
+
+
 def check_scores(scores: Any, column: str, systems: Any = None) -> None:
     """Scores a mixed model can fit: not all equal, nor constant within each system (no variance to
     estimate: lme4 would report SDs of 1e-15 and t of 1e15), none beyond :data:`MAX_MAGNITUDE`
-    (its variances would overflow)."""
+    (its variances would overflow), an SD within :data:`SCORE_SPREAD` (scale-invariant results)."""
     values = np.asarray(scores, dtype=float)
     if values.size and np.all(values == values[0]):
         raise InputError(f"every score in column {column!r} is {values[0]:g}: constant scores have no variance "
@@ -56,6 +76,10 @@ def check_scores(scores: Any, column: str, systems: Any = None) -> None:
     if values.size and np.max(np.abs(values)) > MAX_MAGNITUDE:
         raise InputError(f"scores in column {column!r} reach {np.max(np.abs(values)):g}, beyond "
                          f"{MAX_MAGNITUDE:g}: the model's variances would overflow; rescale them (--scale MIN MAX)")
+    if values.size > 1:
+        dev = values - np.mean(values)
+        top = float(np.max(np.abs(dev)))  # the SD without underflow (1e-300 squared is 0)
+        check_spread(f"the scores in column {column!r}", top * float(np.std(dev / top)) if top else 0.0, "them")
 
 
 def check_alpha(alpha: Any) -> float:

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from humaneval_power.analyze_h2h import MIN_SE_RATIO, WALD_COLUMNS, withheld_reason
+from humaneval_power.analyze_h2h import WALD_COLUMNS
+from humaneval_power.fitting.judgments import MIN_SE_RATIO, withheld_reason
 
 WITHHELD = [*WALD_COLUMNS, "p_adjusted", "ci_low", "ci_high", "p_win"]
 

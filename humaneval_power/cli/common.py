@@ -289,6 +289,8 @@ def check_file_options(parser: argparse.ArgumentParser, args: argparse.Namespace
     its result store), and an input that is a folder or an empty file name."""
     import os
 
+    from ..store import check_sidecar_name
+
     inputs, outputs = file_options(parser, args)
     for option, path in inputs + outputs:
         if not path.strip():
@@ -296,6 +298,8 @@ def check_file_options(parser: argparse.ArgumentParser, args: argparse.Namespace
     for option, path in inputs:
         if os.path.isdir(path):
             raise InputError(f"{option} {path} is a folder, not a file")
+    for option, path in outputs + [(o, p) for o, p in inputs if o == "--store"]:
+        check_sidecar_name(path, option)
     for out_option, out in outputs:
         for in_option, path in inputs:
             if _same_file(out, path):

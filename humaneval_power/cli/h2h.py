@@ -14,8 +14,9 @@ from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_out
 SIMS = {("power", "independent"): 10_000, ("power", "glmm"): 500, ("size", "glmm"): 300}
 
 
-P_WIN_HELP = ("probability that a judgment prefers B, counting ties in the denominator: p_win + p_tie + p_lose = 1 "
-              "(the effect is p_win - p_lose)")
+P_WIN_HELP = ("independent judgments: probability that a judgment prefers B, counting ties in the denominator: "
+              "p_win + p_tie + p_lose = 1 (the effect is p_win - p_lose); unlike a GLMM design's --effect and p_win "
+              "column, which are conditional on a decisive judgment")
 P_TIE_HELP = "probability of a tie (a GLMM design with --params: the parameter file's, from the pilot)"
 TIES_HELP = ("ties: drop them, or split each as half a win for each side (a GLMM design with --params: as the "
              "pilot was fitted)")
@@ -78,7 +79,8 @@ def _add_mixed(p: argparse.ArgumentParser, many: bool, sims: str) -> None:
                    nargs=nargs, help="workers judging each item (default: all)")
     g.add_argument("--effect", type=number_list(finite_float, "--effect") if many else finite_float, nargs=nargs,
                    help="P(B preferred) in a decisive (non-tied) judgment for a typical worker and item (a "
-                        "probability; shown as log-odds)")
+                        "probability, the table's p_win column; shown as log-odds); not the unconditional "
+                        "--p-win of independent judgments")
     g.add_argument("--log-odds", type=number_list(finite_float, "--log-odds") if many else finite_float,
                    nargs=nargs, help="the effect as log-odds instead of --effect")
     if many:

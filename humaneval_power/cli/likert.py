@@ -13,7 +13,7 @@ from typing import Any
 
 from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS
 from ..errors import InputError
-from ..params import PRESETS, SD_NAMES, LikertParams, get_preset, load_params
+from ..params import PRESETS, SD_NAMES, LikertParams, beyond_scale_note, get_preset, load_params
 from .assurance_options import add_assurance_options, assurance_kwargs, draws_from_args
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
                      add_target_power, emit_solve, finite_float, flatten, number_list, positive, print_json,
@@ -115,8 +115,9 @@ def _add_design_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--design", metavar="FILE",
                    help="a JSON design file with any of items, workers, ratings_per_item, systems, assignment, "
                         "presentation, items_per_hit, missing, workload (options given on the command line win)")
-    g.add_argument("--systems", type=positive, default=2, help="systems compared (the pair of interest is the "
-                   "first and the last unless --pair)")
+    g.add_argument("--systems", type=positive, help="systems compared (the pair of interest is the first and the "
+                   "last unless --pair; default: 2, or the number of systems of a --params file fitted on several "
+                   "with shared SDs, e.g. 4 for B, C, D vs the baseline)")
     g.add_argument("--assignment", choices=("crossed", "balanced", "random"),
                    help="crossed (k = workers), balanced (even workloads; between outputs every worker rates every system as evenly as possible) or random (k of the pool drawn "
                         "per item in every simulated study) (default: crossed when k = workers, else balanced)")
@@ -191,7 +192,19 @@ def _add_cost_options(p: argparse.ArgumentParser) -> None:
 
 def params_from_args(args: argparse.Namespace) -> Any:
     """The parameters named by --preset / --params / typed SDs (typed SDs override), or the
-    coding-invariant SDs when those are typed."""
+    coding-invariant SDs when those are typed; only SDs whose ratings would vary within
+    ``validation.SCORE_SPREAD`` (the refits' tolerances are absolute; the analytic tier, exact from 1e-12 to
+    1e12, fails with an internal error below 1e-150, so one range serves every method)."""
+    import math
+
+    from ..validation import check_spread
+
+    params = _named_params(args)
+    check_spread("ratings under these SDs", math.hypot(*params.sds.values()), "the SDs and the effect")
+    return params
+
+
+def _named_params(args: argparse.Namespace) -> Any:
     from ..processes import InvariantProcess
 
     invariant = {k: getattr(args, k) for k in INVARIANT_SDS if getattr(args, k, None) is not None}
@@ -277,9 +290,18 @@ def apply_design_file(args: argparse.Namespace) -> None:
             setattr(args, key, [[value]] if grid and key in sizes else value)
 
 
+def _params_systems(args: argparse.Namespace) -> int | None:
+    from ..params import params_systems
+
+    load_params(args.params, args.comparison)  # the file's own refusals first
+    return params_systems(args.params)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a ``likert`` command."""
     apply_design_file(args)
+    if args.systems is None:
+        args.systems = (_params_systems(args) if getattr(args, "params", None) else None) or 2
     return {"power": _power, "size": _size, "mde": _mde, "budget": _budget}[args.action](args)
 
 
@@ -307,13 +329,22 @@ def _power(args: argparse.Namespace) -> int:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
     items = flatten(args.items) or [design["design_from"].items if design.get("design_from") else 100]
     workers = _pool(design, flatten(args.workers)) or [3]
+    from ..validation import check_magnitude
+
+    effects = flatten(args.effect)
+    for e in effects or []:
+        check_magnitude("--effect", e)
+    notes = sorted({n for e in effects or [] if (n := beyond_scale_note(getattr(params, "scale", None), e))})
     with ProgressBar() as bar:
         table = likert_power(
-            params, workers, items, flatten(args.effect),
+            params, workers, items, effects,
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
             progress=bar, store=args.store, ratings_per_item=flatten(args.ratings_per_item),
             items_per_hit=flatten(args.items_per_hit), target_power=args.target_power, **assure, **design,
         )
+    if "n_failed" in table and "n_sims" in table and len(table) and ((table["n_failed"] >= table["n_sims"]) & (table["n_sims"] > 0)).all():
+        raise InputError("every simulated study failed to fit, in every cell: these SDs and design cannot be "
+                         "fitted (power would read 0); check the SDs' scale and the design")
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_likert_power
@@ -340,6 +371,8 @@ def _power(args: argparse.Namespace) -> int:
         what = f"{int(r['items'])} items (power {r['power']:.3f})" if r["reached"] else f"none (best {r['power']:.3f})"
         k = "" if r["ratings_per_item"] == r["workers"] else f", {r['ratings_per_item']} per item"
         print(f"  {r['workers']} workers{k}, effect {r['effect']:g}: {what}")
+    for note in notes:
+        print(f"note: {note}")
     return 0
 
 

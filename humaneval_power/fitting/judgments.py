@@ -22,6 +22,24 @@ FORMULA = "score ~ 1 + (1 | worker) + (1 | item)"
 #: conditional fitted probabilities reached 0 or 1 (within 1e-6: |eta| > 13.8, see r_bridge/fit.R)
 MAX_LOG_ODDS = 10.0
 FITTED_AT_BOUNDS = "fitted probabilities numerically 0 or 1"
+#: a pair's Wald SE below this share of the SE with independent judgments, 1 / sqrt(n p (1 - p)), marks a
+#: degenerate Hessian (random effects only add variance: cu-zeman vs Shef-wproa in WMT13 gave 0.00085 for 0.058)
+MIN_SE_RATIO = 0.5
+
+
+def withheld_reason(n: int, win_rate: float, se: float, separation: str | None) -> str | None:
+    """Why a pair's GLMM must not be reported as a test (quasi-separation, or an SE too small to be real), or None.
+
+    A quasi-separated fit's log-odds and SDs run off to unbounded values, and its Wald SE with them: the
+    p-value (1e-35 and below) and the interval describe the optimiser's stopping point, not the data.
+    """
+    if separation:
+        return separation
+    floor = 1 / np.sqrt(n * max(win_rate * (1 - win_rate), 1 / n))
+    if not se >= MIN_SE_RATIO * floor:
+        return (f"degenerate fit: Wald SE {se:.2g} is below {MIN_SE_RATIO:g} x the SE with independent judgments "
+                f"({floor:.2g}), which random effects should only raise")
+    return None
 
 
 def separation_reason(raw: RawFit) -> str | None:
@@ -79,6 +97,11 @@ def _record(data: PilotData, design: Design, system: str, sub: pd.DataFrame, raw
     rec["separation"] = reason is not None
     if reason:
         rec["separation_reason"] = reason
+    # the rule of `hepower analyze`: no Wald test or interval for a quasi-separated or degenerate fit
+    withheld = withheld_reason(len(sub), float(sub["score"].mean()), float(co.se), reason)
+    if withheld:
+        rec.update(effect_se=math.nan, p_value=math.nan, withheld_reason=withheld)
+        rec["intervals"].pop("effect", None)
     return rec
 
 
@@ -87,7 +110,9 @@ def fit_judgments(data: PilotData, design: Design, backend: str, intervals: str,
     """One logistic GLMM per system against the baseline; records in the planner's names.
 
     A quasi-separated comparison is flagged in its record (``separation``, ``separation_reason``),
-    in the warnings and in its parameter file, which the planner then refuses unless forced.
+    in the warnings and in its parameter file, which the planner then refuses unless forced; a
+    quasi-separated or degenerate one (:func:`withheld_reason`, the rule of ``hepower analyze``) has
+    no SE, p-value or interval (missing; ``withheld_reason`` in its record).
     """
     if intervals == "wald":
         intervals = "none"  # glmer has no Hessian of the variance parameters to offer
@@ -105,11 +130,13 @@ def fit_judgments(data: PilotData, design: Design, backend: str, intervals: str,
         fits[system] = raw
         rec = _record(data, design, system, sub, raw)
         records.append(rec)
-        coef_rows.append(raw.coefficients.assign(term=system))
+        coefs = raw.coefficients.assign(term=system)
+        if "withheld_reason" in rec:  # the estimate stands (the parameter file's intercept), not its Wald test
+            coefs.loc[:, [c for c in coefs if c not in ("term", "estimate", "df")]] = math.nan
+            warnings_.append(f"{system}: {rec['withheld_reason']}; its SE, test and interval are withheld (missing)")
+        coef_rows.append(coefs)
         comp_rows.append(raw.components.assign(term=system))
         warnings_ += [f"{system}: {w}" for w in raw.warnings]
-        if rec["separation"]:
-            warnings_.append(f"{system}: {rec['separation_reason']}")
         for k, v in (raw.draws or {}).items():
             all_draws[f"{system}:{k}"] = v
     first = next(iter(fits.values()))

@@ -26,7 +26,7 @@ from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Cos
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
 from ..executors import Jobs, one_executor, using
-from ..params import LikertParams, as_params
+from ..params import LikertParams, as_params, beyond_scale_note
 from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
 from ..validation import check_choice, check_number, check_target_power
@@ -228,12 +228,8 @@ def likert_mde(
     sd = math.sqrt(sum(v * v for v in sds))
     result = solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd, sd / 4,
                    target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
-    scale = getattr(params, "scale", None)
-    if scale is not None and result.value is not None and result.value > scale[1] - scale[0]:
-        note = (f"this effect is larger than the whole rating scale [{scale[0]:g}, {scale[1]:g}]: no two systems "
-                "can differ that much, so the design cannot detect any possible difference")
-        result = result.noted(note)
-    return result
+    note = beyond_scale_note(getattr(params, "scale", None), result.value)
+    return result.noted(note) if note else result
 
 
 @one_executor
