@@ -219,8 +219,8 @@ def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str
     if isinstance(doc, dict) and doc.get("schema") == SET_SCHEMA:
         choices = doc.get("comparisons") or {}
         shared = _shared_model(choices)
-        if shared is not None and comparison in (None, *choices):
-            return shared
+        if shared is not None and comparison in (None, *choices):  # a named comparison keeps its pilot effect
+            return shared if comparison is None else {**shared, "effect": choices[comparison].get("effect")}
         if comparison is None:
             raise InputError(f"{p} holds several comparisons against {doc.get('baseline')!r}: "
                              f"choose one with --comparison ({', '.join(choices)})")

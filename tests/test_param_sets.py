@@ -34,6 +34,7 @@ def test_shared_sds_need_no_comparison_and_give_one_stream(tmp_path, capsys) -> 
     path = _set(tmp_path)
     p, a, b = load_params(path), load_params(path, "S01"), load_params(path, "S02")
     assert p.sds == a.sds == b.sds == SDS and p.intercept == a.intercept == b.intercept == pytest.approx(2.88)
+    assert (p.effect, a.effect, b.effect) == (None, -0.1, -0.16)  # a named comparison keeps its pilot effect
     args = ["likert", "power", "--params", str(path), "--workers", "8", "--items", "20", "--ratings-per-item", "2",
             "--systems", "3", "--effect", "0.3", "--sims", "30", "--seed", "1", "--jobs", "1", "--json"]
     runs = []
