@@ -163,12 +163,16 @@ def test_design_layouts() -> None:
 
 # -- lme4 + lmerTest ---------------------------------------------------------------------------
 
+#: relative SDs in (0, this) are near the boundary, where the REML criterion is flat to rounding along them
+NEAR_ZERO_THETA = 0.01
+
 
 def _against_lme4(cells: list[tuple], n: int, seed: int, reml: bool = True) -> dict[str, np.ndarray]:
     """Our fits, lme4's from its default start, and lme4's started from our optimum, cell by cell."""
     rng = np.random.default_rng(seed)
     keys = ("est", "se", "df", "dev", "sing", "conv", "p")
     out: dict[str, list] = {f"{who}_{k}": [] for who in ("fast", "lme4", "warm") for k in keys}
+    out["fast_near"] = []
     for systems, presentation, assignment, k in cells:
         design, y, contrast = _simulated(systems, 16, 8, k, presentation, assignment, n, rng)
         fit = B.fit_many(design, y, contrast, reml=reml)
@@ -183,6 +187,7 @@ def _against_lme4(cells: list[tuple], n: int, seed: int, reml: bool = True) -> d
         for who, res in runs.items():
             for key in keys:
                 out[f"{who}_{key}"].append(res[key])
+        out["fast_near"].append(((fit.theta > 0) & (fit.theta < NEAR_ZERO_THETA)).any(axis=1))
     return {key: np.concatenate(v) for key, v in out.items()}
 
 
@@ -193,8 +198,15 @@ def _check(res: dict[str, np.ndarray], min_singular: int) -> None:
     # lme4 + lmerTest started from our optimum stay there and give the same numbers
     assert np.abs(res["warm_dev"] - res["fast_dev"]).max() < 1e-8
     assert np.abs(res["warm_est"] - res["fast_est"]).max() < 1e-6
-    np.testing.assert_allclose(res["warm_se"], res["fast_se"], rtol=1e-3)
-    np.testing.assert_allclose(res["warm_df"], res["fast_df"], rtol=1e-3)
+    # a component just above zero leaves the profiled deviance flat to rounding along it, and lme4's optimiser,
+    # started there, drifts along that flat direction, which moves lmerTest's df (measured: study 152 of the
+    # 200-study test, theta 0.0032: exact optimum (vc_reml, polished) df 17.866, ours 17.863, lme4 17.892; the
+    # analysis issue 23 measured lmerTest's own spread across optimizers at such a fit, 40.95-41.51). There the
+    # check is that spread; elsewhere 1e-3 as before.
+    near = res["fast_near"]
+    for key in ("se", "df"):
+        np.testing.assert_allclose(res[f"warm_{key}"][~near], res[f"fast_{key}"][~near], rtol=1e-3)
+        np.testing.assert_allclose(res[f"warm_{key}"][near], res[f"fast_{key}"][near], rtol=1e-2)
     np.testing.assert_array_equal(res["warm_sing"], res["fast_sing"])
     # lme4 from its own start stops 1e-10..1e-3 short of the optimum (its default tolerances; near a
     # boundary the df are very sensitive to that): where it got within 1e-9, estimates agree to 1e-6
