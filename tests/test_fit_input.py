@@ -124,13 +124,29 @@ def test_simplify_keeps_the_last_component(tmp_path: Path) -> None:
     assert fit.steps[-1].startswith("kept the last variance component")
 
 
-def test_statsmodels_refuses_designs_beyond_dense_algebra(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """4,001 workers and 4,001 items with slopes: 8,002 effects in the smaller factor -> one line, exit 2."""
+@pytest.mark.parametrize("cholmod", [True, False], ids=["sparse", "no-sparse"])
+def test_statsmodels_fits_designs_beyond_dense_algebra_or_says_what_to_install(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cholmod: bool) -> None:
+    """4,001 workers and 4,001 items with slopes: 8,002 effects in the smaller factor. With CHOLMOD the sparse
+    path fits them; without it, one line naming what to install (or the lme4 backend), exit 2, no file."""
+    from humaneval_power.fitting import sparse_inverse
+
+    if cholmod:
+        pytest.importorskip("sksparse", reason="scikit-sparse (the [sparse] extra) is not installed")
+    else:
+        def unavailable() -> None:
+            raise ImportError(sparse_inverse.UNAVAILABLE)
+
+        monkeypatch.setattr(sparse_inverse, "cholmod", unavailable)
     rows = [(f"w{k}", f"i{k}", s, 3) for k in range(4001) for s in "AB"]
     rows += [(f"w{k}", f"i{(k + 1) % 4001}", s, 4) for k in range(4001) for s in "AB"]
     src = _write(tmp_path, "wide.csv", pd.DataFrame(rows, columns=["worker", "item", "system", "score"]))
     out = tmp_path / "p.json"
-    assert main(["fit", src, "--backend", "statsmodels", "-o", str(out)]) == 2
+    code = main(["fit", src, "--backend", "statsmodels", "-o", str(out)])
     err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("hepower fit [")]
-    assert len(err) == 1 and "use --backend lme4" in err[0], err  # one line besides progress
+    if cholmod:
+        assert code == 0 and out.exists(), err
+        return
+    assert code == 2
+    assert len(err) == 1 and "scikit-sparse" in err[0] and "--backend lme4" in err[0], err  # one line besides progress
     assert not out.exists()

@@ -460,6 +460,8 @@ class ProgressBar:
         self.unit = unit
         self.bar: Any = None
         self._born = self._logged = 0.0
+        self._last: tuple[int, int | None, str] | None = None  # the latest update, in a log (not a terminal)
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self.tick = tick
@@ -472,7 +474,9 @@ class ProgressBar:
             return
         total = total or None  # 0: a search whose number of steps is not known in advance
         if not sys.stderr.isatty():  # a log file: tqdm's carriage returns would make one endless line
+            self._last = (done, total, label)
             self._line(done, total, label)
+            self._start_ticker()
             return
         if self.bar is None or self.bar.total != total:
             from tqdm import tqdm
@@ -485,20 +489,24 @@ class ProgressBar:
             self.bar.update(done - self.bar.n)
         if label:
             self.bar.set_description_str(label, refresh=False)
+        self._start_ticker()
+
+    def _start_ticker(self) -> None:
         if self._ticker is None:
             self._ticker = threading.Thread(target=self._redraw, daemon=True, name="hepower-progress")
             self._ticker.start()
 
     def _line(self, done: int, total: int | None, label: str) -> None:
-        """One plain line per update, at most every ``LOG_SECONDS`` (and at the end), after ``BAR_DELAY``."""
-        now = time.monotonic()
-        if not self._born:
-            self._born, self._logged = now, now
-        if now - self._born < BAR_DELAY or (now - self._logged < LOG_SECONDS and done != total):
-            return
-        self._logged = now
-        print(f"hepower: {label + ': ' if label else ''}{done:,}{f'/{total:,}' if total else ''} {self.unit}s "
-              f"({now - self._born:.0f} s)", file=sys.stderr, flush=True)
+        """One plain line once the run is ``BAR_DELAY`` old, then at most every ``LOG_SECONDS`` (and at the end)."""
+        with self._lock:
+            now = time.monotonic()
+            if not self._born:
+                self._born = now
+            if now - self._born < BAR_DELAY or (self._logged and now - self._logged < LOG_SECONDS and done != total):
+                return
+            self._logged = now
+            print(f"hepower: {label + ': ' if label else ''}{done:,}{f'/{total:,}' if total else ''} {self.unit}s "
+                  f"({now - self._born:.0f} s)", file=sys.stderr, flush=True)
 
     def summary(self, run: Any) -> None:
         """Where the time of a finished sweep went (a :class:`~humaneval_power.engine.RunSummary`), on
@@ -508,14 +516,19 @@ class ProgressBar:
             print(f"hepower: {run}", file=sys.stderr, flush=True)
 
     def _redraw(self) -> None:
-        """Redraw the bar once it is over a second old (tqdm's own ``delay`` only acts on updates)."""
+        """Redraw the bar once it is over a second old (tqdm's own ``delay`` only acts on updates); in a log,
+        write the due line even while the first chunk of a long run is still being computed."""
         while not self._stop.wait(self.tick):
+            if self._last is not None:
+                self._line(*self._last)
+                continue
             bar = self.bar
             if bar is not None and not bar.disable and time.monotonic() - self._born >= bar.delay:
                 bar.refresh()
                 bar.last_print_t = bar._time()  # drawn: close() must clear it (tqdm counts only its own draws)
 
     def close(self) -> None:
+        self._last = None  # a log's ticker writes no line after this
         if self.bar is not None:
             self.bar.close()
 
