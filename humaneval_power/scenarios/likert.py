@@ -25,7 +25,7 @@ from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, CrowdDesign, check_budget
 from ..engine import PowerResult, Progress, run_cells
 from ..errors import InputError
-from ..executors import Jobs, one_executor, using
+from ..executors import Jobs, one_executor
 from ..params import LikertParams, as_params, beyond_scale_note
 from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
@@ -342,11 +342,12 @@ def optimistic_power(cell: Any, deflation: float = SCREEN_DEFLATION) -> float | 
     return float(stats.norm.sf(stats.norm.isf(cell.analysis.alpha / 2) - z))
 
 
-def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: int, jobs: Any,
+def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: int, executor: Any,
             progress: Progress | None, screen: bool) -> list[PowerResult]:
     """The budget search over ``cells`` (in order of cost): analytic screen, sequential Monte Carlo in
     rounds of four designs, cheapest first, to the first round holding a design that reaches ``target``,
-    then the frontier confirmed at full precision. Each result says how it was settled (``settled``)."""
+    then the frontier confirmed at full precision, on the caller's open ``executor``. Each result says how it
+    was settled (``settled``)."""
     results: dict[int, PowerResult] = {}
     doubt = []
     for j, (_, c) in enumerate(cells):
@@ -377,20 +378,19 @@ def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: in
         likely = optimistic_power(cells[j][1], 1.0) if screen else None  # the approximation itself
         if len(rounds[-1]) == 4 or (likely is not None and likely >= target):
             rounds.append([])
-    with using(jobs) as executor:  # one set of workers (and their R) for the whole search
-        for batch in filter(None, rounds):
-            settle(batch, False)
-            if any(reaches(j) for j in batch):
-                break
-        answer = next((j for j in sorted(results) if reaches(j)), None)
-        while answer is not None and answer > 0:  # the frontier: the cheaper neighbour at full precision too
-            below = answer - 1
-            if results[below].extra["settled"] in ("exact", "full"):
-                break
-            settle([below], True)
-            if not reaches(below):
-                break
-            answer = below
+    for batch in filter(None, rounds):
+        settle(batch, False)
+        if any(reaches(j) for j in batch):
+            break
+    answer = next((j for j in sorted(results) if reaches(j)), None)
+    while answer is not None and answer > 0:  # the frontier: the cheaper neighbour at full precision too
+        below = answer - 1
+        if results[below].extra["settled"] in ("exact", "full"):
+            break
+        settle([below], True)
+        if not reaches(below):
+            break
+        answer = below
     return [results[j] for j in sorted(results)]
 
 
