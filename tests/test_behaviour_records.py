@@ -129,11 +129,11 @@ def _marks(tier: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(t)) for n, (t, _) in COMMANDS.items()])
-def test_record_unchanged(name: str, shared_data: Path, request: pytest.FixtureRequest) -> None:
+def test_record_unchanged(name: str, data_dir: Path, request: pytest.FixtureRequest) -> None:
     tier, argv = COMMANDS[name]
     if tier == "lme4":
         request.getfixturevalue("lme4_backend")
-    got = run_command(argv, shared_data)
+    got = run_command(argv, data_dir)
     path = RECORDS / f"{name}.json"
     if os.environ.get("HEPOWER_WRITE_RECORDS"):
         RECORDS.mkdir(exist_ok=True)
