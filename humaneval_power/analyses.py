@@ -19,52 +19,23 @@ with the right sign.
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .contrasts import COMPARISONS, family_pairs, treatment_rows
 from .designs import Layout
 from .engine import StudyOutcomes
 from .errors import InputError
+from .multiplicity import adjust_pvalues
 from .significance.coef_test import check_test, coefficient_test, uses_reml
 from .validation import check_alpha, check_choice
 
 MODELS = ("invariant", "slopes")
 TIERS = ("fast", "analytic", "lme4", "statsmodels")  #: analytic, statsmodels: fully crossed designs only
-COMPARISONS = ("pair", "baseline", "pairs")
+#: the adjustments the planner applies to each simulated study's family of tests
 ADJUSTMENTS = ("holm", "bonferroni", "none")
-#: what :func:`adjust_pvalues` computes (the planner's family tests: :data:`ADJUSTMENTS`)
-P_ADJUSTMENTS = ("holm", "bonferroni", "fdr", "none")
-
-
-def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
-    """Adjusted p-values along the last axis: Holm's step-down, Bonferroni (family-wise error) or
-    ``fdr`` (Benjamini-Hochberg's step-up, false discovery rate).
-
-    >>> adjust_pvalues(np.array([0.01, 0.04, 0.03]), "holm").round(2).tolist()
-    [0.03, 0.06, 0.06]
-    >>> adjust_pvalues(np.array([0.01, 0.04, 0.03]), "fdr").round(2).tolist()
-    [0.03, 0.04, 0.04]
-    """
-    check_choice("adjustment", method, P_ADJUSTMENTS)
-    p = np.asarray(p, float)
-    m = p.shape[-1]
-    if method == "none" or m == 1:
-        return p
-    if method == "bonferroni":
-        return np.minimum(p * m, 1.0)
-    order = np.argsort(p, axis=-1)
-    ranked = np.take_along_axis(p, order, axis=-1)
-    if method == "holm":
-        ranked = np.minimum(np.maximum.accumulate(ranked * (m - np.arange(m)), axis=-1), 1.0)
-    else:  # Benjamini-Hochberg: p_(i) m / i, the running minimum from the largest down
-        ranked = ranked * m / np.arange(1, m + 1)
-        ranked = np.minimum(np.flip(np.minimum.accumulate(np.flip(ranked, -1), axis=-1), -1), 1.0)
-    out = np.empty_like(p)
-    np.put_along_axis(out, order, ranked, axis=-1)
-    return out
 
 
 @dataclass(frozen=True)
@@ -122,27 +93,14 @@ class MixedModelAnalysis:
 
     def contrasts(self, systems: int) -> list[tuple[int, int]]:
         """The family: (a, b) pairs for B - A; the pair of interest first."""
-        if self.compare == "pair":
-            family = [self.pair]
-        elif self.compare == "baseline":
-            family = [(0, s) for s in range(1, systems)]
-        else:
-            family = list(itertools.combinations(range(systems), 2))
-        return [self.pair] + [c for c in family if c != self.pair and c[::-1] != self.pair]
+        return family_pairs(self.compare, systems, first=self.pair)
 
     def _contrast_rows(self, systems: int) -> np.ndarray:
         """The family's contrast rows over the fixed effects: (intercept, x) for the slopes model,
         (intercept, treatment dummies of systems 2..S) for the invariant model."""
         if self.model == "slopes":
             return np.array([[0.0, 1.0]])
-        rows = []
-        for a, b in self.contrasts(systems):
-            row = np.zeros(systems)  # the intercept's column stands where system 1's dummy would be
-            row[b] += 1
-            row[a] -= 1
-            row[0] = 0.0
-            rows.append(row)
-        return np.array(rows)
+        return treatment_rows(systems, self.contrasts(systems))
 
     def design(self, layout: Layout, weights: np.ndarray | None = None) -> Any:
         """The fast tier's component design for a layout (``weights``: per-study 0/1 row presence)."""

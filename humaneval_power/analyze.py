@@ -25,21 +25,22 @@ separately (:class:`GroupedAnalysis`); ``backend="bambi"`` gives posteriors (:cl
 """
 from __future__ import annotations
 
-import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .contrasts import family_pairs
 from .errors import InputError
 from .fitting.ratings import PilotData, read_ratings
+from .multiplicity import ADJUSTMENTS, adjusted
 from .validation import check_choice
 
 CONTRASTS = ("pairs", "baseline")
-ADJUSTMENTS = ("holm", "tukey", "dunnett", "bonferroni", "fdr", "none")
 BACKENDS = ("lme4", "statsmodels", "bambi")
 RANDOM = ("invariant", "maximal", "slopes")
 DF_METHODS = ("satterthwaite", "kenward-roger")
@@ -281,67 +282,7 @@ def anova_rows(design: Any, frame: pd.DataFrame) -> np.ndarray:
 
 def _family(systems: Sequence[str], contrasts: str) -> list[tuple[int, int]]:
     """(system, versus) index pairs: each system against the first, or all pairs (later minus earlier)."""
-    if contrasts == "baseline":
-        return [(j, 0) for j in range(1, len(systems))]
-    return [(j, i) for i, j in itertools.combinations(range(len(systems)), 2)]
-
-
-# -- adjustments -----------------------------------------------------------------------------------
-
-
-def emmeans_df(df: np.ndarray) -> np.ndarray:
-    """The integer df emmeans hands to mvtnorm (``.fix.df``): at least 1, rounded at .75; 0 (normal) above 9999."""
-    df = np.maximum(np.asarray(df, float), 1.0)
-    return np.where(np.isfinite(df) & (df <= 9999), np.floor(df + 0.25), 0.0)
-
-
-#: Monte Carlo draws of the largest |t| of a family (dunnett): its p-values have a Monte Carlo SE of at most
-#: 0.0005 (0.0002 near p = 0.05); mvtnorm's default in emmeans is an absolute error of 0.001
-MVT_DRAWS = 1_000_000
-
-
-def max_abs_t(corr: np.ndarray, dfs: Sequence[float], seed: int, draws: int = MVT_DRAWS) -> dict[float, np.ndarray]:
-    """Draws of max_j |T_j|, T multivariate t with correlation ``corr``, for each df in ``dfs`` (0: normal).
-
-    The correlation may be singular (all pairs of k means have rank k - 1): T = B z / sqrt(w / df),
-    ``corr = B B'`` over its positive eigenvalues, z standard normal, w chi-square. The normal part is
-    shared by every df; everything is reproducible from ``seed``.
-    """
-    values, vectors = np.linalg.eigh(corr)
-    keep = values > 1e-10 * values.max()
-    b = vectors[:, keep] * np.sqrt(values[keep])
-    rng = np.random.default_rng([seed, 0])
-    top = np.empty(draws)
-    step = max(1, (1 << 22) // max(b.shape[0], 1))
-    for i in range(0, draws, step):
-        z = rng.standard_normal((min(step, draws - i), b.shape[1]))
-        top[i:i + step] = np.abs(z @ b.T).max(axis=1)
-    out = {}
-    for df in dict.fromkeys(dfs):
-        w = np.random.default_rng([seed, 1, int(df)]).chisquare(df, draws) / df if df else 1.0
-        out[df] = top / np.sqrt(w)
-    return out
-
-
-def adjusted(t: np.ndarray, df: np.ndarray, p: np.ndarray, corr: np.ndarray, adjust: str, n_means: int,
-             level: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Adjusted p-values and critical values (half-width / SE) of a family of contrasts, as emmeans computes them."""
-    from scipy import stats
-
-    n = len(t)
-    if adjust == "none" or n == 1:
-        return p, stats.t.ppf(1 - (1 - level) / 2, df)
-    if adjust in ("holm", "bonferroni", "fdr"):
-        from .analyses import adjust_pvalues
-
-        return adjust_pvalues(p, adjust), stats.t.ppf(1 - (1 - level) / n / 2, df)
-    if adjust == "tukey":
-        return (stats.studentized_range.sf(math.sqrt(2) * np.abs(t), n_means, df),
-                stats.studentized_range.ppf(level, n_means, df) / math.sqrt(2))
-    fixed = emmeans_df(df)
-    dist = max_abs_t(corr, fixed, seed)
-    p_adj = np.array([np.mean(dist[d] >= abs(tj)) for tj, d in zip(t, fixed)])
-    return p_adj, np.array([np.quantile(dist[d], level) for d in fixed])
+    return [(upper, lower) for lower, upper in family_pairs(contrasts, len(systems))]
 
 
 # -- the analysis ----------------------------------------------------------------------------------

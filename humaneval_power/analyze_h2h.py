@@ -25,7 +25,6 @@ import pandas as pd
 from .errors import InputError
 from .validation import TIE_POLICIES, check_choice
 
-H2H_ADJUSTMENTS = ("holm", "bonferroni", "fdr", "none")
 #: |ability| beyond this (log-odds against the baseline) marks a Bradley-Terry fit as quasi-separated
 MAX_ABILITY = 10.0
 #: the columns of a pair withheld from inference (quasi-separated or degenerate): missing, with the reason
@@ -236,13 +235,13 @@ def analyze_judgments(
     """Win rates, a logistic GLMM per pair (lme4), adjusted over the pairs, and a Bradley-Terry ranking."""
     from scipy import stats
 
-    from .analyses import adjust_pvalues
+    from .multiplicity import SEPARATE, adjust_pvalues
     from .fitting.judgments import FORMULA, separation_reason, withheld_reason
     from .fitting.lme4 import available, fit_glmm
 
     check_choice("ties policy", ties, TIE_POLICIES)
     check_choice("adjustment (head-to-head pairs are fitted separately: no joint tukey or dunnett)", adjust,
-                 H2H_ADJUSTMENTS)
+                 SEPARATE)
     if not (isinstance(level, (int, float)) and 0 < level < 1):
         raise InputError(f"level must lie strictly between 0 and 1, got {level!r}")
     order, frames, name = read_pairwise(judgments, worker, item, system_a, system_b, outcome, baseline, systems,
@@ -328,4 +327,4 @@ def analyze_judgments(
     return JudgmentAnalysis(pairs, ranking, design, adjust, ties, level, name, tuple(notes), versions)
 
 
-__all__ = ["H2H_ADJUSTMENTS", "JudgmentAnalysis", "analyze_judgments", "bradley_terry", "read_pairwise"]
+__all__ = ["JudgmentAnalysis", "analyze_judgments", "bradley_terry", "read_pairwise"]

@@ -13,12 +13,13 @@ import itertools
 import numpy as np
 import pytest
 
+from humaneval_power.contrasts import treatment_row
+from humaneval_power.designs import CrowdDesign
+from humaneval_power.errors import InputError
 from humaneval_power.fitting import batched as B
 from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 from humaneval_power.params import LikertParams
-from humaneval_power.designs import CrowdDesign
-from humaneval_power.errors import InputError
 from humaneval_power.scenarios.likert import simulate_ratings
 
 from .crowd import crowd_component_design
@@ -33,7 +34,7 @@ def _simulated(systems: int, items: int, workers: int, k: int, presentation: str
     p = design.x.shape[1]
     sds = SDS if len(design.components) == 4 else np.r_[SDS[:3], SDS[4]]
     y = B.simulate(design, np.r_[3.0, rng.normal(0, 0.3, p - 1)], sds, n, rng)
-    contrast = B.pairwise_contrast(systems, 0, 1) if model == "invariant" else np.array([0.0, 1.0])
+    contrast = treatment_row(systems, 0, 1) if model == "invariant" else np.array([0.0, 1.0])
     return design, y, contrast
 
 
@@ -106,9 +107,9 @@ def test_irregular_layout_by_blocks() -> None:
 def test_per_study_designs_fit_as_if_one_by_one() -> None:
     rng = np.random.default_rng(4)
     design, y, contrast = _simulated(4, 15, 6, 2, "between", "random", 6, rng)
-    batch = B.fit_many(design, y, np.vstack([contrast, B.pairwise_contrast(4, 1, 3)]))
+    batch = B.fit_many(design, y, np.vstack([contrast, treatment_row(4, 1, 3)]))
     for j in range(y.shape[1]):
-        one = B.fit_many(design.study(j), y[:, j], np.vstack([contrast, B.pairwise_contrast(4, 1, 3)]))
+        one = B.fit_many(design.study(j), y[:, j], np.vstack([contrast, treatment_row(4, 1, 3)]))
         np.testing.assert_allclose(batch.estimate[j], one.estimate[0], atol=1e-8)
         np.testing.assert_allclose(batch.se[j], one.se[0], rtol=1e-6)
         np.testing.assert_allclose(batch.df[j], one.df[0], rtol=1e-5)

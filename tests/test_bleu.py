@@ -316,11 +316,11 @@ def test_compare_with_baseline_is_the_cli_loop_in_the_library(tmp_path: Path,
 
 
 def test_adjust_pvalues_equals_statsmodels_multipletests() -> None:
-    """analyses.adjust_pvalues (one home for holm / bonferroni / fdr, used by `analyze`, `bleu test` and the
+    """multiplicity.adjust_pvalues (one home for holm / bonferroni / fdr, used by `analyze`, `bleu test` and the
     planner) against statsmodels' multipletests, on random families with ties and tiny p-values."""
     from statsmodels.stats.multitest import multipletests
 
-    from humaneval_power.analyses import adjust_pvalues
+    from humaneval_power.multiplicity import adjust_pvalues
 
     rng = np.random.default_rng(4)
     for m in (2, 3, 7, 40):

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from humaneval_power.analyses import MixedModelAnalysis, adjust_pvalues
+from humaneval_power.analyses import MixedModelAnalysis
+from humaneval_power.multiplicity import adjust_pvalues
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs, CrowdDesign, PilotDesign
 from humaneval_power.engine import run_cells

@@ -55,7 +55,7 @@ def _check_withheld(res, withheld: set[tuple[str, str]]) -> None:
 @pytest.mark.r
 def test_synthetic_quasi_separated_pair_withheld(lme4_backend) -> None:
     """C vs A is quasi-separated: no log-odds, test or interval; the other pairs' Holm p count it at p = 1."""
-    from humaneval_power.analyses import adjust_pvalues
+    from humaneval_power.multiplicity import adjust_pvalues
     from humaneval_power.analyze_h2h import analyze_judgments
 
     res = analyze_judgments(separated_judgments(), worker="worker", item="item", baseline="A", ties="drop")

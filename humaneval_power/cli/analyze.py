@@ -13,7 +13,8 @@ TABLE = ["system", "versus", "estimate", "se", "df", "t", "p_value", "p_adjusted
 
 def add_parser(sub: Any, name: str, text: str) -> None:
     """The ``analyze`` command."""
-    from ..analyze import ADJUSTMENTS, BACKENDS, CONTRASTS, DF_METHODS, RANDOM
+    from ..analyze import BACKENDS, CONTRASTS, DF_METHODS, RANDOM
+    from ..multiplicity import ADJUSTMENTS
 
     p = sub.add_parser(name, help=text, description=text)
     add_ratings_input(p)

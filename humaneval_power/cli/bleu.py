@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..analyses import P_ADJUSTMENTS
+from ..multiplicity import SEPARATE
 from ..errors import InputError
 from ..metrics import METRICS
 from ..scenarios.bleu import METHODS
@@ -71,7 +71,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     kind.add_argument("--paired-bs", action="store_true", help="paired bootstrap")
     btest.add_argument("--trials", type=positive, metavar="N",
                        help="AR trials (default 10,000) or bootstrap resamples (default 1,000)")
-    btest.add_argument("--adjust", choices=P_ADJUSTMENTS, default="holm",
+    btest.add_argument("--adjust", choices=SEPARATE, default="holm",
                        help="p_adjusted over the systems compared (fdr: Benjamini-Hochberg)")
     btest.add_argument("--bs-rule", choices=BOOTSTRAP_RULES, default="sacrebleu",
                        help="bootstrap p-value: sacrebleu's or Berg-Kirkpatrick et al.'s (delta > 2x observed)")

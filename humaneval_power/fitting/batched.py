@@ -1044,16 +1044,6 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                     out["failed"], out["iter"], reml)
 
 
-def pairwise_contrast(systems: int, a: int, b: int) -> np.ndarray:
-    """Treatment-coded contrast row for mean(system b) - mean(system a) under the invariant model."""
-    row = np.zeros(systems)
-    if b:
-        row[b] += 1.0
-    if a:
-        row[a] -= 1.0
-    return row
-
-
 def simulate(design: ComponentDesign, beta: np.ndarray, sds: np.ndarray, n: int,
              rng: np.random.Generator) -> np.ndarray:
     """Responses (N x n) drawn from the model: ``sds`` per component, then the residual SD."""

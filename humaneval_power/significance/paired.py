@@ -124,7 +124,7 @@ def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats],
     """Paired tests of every system against the baseline: one record per system (``system`` first).
 
     ``p_adjusted``: the p-values adjusted over the systems compared (``adjust``: holm, bonferroni,
-    fdr (Benjamini-Hochberg) or none; :func:`humaneval_power.analyses.adjust_pvalues`).
+    fdr (Benjamini-Hochberg) or none; :func:`humaneval_power.multiplicity.adjust_pvalues`).
 
     ``test``: approximate randomization (``trials`` default 10,000) or the paired bootstrap
     (default 1,000 resamples, with ``rule`` for its p-value). Each test uses ``seed``, as
@@ -132,10 +132,10 @@ def compare_with_baseline(baseline: ItemStats, systems: Mapping[str, ItemStats],
     ``progress(done, total, label)`` follows each system's trials; work that cannot finish
     is refused before any.
     """
-    from ..analyses import P_ADJUSTMENTS, adjust_pvalues
+    from ..multiplicity import SEPARATE, adjust_pvalues
 
     check_choice("paired test", test, PAIRED_TESTS)
-    check_choice("adjustment", adjust, P_ADJUSTMENTS)
+    check_choice("adjustment", adjust, SEPARATE)
     n_trials = trials or (1000 if test == "bootstrap" else 10_000)
     if test == "bootstrap":
         _check_bootstrap_memory(n_trials)  # before the time estimate: its warning would add a line
