@@ -20,8 +20,9 @@ metric and for missing ratings). Its coverage is checked by simulation in ``test
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
