@@ -18,7 +18,7 @@ from humaneval_power.agreement import (
     krippendorff_alpha,
 )
 from humaneval_power.errors import InputError
-from tests.conftest import mc_tolerance
+from .conftest import mc_tolerance
 
 NAN = np.nan
 #: Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section E: 4 observers x 12 units
