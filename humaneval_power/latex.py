@@ -37,8 +37,8 @@ def booktabs_table(frame: pd.DataFrame, precision: Mapping[str, int] | None = No
                    missing: str = "--") -> str:
     """A booktabs ``tabular`` (toprule, midrule, bottomrule) of ``frame``, ready to ``\\input``.
 
-    ``precision``: decimals per numeric column (a numeric column not named is an error, so every printed
-    number has a stated precision); ``header``: LaTeX text replacing column names (not escaped; names are);
+    ``precision``: decimals per numeric column (a non-integer numeric column not named is an error, so every
+    printed number has a stated precision; integer columns print whole); ``header``: LaTeX text replacing column names (not escaped; names are);
     ``align``: column alignments (default ``r`` for numeric columns, ``l`` otherwise). Text cells are escaped.
     """
     precision = dict(precision or {})
@@ -59,8 +59,8 @@ def booktabs_table(frame: pd.DataFrame, precision: Mapping[str, int] | None = No
         raise InputError(f"align needs one of l, c, r per column ({len(columns)} columns)")
 
     def cell(column: str, value: object) -> str:
-        if column in precision:
-            return format_number(value, precision[column], missing)
+        if column in precision or column in numeric:
+            return format_number(value, precision.get(column, 0), missing)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return missing
         return escape(value)
