@@ -8,7 +8,8 @@ two-argument callables ``progress(done, total)`` are still accepted:
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Protocol, Union
+from collections.abc import Callable
+from typing import Protocol, Union
 
 
 class Progress(Protocol):
