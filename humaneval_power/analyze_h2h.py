@@ -15,10 +15,9 @@ likelihood for split ties), abilities relative to the baseline with Wald interva
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -236,9 +235,9 @@ def analyze_judgments(
     """Win rates, a logistic GLMM per pair (lme4), adjusted over the pairs, and a Bradley-Terry ranking."""
     from scipy import stats
 
+    from .multiplicity import SEPARATE, adjust_pvalues
     from .fitting.judgments import FORMULA, separation_reason, withheld_reason
     from .fitting.lme4 import available, fit_glmm
-    from .multiplicity import SEPARATE, adjust_pvalues
 
     check_choice("ties policy", ties, TIE_POLICIES)
     check_choice("adjustment (head-to-head pairs are fitted separately: no joint tukey or dunnett)", adjust,

@@ -17,10 +17,9 @@ import base64
 import html
 import io
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 

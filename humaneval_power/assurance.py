@@ -28,9 +28,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats

@@ -23,10 +23,9 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,9 +33,8 @@ from scipy import stats
 
 from .errors import InputError, Interrupted
 from .executors import Jobs, using
-from .progress import ProgressFn, as_progress
 from .store import Store, cell_key
-
+from .progress import Progress, ProgressFn, as_progress
 ENGINE_VERSION = 1
 
 

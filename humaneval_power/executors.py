@@ -28,9 +28,8 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar, Union, cast
+from typing import Any, Callable, Iterable, Iterator, TypeVar, Union, cast
 
 from .errors import BackendUnavailableError, InputError
 
@@ -63,7 +62,7 @@ class Executor:
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 

@@ -7,9 +7,8 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd

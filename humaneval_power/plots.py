@@ -37,18 +37,9 @@ from .validation import check_target_power
 #: characters per line of a panel title in :func:`plot_intervals` (a 4.2-inch panel at 9 pt)
 TITLE_CHARS = 52
 
-__all__ = [
-    "check_dpi",
-    "figure_writer",
-    "plot_accuracy_power",
-    "plot_bleu_power",
-    "plot_cost_frontier",
-    "plot_h2h_power",
-    "plot_intervals",
-    "plot_likert_power",
-    "plot_power",
-    "save_figure",
-]
+__all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
+           "plot_cost_frontier", "plot_intervals",
+           "figure_writer", "save_figure"]
 
 METRIC_LABELS = {"power": "power", "type_m": "Type-M (exaggeration)", "type_s": "Type-S (wrong sign)"}
 PANEL_WIDTH, PANEL_HEIGHT, MAX_COLUMNS = 3.4, 2.6, 3

@@ -8,8 +8,7 @@ two-argument callables ``progress(done, total)`` are still accepted:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Protocol, Union
+from typing import Callable, Protocol, Union
 
 
 class Progress(Protocol):

@@ -31,9 +31,8 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import InputError
 
@@ -276,5 +275,5 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
