@@ -18,6 +18,7 @@ from humaneval_power.agreement import (
     krippendorff_alpha,
 )
 from humaneval_power.errors import InputError
+
 from .conftest import mc_tolerance
 
 NAN = np.nan
