@@ -36,6 +36,17 @@ _EXPORTS = {
     "ParamDraws": "assurance",
     "Prior": "assurance",
     "load_draws": "assurance",
+    "Alpha": "agreement",
+    "krippendorff_alpha": "agreement",
+    "alpha_table": "agreement",
+    "Reliability": "rating_reliability",
+    "reliability": "rating_reliability",
+    "ratings_needed": "rating_reliability",
+    "compact_letters": "significance_groups",
+    "wmt_clusters": "significance_groups",
+    "rank_table": "rankings",
+    "parametric_draws": "rankings",
+    "booktabs_table": "latex",
 }
 __all__ = sorted(_EXPORTS)
 
