@@ -81,6 +81,9 @@ def _long(data: Any, unit: str | Sequence[str] | None, rater: str, score: str
             raise InputError(f"the ratings have no column {missing[0]!r} (columns: {', '.join(map(str, data.columns))})")
         frame = data.loc[data[score].notna(), [*cols, rater, score]]
         keys = [*cols, rater]
+        unnamed = frame[keys].isna().any()
+        if unnamed.any():
+            raise InputError(f"column {unnamed.idxmax()!r} has missing values: every rating needs its unit and rater")
         if frame.duplicated(keys).any():
             first = frame.loc[frame.duplicated(keys), keys].iloc[0].tolist()
             raise InputError(f"rater {first[-1]!r} rated unit {tuple(first[:-1])} twice; name every column that "
@@ -104,8 +107,15 @@ def _pairable(data: Any, metric: str, *, unit: str | Sequence[str] | None = None
               score: str = "score", levels: Sequence[Any] | None = None) -> _Pairable:
     units, raters, raw = _long(data, unit, rater, score)
     if metric == "nominal":
-        codes, values = pd.factorize(pd.Series(raw, dtype=object), sort=True)
+        try:
+            codes, values = pd.factorize(pd.Series(raw, dtype=object), sort=True)
+        except TypeError:
+            raise InputError("the scores mix types that cannot be ordered (e.g. numbers and text)") from None
         values = np.asarray(values, dtype=object)
+        if levels is not None:
+            outside = [v for v in values if v not in set(levels)]
+            if outside:
+                raise InputError(f"score {outside[0]!r} is outside the declared scale")
     else:
         try:
             numbers = np.asarray(raw, dtype=float)
@@ -117,7 +127,10 @@ def _pairable(data: Any, metric: str, *, unit: str | Sequence[str] | None = None
             raise InputError("ratio alpha needs non-negative scores (a ratio scale starts at 0)")
         values = np.unique(numbers)
         if levels is not None:
-            declared = np.unique(np.asarray(levels, dtype=float))
+            try:
+                declared = np.unique(np.asarray(levels, dtype=float))
+            except (TypeError, ValueError):
+                raise InputError(f"{metric} alpha needs numeric levels") from None
             outside = np.setdiff1d(values, declared)
             if outside.size:
                 raise InputError(f"score {outside[0]:g} is outside the declared scale "

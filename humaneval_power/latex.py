@@ -18,15 +18,20 @@ def escape(text: object) -> str:
     return "".join(_ESCAPES.get(ch, ch) for ch in str(text))
 
 
+def _missing(value: object) -> bool:
+    return value is None or (pd.api.types.is_scalar(value) and not isinstance(value, str) and bool(pd.isna(value)))
+
+
 def format_number(value: object, digits: int, missing: str = "--") -> str:
     """A number to ``digits`` decimals (a minus sign as ``$-$``; NaN/None as ``missing``); text is escaped."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return missing
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return escape(value)
-    if math.isinf(value):
-        return "$\\infty$" if value > 0 else "$-\\infty$"
-    text = f"{value:.{digits}f}"
+    number = float(value)
+    if math.isinf(number):
+        return "$\\infty$" if number > 0 else "$-\\infty$"
+    text = f"{number:.{digits}f}"
     if text.startswith("-") and float(text) == 0:
         text = text[1:]  # no "-0.00"
     return "$-$" + text[1:] if text.startswith("-") else text
@@ -61,9 +66,7 @@ def booktabs_table(frame: pd.DataFrame, precision: Mapping[str, int] | None = No
     def cell(column: str, value: object) -> str:
         if column in precision or column in numeric:
             return format_number(value, precision.get(column, 0), missing)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return missing
-        return escape(value)
+        return missing if _missing(value) else escape(value)
 
     lines = [f"\\begin{{tabular}}{{{''.join(spec)}}}", "\\toprule",
              " & ".join(header.get(c, escape(c)) for c in columns) + " \\\\", "\\midrule"]

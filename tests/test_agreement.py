@@ -192,18 +192,21 @@ def test_bad_input_is_one_line(bad, kwargs, message: str) -> None:
     assert "\n" not in str(info.value)
 
 
-_frames = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5),
+_frames = st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.one_of(st.integers(0, 5), st.none()),
                              st.one_of(st.integers(-3, 9), st.floats(allow_nan=True, allow_infinity=True),
                                        st.text(max_size=2), st.none())), max_size=12)
 
 
 @settings(max_examples=60, deadline=None)
-@given(_frames, st.sampled_from([*METRICS, "likert", ""]), st.booleans())
-def test_malformed_frames_give_an_alpha_or_one_line(rows, metric: str, declared: bool) -> None:
+@given(_frames, st.sampled_from([*METRICS, "likert", ""]), st.sampled_from([None, [1, 2, 3, 4, 5], ["a", "b"]]),
+       st.booleans())
+def test_malformed_frames_give_an_alpha_or_one_line(rows, metric: str, levels, duplicates: bool) -> None:
     """Whatever the frame: a number (or NaN when there is no variation) or an InputError of one line."""
-    frame = pd.DataFrame(rows, columns=["worker", "item", "score"]).drop_duplicates(["worker", "item"])
+    frame = pd.DataFrame(rows, columns=["worker", "item", "score"])
+    if not duplicates:
+        frame = frame.drop_duplicates(["worker", "item"])
     try:
-        got = krippendorff_alpha(frame, metric, levels=[1, 2, 3, 4, 5] if declared else None)
+        got = krippendorff_alpha(frame, metric, levels=levels)
     except InputError as exc:
         assert "\n" not in str(exc) and str(exc)
     else:

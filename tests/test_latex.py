@@ -33,6 +33,7 @@ def test_negative_numbers_use_a_math_minus() -> None:
     assert format_number(-3.14159, 2) == "$-$3.14"
     assert format_number(-0.0001, 2) == "0.00"
     assert format_number(float("inf"), 2) == r"$\infty$"
+    assert format_number(pd.NA, 2) == format_number(None, 2) == format_number(np.nan, 2) == "--"
 
 
 @settings(max_examples=100, deadline=None)
