@@ -19,14 +19,15 @@ def significance_matrix(pairwise: pd.DataFrame, systems: Sequence[str] | None = 
     """A symmetric systems x systems frame of flags: True where the pair is significantly different.
 
     ``pairwise``: long (``system``, ``versus``, ``p_column``) or square (p-values, or booleans). Systems in
-    ``systems`` (default: all named, in order of appearance) must have every pair tested exactly once.
+    ``systems`` (default: all named, in order of first appearance, ``versus`` before ``system`` in each row, so
+    the analysis' ``B - A, C - A, ...`` gives ``A, B, C, ...``) must have every pair tested exactly once.
     """
     if not 0 < alpha < 1:
         raise InputError(f"alpha must be between 0 and 1; got {alpha}")
     if {"system", "versus"} <= set(pairwise.columns):
         if p_column not in pairwise.columns:
             raise InputError(f"the pairwise table has no {p_column!r} column")
-        names = list(dict.fromkeys([*pairwise["system"], *pairwise["versus"]]))
+        names = list(dict.fromkeys(n for pair in zip(pairwise["versus"], pairwise["system"]) for n in pair))
         p = pd.DataFrame(np.nan, index=names, columns=names, dtype=float)
         for s, v, value in zip(pairwise["system"], pairwise["versus"], pairwise[p_column]):
             if s == v or not np.isnan(p.at[s, v]):
@@ -40,9 +41,10 @@ def significance_matrix(pairwise: pd.DataFrame, systems: Sequence[str] | None = 
         names = list(square.index)
     systems = names if systems is None else list(systems)
     unknown = [s for s in systems if s not in names]
-    if unknown or len(set(systems)) != len(systems) or len(systems) < 2:
-        raise InputError(f"need two or more distinct systems of the pairwise table; {unknown[0]!r} is not in it"
-                         if unknown else "need two or more distinct systems of the pairwise table")
+    if unknown:
+        raise InputError(f"system {unknown[0]!r} is not in the pairwise table")
+    if len(set(systems)) != len(systems) or len(systems) < 2:
+        raise InputError(f"need two or more distinct systems; got {systems}")
     square = square.loc[systems, systems]
     values = square.to_numpy()
     off = ~np.eye(len(systems), dtype=bool)
@@ -99,7 +101,8 @@ def compact_letters(pairwise: pd.DataFrame, systems: Sequence[str] | None = None
     Piepho's (2004) insert-and-absorb algorithm as R's ``multcompView::multcompLetters`` runs it (the same
     order of pairs, so the same letters as sets of systems): start with one letter for all systems; for each
     significant pair, split every letter holding both into a copy without each; drop letters contained in
-    another. Letters are then named in order of their first system. Returns a Series: system -> letters.
+    another. Letters are then named in order of their first system, so pass ``systems`` best first (by mean)
+    for the usual display where ``a`` marks the best group. Returns a Series: system -> letters.
     """
     flags = significance_matrix(pairwise, systems, alpha, p_column)
     names = list(flags.index)
@@ -146,8 +149,8 @@ def wmt_clusters(means: Mapping[str, float] | pd.Series, pairwise: pd.DataFrame,
     rank range of the cluster (``rank_low``, ``rank_high``), in ranking order.
     """
     series = pd.Series(means, dtype=float)
-    if series.isna().any() or series.index.has_duplicates:
-        raise InputError("the means must be one finite number per system")
+    if len(series) < 2 or not np.isfinite(series.to_numpy()).all() or series.index.has_duplicates:
+        raise InputError("the means must be one finite number per system, for two or more systems")
     order = series.sort_values(ascending=not higher_is_better, kind="stable").index.tolist()
     flags = significance_matrix(pairwise, order, alpha, p_column).to_numpy()
     values = series[order].to_numpy()

@@ -123,6 +123,15 @@ def test_wmt_clusters_of_a_clear_ranking_and_lower_is_better() -> None:
     assert wmt_clusters(means, p, higher_is_better=False).cluster.tolist() == [1, 2, 3, 3]
 
 
+def test_default_order_of_a_contrasts_table_is_the_study_order() -> None:
+    long = pd.DataFrame({"system": ["B", "C", "C"], "versus": ["A", "A", "B"], "p_adjusted": [0.01, 0.5, 0.5]})
+    assert compact_letters(long).index.tolist() == ["A", "B", "C"]
+    with pytest.raises(InputError, match="one finite number per system"):
+        wmt_clusters({"A": 1.0}, long)
+    with pytest.raises(InputError, match="'D' is not in the pairwise table"):
+        compact_letters(long, systems=["A", "D"])
+
+
 @pytest.mark.parametrize("pairwise, message", [
     (pd.DataFrame({"system": ["A"], "versus": ["B"]}), "no 'p_adjusted' column"),
     (pd.DataFrame({"system": ["A", "B"], "versus": ["B", "A"], "p_adjusted": [0.1, 0.1]}), "appears twice"),
