@@ -113,9 +113,13 @@ def _pairable(data: Any, metric: str, *, unit: str | Sequence[str] | None = None
             raise InputError("the scores mix types that cannot be ordered (e.g. numbers and text)") from None
         values = np.asarray(values, dtype=object)
         if levels is not None:
-            outside = [v for v in values if v not in set(levels)]
-            if outside:
-                raise InputError(f"score {outside[0]!r} is outside the declared scale")
+            try:
+                scale = set(levels)
+            except TypeError:
+                raise InputError("the declared levels must be a list of values") from None
+            undeclared = [v for v in values if v not in scale]
+            if undeclared:
+                raise InputError(f"score {undeclared[0]!r} is outside the declared scale")
     else:
         try:
             numbers = np.asarray(raw, dtype=float)
