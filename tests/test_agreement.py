@@ -181,6 +181,8 @@ def test_duplicate_ratings_of_a_unit_are_refused() -> None:
     (np.array([[1.0, np.nan], [np.nan, 2.0]]), {}, "no unit has ratings from two raters"),
     (WORKED, {"metric": "ordinal", "levels": [1, 2, 3, 4]}, "outside the declared scale"),
     (WORKED, {"metric": "cardinal"}, "unknown metric"),
+    (np.array([["a", "b"], ["c", "a"]], dtype=object), {"metric": "nominal", "levels": ["a", "b"]},
+     "'c' is outside the declared scale"),
     (-WORKED, {"metric": "ratio"}, "non-negative"),
     (np.array([["a", "b"], ["c", "d"]]), {"metric": "interval"}, "numeric"),
     (np.arange(4.0), {}, "units x raters"),
