@@ -14,8 +14,8 @@ PYTEST_JOBS ?= 2
 # R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
 # (the lme4 backend and its tests then skip with that reason).
 r-setup:
-	@if Rscript -e 'quit(status = !all(sapply(c("lme4", "lmerTest", "emmeans", "pbkrtest", "ordinal"), requireNamespace, quietly = TRUE)))' >/dev/null 2>&1; then \
-	  echo "R with lme4, lmerTest, emmeans, pbkrtest and ordinal: present"; \
+	@if Rscript -e 'quit(status = !all(sapply(c("lme4", "lmerTest", "emmeans", "pbkrtest", "ordinal", "psych", "multcompView"), requireNamespace, quietly = TRUE)))' >/dev/null 2>&1; then \
+	  echo "R with lme4, lmerTest, emmeans, pbkrtest, ordinal, psych and multcompView: present"; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  echo "installing $(R_PACKAGES) with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(R_PACKAGES) >/dev/null; \
