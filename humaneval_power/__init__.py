@@ -36,6 +36,8 @@ _EXPORTS = {
     "ParamDraws": "assurance",
     "Prior": "assurance",
     "load_draws": "assurance",
+    "analyze": "completed_study",
+    "analyze_judgments": "completed_study",
 }
 __all__ = sorted(_EXPORTS)
 
