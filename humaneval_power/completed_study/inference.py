@@ -75,7 +75,8 @@ class FixedEffectsInference:
     def _df(self, rows: np.ndarray, variances: np.ndarray) -> np.ndarray:
         grads = np.einsum("ip,kpq,iq->ik", rows, self.jacobian, rows)
         denom = np.einsum("ik,kl,il->i", grads, self.vcov_varpar, grads)
-        return np.divide(2 * variances**2, denom, out=np.full(len(rows), np.inf), where=denom > 0)
+        df: np.ndarray = np.divide(2 * variances**2, denom, out=np.full(len(rows), np.inf), where=denom > 0)
+        return df
 
     def contrasts(self, rows: np.ndarray) -> pd.DataFrame:
         """estimate, se, df (Satterthwaite), t and two-sided p of each row of ``rows`` (lmerTest's contest1D)."""
@@ -223,7 +224,7 @@ def anova_rows(design: Any, frame: pd.DataFrame) -> np.ndarray:
     """
     x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in design.columns])
     chol = np.linalg.cholesky(x.T @ x)
-    lower = chol / np.diag(chol)
+    lower: np.ndarray = chol / np.diag(chol)
     lower[np.abs(lower) < 1e-6] = 0.0  # as lmerTest's doolittle()
     return lower.T[1:]
 

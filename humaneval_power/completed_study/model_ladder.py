@@ -155,6 +155,7 @@ def fit_ladder(data: PilotData, random: str, backend: str, kenward_roger: bool,
         design, frame, spec, unidentified = model_spec(data, structure, correlated)
         report(f"fitting {spec.formula} ({backend})")
         last = n == len(ladder) - 1
+        why: str | None
         try:
             raw, inference = backends.fit_once(frame, spec, backend, kenward_roger, progress)
         except InputError as exc:

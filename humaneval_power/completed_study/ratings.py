@@ -322,7 +322,7 @@ def _analyze_by(ratings: str | Path | pd.DataFrame, by: str, where: dict[str, st
         raise InputError(f"{int(table[by].isna().sum())} rows have no value in the --by column {by!r}")
     values = table[by].astype(str)
     groups = sorted(values.unique())
-    results = {}
+    results: dict[str, AnalysisResult | BayesianAnalysis] = {}
     report = options.get("progress") or (lambda message: None)
     for g in groups:
         report(f"{by} = {g}")
@@ -330,5 +330,6 @@ def _analyze_by(ratings: str | Path | pd.DataFrame, by: str, where: dict[str, st
             result = analyze(table[values == g], **options)
         except InputError as exc:
             raise InputError(f"{by} = {g}: {exc}") from None
+        assert not isinstance(result, GroupedAnalysis)  # options hold no ``by``
         results[g] = replace(result, source=name)
     return GroupedAnalysis(by, results)

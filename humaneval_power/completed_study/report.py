@@ -229,7 +229,7 @@ def _model_paragraph(result: Any) -> str:
 
 def report_sections(result: Any, check: DesignCheck | None = None, skipped: str = "") -> tuple[str, list[Section]]:
     """Title and sections of the report of any analysis (``--family binomial``, ``--by`` and bambi included)."""
-    own = getattr(result, "report_sections", None)
+    own: Callable[[DesignCheck | None], tuple[str, list[Section]]] | None = getattr(result, "report_sections", None)
     if own is not None:
         return own(check)
     if hasattr(result, "results"):  # --by: each group's sections, titled with its group
@@ -253,7 +253,7 @@ def report_sections(result: Any, check: DesignCheck | None = None, skipped: str 
     means = result.means.rename(columns={"emmean": "mean"})
     scale = (f" Scores were rescaled from [{result.scale[0]:g}, {result.scale[1]:g}] to [0, 1]."
              if result.scale else "")
-    sections: list[Section] = [
+    sections = [
         ("Methods (for the paper)", [methods]),
         ("Design", [result.design]),
         ("Model and why", [model_text]),
