@@ -98,12 +98,17 @@ def check_kenward_roger(n: int, parameters: int, backend: str) -> str:
     memory, seconds = kenward_roger_cost(n, parameters, backend)
     cost = (f"{_kenward_roger(backend).method} builds dense {n} x {n} matrices of the ratings: about "
             f"{memory / 1e9:.2g} GB and {_duration(seconds)} (estimated)")
-    if n > KR_MAX_RATINGS[backend]:
-        alt = "".join(f"--backend {other} or " for other, limit in KR_MAX_RATINGS.items()
-                      if other != backend and n <= limit)
-        raise InputError(f"--df kenward-roger: {cost}, over the limit of {KR_MAX_RATINGS[backend]:,} ratings; "
+    limits = kenward_roger_limits()
+    if n > limits[backend]:
+        alt = "".join(f"--backend {other} or " for other, limit in limits.items() if other != backend and n <= limit)
+        raise InputError(f"--df kenward-roger: {cost}, over the limit of {limits[backend]:,} ratings; "
                          f"use {alt}--df satterthwaite")
     return cost
+
+
+def kenward_roger_limits() -> dict[str, int]:
+    """The most ratings each backend offering Kenward-Roger accepts."""
+    return {b.name: b.kenward_roger.max_ratings for b in REGISTRY.values() if b.kenward_roger}
 
 
 def _kenward_roger(backend: str) -> KenwardRogerCost:
@@ -190,10 +195,10 @@ register(AnalysisBackend(
     "the no-R solver", kenward_roger=KenwardRogerCost("Kenward-Roger without R", 4e-9, 4000, 4)))
 register(AnalysisBackend("bambi", None))
 
-#: every backend's name, in registration order (the CLI's choices)
+#: the built-in backends' names, in registration order (the CLI's choices)
 BACKENDS = tuple(REGISTRY)
-#: above this many ratings --df kenward-roger is refused, per backend
-KR_MAX_RATINGS = {b.name: b.kenward_roger.max_ratings for b in REGISTRY.values() if b.kenward_roger}
+#: above this many ratings --df kenward-roger is refused, per built-in backend
+KR_MAX_RATINGS = kenward_roger_limits()
 
 
 def fit_once(frame: pd.DataFrame, spec: Any, backend: str, kenward_roger: bool,

@@ -37,7 +37,7 @@ from ..errors import InputError
 from ..fitting.ratings import PilotData, read_ratings
 from ..multiplicity import ADJUSTMENTS
 from ..validation import check_choice
-from .backends import BACKENDS, REGISTRY, get_backend
+from .backends import REGISTRY, get_backend
 from .bayesian import BayesianAnalysis, bayesian_analysis
 from .inference import (
     ADJUST_TEXT,
@@ -172,13 +172,12 @@ def _check_options(random: str, contrasts: str, adjust: str | None, backend: str
         raise InputError("--keep-singular applies to --random maximal (the only structure that steps down)")
     check_choice("random-effect structure", random, RANDOM)
     check_choice("contrasts", contrasts, CONTRASTS)
-    check_choice("backend", backend, BACKENDS)
+    chosen = get_backend(backend)
     check_choice("df method", df, DF_METHODS)
     if adjust is not None:
         check_choice("adjustment", adjust, ADJUSTMENTS)
     if not (isinstance(level, (int, float)) and 0 < level < 1):
         raise InputError(f"level must lie strictly between 0 and 1, got {level!r}")
-    chosen = get_backend(backend)
     if random == "maximal" and not chosen.maximal:
         raise InputError("--random maximal needs --backend " + " or ".join(b.name for b in REGISTRY.values() if b.maximal)
                          + f" (correlated random slopes; the {backend} backend fits uncorrelated random effects only)")
@@ -189,6 +188,8 @@ def _check_options(random: str, contrasts: str, adjust: str | None, backend: str
             raise InputError(f"--adjust does not apply to --backend {backend}: a posterior probability is not "
                              "adjusted for multiplicity (the model's joint posterior covers every contrast)")
         return "none"
+    if df == "kenward-roger" and chosen.kenward_roger is None:
+        raise InputError(f"--df kenward-roger is not offered by --backend {backend}")
     adjust = adjust or get_family(contrasts).default_adjust
     if adjust == "tukey" and contrasts != "pairs":
         raise InputError("tukey adjusts all pairwise comparisons; for contrasts with a baseline use dunnett")
