@@ -51,7 +51,7 @@ cat(sprintf("{\"seconds\": %.3f, \"F\": %.10g, \"den_df\": %.10g, \"pairs\": %d}
 HEPOWER = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from humaneval_power.analyze import analyze
+from humaneval_power.completed_study import analyze
 if sys.argv[2] == "lme4":
     from humaneval_power.fitting.lme4 import _r
     _r()  # R's start-up is not the analysis

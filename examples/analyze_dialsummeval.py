@@ -19,8 +19,13 @@ import os
 import time
 from pathlib import Path
 
-from humaneval_power.analyze import analyze
-from humaneval_power.analyze_report import analysis_figure, check_skipped, design_check, report_text
+from humaneval_power.completed_study import (
+    analysis_figure,
+    analyze,
+    check_skipped,
+    design_check,
+    report_text,
+)
 from humaneval_power.io import write_outputs
 from humaneval_power.plots import figure_writer
 

@@ -24,7 +24,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from humaneval_power.analyze import analyze
+from humaneval_power.completed_study import analyze
 from humaneval_power.designs import CrowdDesign
 from humaneval_power.engine import clopper_pearson
 from humaneval_power.processes import InvariantProcess

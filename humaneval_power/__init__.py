@@ -47,6 +47,8 @@ _EXPORTS = {
     "rank_table": "rankings",
     "parametric_draws": "rankings",
     "booktabs_table": "latex",
+    "analyze": "completed_study",
+    "analyze_judgments": "completed_study",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -82,7 +82,7 @@ def data_dir() -> Path:
     return path
 
 
-#: fits made by :func:`humaneval_power.analyze.analyze` under ``shared_analysis_fits``
+#: fits made by :func:`humaneval_power.completed_study.analyze` under ``shared_analysis_fits``
 _ANALYSIS_FITS: dict[tuple, tuple] = {}
 
 
@@ -96,9 +96,9 @@ def shared_analysis_fits(monkeypatch: pytest.MonkeyPatch) -> dict[tuple, tuple]:
     """
     import pandas as pd
 
-    from humaneval_power import analyze as analyze_module
+    from humaneval_power.completed_study import backends
 
-    fit_once = analyze_module._fit_once
+    fit_once = backends.fit_once
 
     def cached(frame: pd.DataFrame, spec: object, backend: str, kenward_roger: bool, progress: object) -> tuple:
         key = (tuple(frame.columns), pd.util.hash_pandas_object(frame).to_numpy().tobytes(), spec, backend,
@@ -107,5 +107,5 @@ def shared_analysis_fits(monkeypatch: pytest.MonkeyPatch) -> dict[tuple, tuple]:
             _ANALYSIS_FITS[key] = fit_once(frame, spec, backend, kenward_roger, progress)
         return _ANALYSIS_FITS[key]
 
-    monkeypatch.setattr(analyze_module, "_fit_once", cached)
+    monkeypatch.setattr(backends, "fit_once", cached)
     return _ANALYSIS_FITS

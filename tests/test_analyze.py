@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from humaneval_power.analyze import analyze
 from humaneval_power.cli import main
+from humaneval_power.completed_study import analyze
+from humaneval_power.completed_study.inference import fisher_ddf
 from humaneval_power.errors import InputError
-from humaneval_power.fitting.lmer_inference import fisher_ddf
 from humaneval_power.multiplicity import adjusted, emmeans_df, max_abs_t
 
 # lmerTest + emmeans on a data frame with the same coding as the lme4 backend's (integer-coded worker and

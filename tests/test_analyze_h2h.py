@@ -8,8 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from humaneval_power.analyze_h2h import analyze_judgments, bradley_terry, read_pairwise
 from humaneval_power.cli import main
+from humaneval_power.completed_study import (
+    analyze_judgments,
+    bradley_terry,
+    read_pairwise,
+)
 
 WMT_SYSTEMS = ["uedin-wmt13.2838", "online-B", "JHU.2684"]
 ORDER = WMT_SYSTEMS[:1] + sorted(WMT_SYSTEMS[1:])  # the baseline (first given), then the others sorted

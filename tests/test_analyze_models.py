@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from humaneval_power.analyze import analyze
 from humaneval_power.cli import main
+from humaneval_power.completed_study import analyze
 
 from .test_analyze import _check_f_and_means, _r_reference, _shared, any_result_frame
 
@@ -193,9 +193,9 @@ def test_ladder_steps_down_on_failure_and_convergence_warning(monkeypatch):
     """Each step of the maximal ladder says why it was left: a failed fit, then a convergence warning."""
     from dataclasses import replace
 
-    from humaneval_power import analyze as module
+    from humaneval_power.completed_study import backends as module
+    from humaneval_power.completed_study.backends import statsmodels_inference
     from humaneval_power.errors import InputError
-    from humaneval_power.fitting.lmer_inference import statsmodels_inference
 
     calls = []
 
@@ -208,7 +208,7 @@ def test_ladder_steps_down_on_failure_and_convergence_warning(monkeypatch):
             raw = replace(raw, warnings=("Model failed to converge with max|grad| = 0.0123 (tol = 0.002)",))
         return raw, inference
 
-    monkeypatch.setattr(module, "_fit_once", fake_fit)
+    monkeypatch.setattr(module, "fit_once", fake_fit)
     result = analyze(_toy_bayes(), random="maximal", backend="lme4")
     assert calls == [True, False, False] and result.fitted_structure == "invariant" and result.model == INVARIANT
     assert result.steps[0].startswith("maximal model `score ~ system + (system | worker) + (system | item)`: "

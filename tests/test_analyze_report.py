@@ -8,9 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from humaneval_power.analyze import analyze
-from humaneval_power.analyze_report import design_check, report_text
 from humaneval_power.cli import main
+from humaneval_power.completed_study import analyze, design_check, report_text
 from humaneval_power.designs import CrowdDesign
 from humaneval_power.processes import InvariantProcess
 
@@ -121,7 +120,7 @@ def test_design_check_skipped_on_a_costly_layout(result, tmp_path):
     """More worker and worker x system effects than MAX_WORKER_EFFECTS: no check, and the report says why."""
     from dataclasses import replace
 
-    from humaneval_power.analyze_report import MAX_WORKER_EFFECTS, check_skipped
+    from humaneval_power.completed_study.report import MAX_WORKER_EFFECTS, check_skipped
 
     assert check_skipped(result) == ""
     frame = pd.concat([result.data.frame] * 3, ignore_index=True)

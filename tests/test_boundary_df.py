@@ -140,7 +140,7 @@ def test_near_singular_real_study_equals_lmertest_emmeans(data_dir, lmertest_df,
     default 41.14); the no-R analysis's df (41.42, at the exact optimum) lies in that range and equals lmerTest's
     at the same theta; the analysis's pairs equal emmeans' estimates and SEs.
     """
-    from humaneval_power.analyze import analyze
+    from humaneval_power.completed_study import analyze
 
     ratings = pd.read_csv(data_dir / "dialsummeval_expert" / "ratings.csv", dtype={"item": str, "score": float})
     sub = ratings[(ratings.dimension == "coherence") & ratings.system.isin(list("HJK"))]

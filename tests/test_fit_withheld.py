@@ -15,7 +15,7 @@ from tests.test_separation import separated_judgments
 @pytest.mark.slow  # R startup and five glmer fits: about 8 s
 @pytest.mark.parametrize("ties", ["drop"])
 def test_fit_withholds_exactly_the_pairs_analyze_withholds(tmp_path, capsys, lme4_backend, ties: str) -> None:
-    from humaneval_power.analyze_h2h import analyze_judgments
+    from humaneval_power.completed_study import analyze_judgments
 
     frame = separated_judgments()
     path = tmp_path / "pairs.csv"

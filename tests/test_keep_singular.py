@@ -30,7 +30,7 @@ def relevance_abc(data_dir) -> pd.DataFrame:
 def test_keep_singular_equals_lmertest_emmeans_maximal(relevance_abc, lme4_backend) -> None:
     """DialSummEval expert relevance, A B C: the maximal fit is singular (docs/analyze.md: the ladder steps down
     twice); kept, its pairs are lmerTest + emmeans' on `(system | worker) + (system | item)`."""
-    from humaneval_power.analyze import analyze
+    from humaneval_power.completed_study import analyze
 
     kept = analyze(relevance_abc, systems=list("ABC"), random="maximal", keep_singular=True, adjust="none")
     assert kept.steps == () and kept.fitted_structure == "maximal" and kept.singular
@@ -53,7 +53,7 @@ def test_keep_singular_equals_lmertest_emmeans_maximal(relevance_abc, lme4_backe
 
 @pytest.mark.parametrize("random", ["invariant", "slopes"])
 def test_keep_singular_needs_maximal(random: str) -> None:
-    from humaneval_power.analyze import analyze
+    from humaneval_power.completed_study import analyze
 
     with pytest.raises(InputError, match="--keep-singular applies to --random maximal"):
         analyze(pd.DataFrame({"worker": [1], "item": [1], "system": ["A"], "score": [1.0]}), random=random,

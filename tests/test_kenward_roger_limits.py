@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from humaneval_power.errors import InputError
-from humaneval_power.fitting.lmer_inference import (
+from humaneval_power.completed_study.backends import (
     KR_MAX_RATINGS,
     check_kenward_roger,
     kenward_roger_cost,
 )
+from humaneval_power.errors import InputError
 
 
 @settings(max_examples=300, deadline=None)
@@ -42,7 +42,7 @@ def _ratings(workers: int, items: int, systems: int = 3, seed: int = 0) -> pd.Da
 @pytest.mark.parametrize("backend", ["lme4", "statsmodels"])
 def test_analyze_refuses_before_fitting(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Above the limit the refusal comes before R or the no-R solver starts (no 150 s, 4 GB start, 135 s stop)."""
-    from humaneval_power import analyze as analyze_module
+    from humaneval_power import completed_study as analyze_module
     from humaneval_power.fitting import lme4, statsmodels_lmm
 
     def never(*args, **kwargs):

@@ -2,8 +2,8 @@
 plogis(log-odds) = decisive probability or expected score by tie policy (analysis). Review of issue 23."""
 from __future__ import annotations
 
-from humaneval_power.analyze_h2h import p_win_text
 from humaneval_power.cli import build_parser
+from humaneval_power.completed_study.judgments import p_win_text
 
 
 def _help(*argv: str) -> str:

@@ -53,7 +53,7 @@ def test_progress_is_plain_lines_off_a_terminal(monkeypatch, capsys) -> None:
 
 
 def test_crossing_counts_repeats_instead_of_calling_a_crossed_group_partial() -> None:
-    from humaneval_power.analyze import design_summary
+    from humaneval_power.completed_study import design_summary
     from humaneval_power.fitting.ratings import read_ratings
 
     crossing = {}
@@ -71,8 +71,7 @@ def test_crossing_counts_repeats_instead_of_calling_a_crossed_group_partial() ->
                                           ("fdr", "Bonferroni-adjusted"), ("tukey", "Tukey-adjusted"),
                                           ("none", "unadjusted")])
 def test_contrast_plot_names_the_interval_adjustment_and_wraps(adjust: str, kind: str) -> None:
-    from humaneval_power.analyze import analyze
-    from humaneval_power.analyze_report import analysis_figure
+    from humaneval_power.completed_study import analysis_figure, analyze
     from humaneval_power.plots import TITLE_CHARS
 
     result = analyze(_crossed(systems="ABC", sd_worker_system=0.2), backend="statsmodels", adjust=adjust)

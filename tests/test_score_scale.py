@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from humaneval_power.analyze import analyze
 from humaneval_power.cli import main
+from humaneval_power.completed_study import analyze
 from humaneval_power.errors import InputError
 from humaneval_power.validation import SCORE_SPREAD
 

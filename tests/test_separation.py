@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from humaneval_power.analyze_h2h import WALD_COLUMNS
+from humaneval_power.completed_study.judgments import WALD_COLUMNS
 from humaneval_power.fitting.judgments import MIN_SE_RATIO, withheld_reason
 
 WITHHELD = [*WALD_COLUMNS, "p_adjusted", "ci_low", "ci_high", "p_win"]
@@ -55,8 +55,8 @@ def _check_withheld(res, withheld: set[tuple[str, str]]) -> None:
 @pytest.mark.r
 def test_synthetic_quasi_separated_pair_withheld(lme4_backend) -> None:
     """C vs A is quasi-separated: no log-odds, test or interval; the other pairs' Holm p count it at p = 1."""
+    from humaneval_power.completed_study import analyze_judgments
     from humaneval_power.multiplicity import adjust_pvalues
-    from humaneval_power.analyze_h2h import analyze_judgments
 
     res = analyze_judgments(separated_judgments(), worker="worker", item="item", baseline="A", ties="drop")
     _check_withheld(res, {("C", "A")})
@@ -73,7 +73,7 @@ def test_synthetic_quasi_separated_pair_withheld(lme4_backend) -> None:
 def test_wmt13_quasi_separated_pair_withheld(data_dir, lme4_backend) -> None:
     """WMT13 fr-en, ties dropped: uedin-wmt13 vs Shef-wproa (win rate 0.77) fits an item SD of 13.5 on the
     log-odds scale and a p of 6e-57 (p_win 0.9997); it is withheld, with the reason."""
-    from humaneval_power.analyze_h2h import analyze_judgments
+    from humaneval_power.completed_study import analyze_judgments
 
     res = analyze_judgments(data_dir / "wmt13_fren_rankings" / "pairs.csv", worker="judge", item="segment",
                             systems=["Shef-wproa.2780", "uedin-wmt13.2838"], ties="drop")

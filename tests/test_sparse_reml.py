@@ -89,7 +89,7 @@ def test_sparse_analysis_equals_lmertest_emmeans(monkeypatch, lme4_backend):
     tests/test_analyze.py)."""
     import pandas as pd
 
-    from humaneval_power.analyze import analyze
+    from humaneval_power.completed_study import analyze
     from humaneval_power.designs import CrowdDesign
     from humaneval_power.processes import InvariantProcess
     from tests.test_analyze import (

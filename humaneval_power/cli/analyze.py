@@ -13,7 +13,7 @@ TABLE = ["system", "versus", "estimate", "se", "df", "t", "p_value", "p_adjusted
 
 def add_parser(sub: Any, name: str, text: str) -> None:
     """The ``analyze`` command."""
-    from ..analyze import BACKENDS, CONTRASTS, DF_METHODS, RANDOM
+    from ..completed_study import BACKENDS, CONTRASTS, DF_METHODS, RANDOM
     from ..multiplicity import ADJUSTMENTS
 
     p = sub.add_parser(name, help=text, description=text)
@@ -55,7 +55,7 @@ def add_parser(sub: Any, name: str, text: str) -> None:
 
 
 def add_report_options(p: Any) -> None:
-    """--plot, --sims and the head-to-head options (``--family binomial``, humaneval_power.analyze_h2h)."""
+    """--plot, --sims and the head-to-head options (``--family binomial``, humaneval_power.completed_study.judgments)."""
     from ..validation import TIE_POLICIES
     from .common import non_negative
 
@@ -76,7 +76,7 @@ def add_report_options(p: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``hepower analyze``."""
-    from ..analyze import analyze
+    from ..completed_study import analyze
     from ..io import check_output_paths
 
     out, report, plot = check_output_paths(*output_options(args))
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 def output_options(args: argparse.Namespace) -> list[tuple[Any, tuple[str, ...], str]]:
     """(path, formats, option) of --out, --report and --plot; --sims 0 or at least 20."""
-    from ..analyze_report import MIN_SIMS, REPORT_FORMATS
+    from ..completed_study import MIN_SIMS, REPORT_FORMATS
     from ..errors import InputError
     from ..io import PLOT_FORMATS
 
@@ -115,7 +115,7 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
 
     import pandas as pd
 
-    from ..analyze_report import check_skipped, design_check, figure_of, report_text
+    from ..completed_study import check_skipped, design_check, figure_of, report_text
     from ..io import check_output_paths, json_records, table_writer, write_outputs
     from ..plots import figure_writer
 
@@ -145,7 +145,7 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
 
 def run_judgments(args: argparse.Namespace) -> int:
     """``--family binomial``: refuse the ratings-only options, then analyse the judgments."""
-    from ..analyze_h2h import analyze_judgments
+    from ..completed_study import analyze_judgments
     from ..errors import InputError
 
     gaussian_only = {"--score": args.score, "--system": args.system, "--scale": args.scale,

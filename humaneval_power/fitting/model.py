@@ -179,7 +179,7 @@ def fit_pilot(
                        "steeply with their number (a 21-system crowd study, 42 components, did not finish in 50 min); "
                        "the default invariant model has 4 whatever the number of systems")
     options.report("checking which variance components the design identifies")
-    dropped, unident = _identifiable(design, frame)
+    dropped, unident = components_to_drop(design, frame)
 
     def fit_once(corr: bool, drop: frozenset) -> RawFit:
         options.report(f"fitting {design.formula(corr, drop)} ({backend})")
@@ -219,7 +219,7 @@ def fit_pilot(
                      build_records(data, design, raw, correlated), unident)
 
 
-def _identifiable(design: Design, frame: pd.DataFrame) -> tuple[list[tuple[str, str, str]], tuple[str, ...]]:
+def components_to_drop(design: Design, frame: pd.DataFrame) -> tuple[list[tuple[str, str, str]], tuple[str, ...]]:
     """Components to leave out because the design cannot separate them (``dropped`` entries), and why, in words.
 
     Checked before fitting (:mod:`.identifiability`): fitting them anyway gives an

@@ -4,7 +4,7 @@
 # With kenward_roger = TRUE also pbkrtest's adjusted covariance (vcovAdj, what emmeans'
 # lmer.df = "kenward-roger" and lmerTest's ddf = "Kenward-Roger" use) with its P list and W matrix,
 # from which Python computes pbkrtest's Lb_ddf and KRmodcomp.
-# Loaded on demand by humaneval_power/fitting/lmer_inference.py, after fit.R.
+# Loaded on demand by humaneval_power/completed_study/backends.py (lme4_inference), after fit.R.
 
 hepower_analyze_lmm <- function(data, formula, kenward_roger = FALSE) {
   warns <- new.env()

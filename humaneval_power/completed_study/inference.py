@@ -1,4 +1,4 @@
-"""lmerTest's Satterthwaite inference for any linear function of the fixed effects, from either backend.
+"""Inference on the fixed effects of a completed study's fit: the F test, marginal means, adjusted contrasts.
 
 lmerTest keeps four things from a REML fit: the fixed effects ``beta``, their
 covariance ``V``, the covariance of the variance parameters ``A`` (``vcov_varpar``,
@@ -12,26 +12,52 @@ over varpar = (theta..., sigma)) and the Jacobian ``J_k = dV/dvarpar_k``. From t
   own ``nu_m`` as above and the denominator df is ``2E / (E - q)``,
   ``E = sum(nu_m / (nu_m - 2))`` (2 if any ``nu_m <= 2``; their mean if all equal).
 
-:func:`lme4_inference` reads the four from lmerTest itself (``r_bridge/analyze.R``);
-:func:`statsmodels_inference` computes them with the no-R solver of :mod:`.vc_reml`
-(the Jacobian exactly, ``A`` as :meth:`~.vc_reml.CrossedComponentsModel.satterthwaite` does).
+The lme4 backend reads the four from lmerTest itself (``r_bridge/analyze.R``); the no-R
+backend computes them with the solver of :mod:`humaneval_power.fitting.vc_reml` (the Jacobian
+exactly, ``A`` as its ``CrossedComponentsModel.satterthwaite`` does): :mod:`.backends`.
 
 :class:`KenwardRogerInference` is the same interface with pbkrtest's Kenward-Roger method
 (what lmerTest's ``ddf = "Kenward-Roger"`` and emmeans' ``lmer.df = "kenward-roger"`` call):
 the adjusted covariance ``Phi_A`` (``vcovAdj``) replaces ``V`` in every SE and F statistic,
 and the df are ``Lb_ddf`` / ``KRmodcomp``'s from ``V``, ``Phi_A``'s ``P`` list and ``W``.
+
+:func:`marginal_means` and :func:`contrast_table` give emmeans' estimated marginal means and
+contrasts from either, the contrasts adjusted over their family by
+:func:`humaneval_power.multiplicity.adjusted`.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from .types import LmmSpec, RawFit
+from ..contrasts import family_pairs
+from ..multiplicity import adjusted
+
+CONTRASTS = ("pairs", "baseline")
+DF_METHODS = ("satterthwaite", "kenward-roger")
+#: each df method in words (summary, methods paragraph)
+DF_TEXT = {"satterthwaite": "Satterthwaite's method as in lmerTest",
+           "kenward-roger": "Kenward and Roger's method as in pbkrtest (standard errors from its adjusted covariance), "
+                            "as lmerTest's ddf = \"Kenward-Roger\" and emmeans' lmer.df = \"kenward-roger\""}
+DF_NAMES = {"satterthwaite": "Satterthwaite", "kenward-roger": "Kenward-Roger"}
+#: how each adjustment is computed, and its family, in words (summary, report, docs)
+ADJUST_TEXT = {
+    "holm": "Holm's step-down (family-wise error) over the {n} contrasts; intervals Bonferroni-adjusted",
+    "bonferroni": "Bonferroni over the {n} contrasts",
+    "fdr": "Benjamini-Hochberg false discovery rate over the {n} contrasts; intervals Bonferroni-adjusted",
+    "tukey": "Tukey's studentized range for the {k} means (each contrast with its own df)",
+    "dunnett": "single-step multivariate t over the {n} contrasts with their estimated correlation "
+               "(emmeans' mvt; Dunnett's test for contrasts with a baseline), Monte Carlo, seed {seed}",
+    "none": "none ({n} unadjusted tests)",
+}
+#: how each adjustment's intervals are adjusted (plot titles): holm and fdr intervals are Bonferroni's
+INTERVAL_TEXT = {"holm": "Bonferroni-adjusted", "bonferroni": "Bonferroni-adjusted", "fdr": "Bonferroni-adjusted",
+                 "tukey": "Tukey-adjusted", "dunnett": "mvt-adjusted", "none": "unadjusted"}
 
 #: lmerTest's rank tolerance for the F test: sqrt(.Machine$double.eps)
 RANK_EPS = math.sqrt(np.finfo(float).eps)
@@ -49,7 +75,8 @@ class FixedEffectsInference:
     def _df(self, rows: np.ndarray, variances: np.ndarray) -> np.ndarray:
         grads = np.einsum("ip,kpq,iq->ik", rows, self.jacobian, rows)
         denom = np.einsum("ik,kl,il->i", grads, self.vcov_varpar, grads)
-        return np.divide(2 * variances**2, denom, out=np.full(len(rows), np.inf), where=denom > 0)
+        df: np.ndarray = np.divide(2 * variances**2, denom, out=np.full(len(rows), np.inf), where=denom > 0)
+        return df
 
     def contrasts(self, rows: np.ndarray) -> pd.DataFrame:
         """estimate, se, df (Satterthwaite), t and two-sided p of each row of ``rows`` (lmerTest's contest1D)."""
@@ -146,86 +173,6 @@ def fisher_ddf(nu: np.ndarray, tol: float = 1e-8) -> float:
     return 2 * e / (e - len(nu))
 
 
-#: Kenward-Roger is dense in the ratings. pbkrtest's ``vcovAdj`` holds Sigma^-1, its Cholesky factor, a
-#: transpose and ``G_r Sigma^-1`` for each of the m variance parameters (m + 3 matrices of n x n doubles);
-#: the no-R ``kenward_roger_dense`` holds four. Time grows as n^3: measured on 2 shared cores, pbkrtest 11 s at
-#: 900 ratings and 49 s at 1,500 (1.5e-8 n^3 s), the no-R code 1-3 s at 900 (4e-9 n^3 s).
-KR_SECONDS_PER_CUBE = {"lme4": 1.5e-8, "statsmodels": 4e-9}
-#: above this many ratings --df kenward-roger is refused: lme4 (pbkrtest) ~7 min and 0.6 GB at 3,000 for the
-#: invariant model, the no-R code ~4 min and 0.5 GB at 4,000
-KR_MAX_RATINGS = {"lme4": 3000, "statsmodels": 4000}
-
-
-def kenward_roger_cost(n: int, parameters: int, backend: str) -> tuple[float, float]:
-    """Estimated peak memory (bytes) and time (seconds) of Kenward-Roger's adjusted covariance on ``n`` ratings
-    with ``parameters`` variance parameters (the residual's included)."""
-    matrices = parameters + 3 if backend == "lme4" else 4
-    return 8.0 * n * n * matrices, KR_SECONDS_PER_CUBE[backend] * float(n) ** 3
-
-
-def variance_parameters(spec: LmmSpec) -> int:
-    """The model's variance parameters, the residual's included (a correlated term of t effects has t(t+1)/2)."""
-    sizes = [sum(1 for h, _ in spec.components if h == g) for g in dict.fromkeys(g for g, _ in spec.components)]
-    return 1 + (sum(t * (t + 1) // 2 for t in sizes) if spec.correlated else sum(sizes))
-
-
-def check_kenward_roger(n: int, parameters: int, backend: str) -> str:
-    """Refuse Kenward-Roger above ``KR_MAX_RATINGS[backend]`` ratings with the estimated cost; below, the
-    estimate in words (for a progress line)."""
-    from ..engine import _duration
-    from ..errors import InputError
-
-    memory, seconds = kenward_roger_cost(n, parameters, backend)
-    what = "pbkrtest's vcovAdj (lme4)" if backend == "lme4" else "Kenward-Roger without R"
-    cost = (f"{what} builds dense {n} x {n} matrices of the ratings: about {memory / 1e9:.2g} GB and "
-            f"{_duration(seconds)} (estimated)")
-    if n > KR_MAX_RATINGS[backend]:
-        other = "statsmodels" if backend == "lme4" else "lme4"
-        alt = f"--backend {other} or " if n <= KR_MAX_RATINGS[other] else ""
-        raise InputError(f"--df kenward-roger: {cost}, over the limit of {KR_MAX_RATINGS[backend]:,} ratings; "
-                         f"use {alt}--df satterthwaite")
-    return cost
-
-
-def lme4_inference(frame: pd.DataFrame, spec: LmmSpec, kenward_roger: bool = False,
-                   progress: Any = None) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
-    """Fit ``spec`` by REML with lme4 + lmerTest; the fit and lmerTest's own beta, V, J and A
-    (``kenward_roger``: pbkrtest's adjusted covariance instead, :class:`KenwardRogerInference`, refused
-    above ``KR_MAX_RATINGS`` with its estimated cost, which ``progress`` hears of below it)."""
-    from rpy2.rinterface_lib.embedded import RRuntimeError
-
-    from ..errors import InputError
-    from . import lme4
-
-    if kenward_roger:
-        cost = check_kenward_roger(len(frame), variance_parameters(spec), "lme4")
-        if progress is not None:
-            progress(cost)
-    ro = lme4._r()
-    if not ro.r('exists("hepower_analyze_lmm")')[0]:
-        ro.r["source"](str(lme4.r_bridge_dir() / "analyze.R"))
-    try:
-        with lme4.r_interruptible():
-            res = ro.r["hepower_analyze_lmm"](lme4._data_frame({c: frame[c].to_numpy() for c in frame.columns}),
-                                              spec.formula, kenward_roger)
-    except RRuntimeError as exc:
-        raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
-    raw = lme4._raw_fit(res, "gaussian", "none")
-    p = len(raw.coefficients)
-    m = int(res.rx2("n_jac")[0])
-    arr = {name: np.asarray(list(res.rx2(name)), float) for name in ("beta", "vcov_beta", "jac", "vcov_varpar")}
-    if kenward_roger:
-        k = int(res.rx2("kr_n")[0])
-        kr = {name: np.asarray(list(res.rx2(name)), float) for name in ("vcov_adj", "kr_p", "kr_w")}
-        return raw, KenwardRogerInference(arr["beta"], arr["vcov_beta"].reshape(p, p, order="F"),
-                                          kr["vcov_adj"].reshape(p, p, order="F"),
-                                          kr["kr_p"].reshape(k, p, p).transpose(0, 2, 1), kr["kr_w"].reshape(k, k, order="F"))
-    jac = arr["jac"].reshape(m, p, p).transpose(0, 2, 1)  # each matrix column-major
-    inference = FixedEffectsInference(arr["beta"], arr["vcov_beta"].reshape(p, p, order="F"), jac,
-                                      arr["vcov_varpar"].reshape(m, m, order="F"))
-    return raw, inference
-
-
 def kenward_roger_dense(x: np.ndarray, beta: np.ndarray, z: Any, component: np.ndarray, variances: np.ndarray,
                         sigma2: float) -> KenwardRogerInference:
     """pbkrtest's ``vcovAdj`` for a variance-components model, without R (dense in the ratings).
@@ -264,23 +211,59 @@ def kenward_roger_dense(x: np.ndarray, beta: np.ndarray, z: Any, component: np.n
     return KenwardRogerInference(np.asarray(beta, float), phi, phi + 2 * phi @ u @ phi, p_list, w)
 
 
-def statsmodels_inference(frame: pd.DataFrame, spec: LmmSpec, progress: Any = None,
-                          kenward_roger: bool = False) -> tuple[RawFit, FixedEffectsInference | KenwardRogerInference]:
-    """Fit ``spec`` without R (:func:`.statsmodels_lmm.fit_components`); its beta, V, exact J and A
-    (:meth:`~.vc_reml.CrossedComponentsModel.satterthwaite`, from the fit itself: nothing is refitted).
-    ``kenward_roger``: :func:`kenward_roger_dense` at the same optimum instead.
+#: the inference of either df method (both offer ``beta``, ``vcov``, ``contrasts(rows)`` and ``f_test(rows)``)
+Inference = FixedEffectsInference | KenwardRogerInference
+
+
+def anova_rows(design: Any, frame: pd.DataFrame) -> np.ndarray:
+    """The hypothesis "all systems equal" in lmerTest's basis (its type I = type III rows for one factor).
+
+    contestMD's F does not depend on the basis of the hypothesis but its denominator df does
+    (unless the design is balanced): lmerTest takes the rows of the system columns of ``t(L)``,
+    ``X'X = LU`` (Doolittle, no pivoting), i.e. the unit lower factor of ``X'X = L D L'``.
     """
-    from .statsmodels_lmm import fit_components
+    x = np.column_stack([np.ones(len(frame))] + [frame[c].to_numpy(float) for c in design.columns])
+    chol = np.linalg.cholesky(x.T @ x)
+    lower: np.ndarray = chol / np.diag(chol)
+    lower[np.abs(lower) < 1e-6] = 0.0  # as lmerTest's doolittle()
+    return lower.T[1:]
 
-    if kenward_roger:
-        cost = check_kenward_roger(len(frame), variance_parameters(spec), "statsmodels")
-        if progress is not None:
-            progress(cost)
-    raw, model, fit, satt = fit_components(frame, spec.columns, spec.components, intervals="none", progress=progress)
-    if kenward_roger:
-        from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(1):
-            return raw, kenward_roger_dense(model.x, fit.beta, model.z, model.component, fit.gamma * fit.sigma2,
-                                            fit.sigma2)
-    return raw, FixedEffectsInference(fit.beta, fit.beta_cov, satt.jacobian, satt.vcov_varpar)
+def family_indices(systems: Sequence[str], contrasts: str) -> list[tuple[int, int]]:
+    """(system, versus) index pairs: each system against the first, or all pairs (later minus earlier)."""
+    return [(upper, lower) for lower, upper in family_pairs(contrasts, len(systems))]
+
+
+def marginal_means(inference: Inference, rows: np.ndarray, names: Sequence[str], counts: pd.Series,
+                   level: float) -> pd.DataFrame:
+    """emmeans' estimated marginal mean of each system (``rows``: its fixed-effect row) with its interval."""
+    from scipy import stats
+
+    emm = inference.contrasts(rows)
+    half = stats.t.ppf(1 - (1 - level) / 2, emm["df"]) * emm["se"]
+    return pd.DataFrame({"system": names, "emmean": emm["estimate"], "se": emm["se"], "df": emm["df"],
+                         "ci_low": emm["estimate"] - half, "ci_high": emm["estimate"] + half,
+                         "n_ratings": [int(counts[s]) for s in names]})
+
+
+def contrast_table(inference: Inference, rows: np.ndarray, names: Sequence[str], contrasts: str, adjust: str,
+                   level: float, seed: int, rating_sd: float,
+                   report: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+    """The family ``contrasts`` of differences between system means (``rows``: each system's fixed-effect row):
+    estimate, se, df, t, p, p adjusted by ``adjust`` over the family with its intervals, and the effect size
+    (the difference over ``rating_sd``)."""
+    pairs = family_indices(names, contrasts)
+    diffs = np.array([rows[a] - rows[b] for a, b in pairs])
+    con = inference.contrasts(diffs)
+    cov = diffs @ inference.vcov @ diffs.T
+    corr = cov / np.outer(np.sqrt(np.diag(cov)), np.sqrt(np.diag(cov)))
+    report(f"{adjust} adjustment of {len(pairs)} contrasts")
+    p_adj, crit = adjusted(con["t"].to_numpy(), con["df"].to_numpy(), con["p_value"].to_numpy(), corr, adjust,
+                           len(names), level, seed)
+    table = pd.DataFrame({"system": [names[a] for a, _ in pairs], "versus": [names[b] for _, b in pairs]})
+    table = pd.concat([table, con], axis=1)
+    table["p_adjusted"] = p_adj
+    table["ci_low"] = table["estimate"] - crit * table["se"]
+    table["ci_high"] = table["estimate"] + crit * table["se"]
+    table["effect_size"] = table["estimate"] / rating_sd
+    return table

@@ -17,13 +17,18 @@ import base64
 import html
 import io
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from ..errors import InputError
+from .backends import get_backend
+from .inference import DF_NAMES, INTERVAL_TEXT
+from .model_ladder import RANDOM_TEXT
 
 REPORT_FORMATS = (".md", ".html")
 #: fewer workers than this: the worker components rest on few levels, and the report says so
@@ -108,10 +113,10 @@ def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callab
     """Simulate the analysed design under its fitted components: Type-I error of one pair's t test and the
     MDE at 80% power of the analysis' adjusted test (``holm``/``bonferroni``/``none`` as analysed; the
     others, which the planner does not simulate, by Bonferroni, a conservative stand-in)."""
-    from .analyses import ADJUSTMENTS
-    from .designs import PilotDesign
-    from .processes import InvariantProcess
-    from .scenarios.likert import likert_mde, likert_power
+    from ..analyses import ADJUSTMENTS
+    from ..designs import PilotDesign
+    from ..processes import InvariantProcess
+    from ..scenarios.likert import likert_mde, likert_power
 
     if result.data is None:
         raise InputError("the design check needs the analysed ratings (an AnalysisResult from analyze())")
@@ -148,7 +153,7 @@ def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callab
 
 def analysis_figure(result: Any) -> Any:
     """Marginal means (left) and the contrasts with their adjusted intervals (right, a forest plot)."""
-    from .plots import plot_intervals
+    from ..plots import plot_intervals
 
     unit = "score (rescaled to [0, 1])" if result.scale else "score"
     label = result.contrasts["system"] + " - " + result.contrasts["versus"]
@@ -161,8 +166,6 @@ def analysis_figure(result: Any) -> Any:
         return plot_intervals([(means, f"posterior means, {result.level:.0%} HDI", unit, None),
                                (con, f"contrasts, {result.level:.0%} HDI", f"difference in {unit}", 0.0)],
                               title=Path(result.source).name)
-    from .analyze import INTERVAL_TEXT
-
     alpha = 1 - result.level
     means = result.means.rename(columns={"system": "label", "emmean": "estimate"})
     con = result.contrasts.assign(label=label, significant=result.contrasts["p_adjusted"] <= alpha)
@@ -208,11 +211,9 @@ def warnings_of(result: Any, check: DesignCheck | None, skipped: str = "") -> li
     return out
 
 
-def _model_text(result: Any) -> str:
+def _model_paragraph(result: Any) -> str:
     """The report's "Model and why" paragraph."""
-    from .analyze import DF_NAMES, RANDOM_TEXT
-
-    engine = {"lme4": "lme4 + lmerTest in R", "statsmodels": "the no-R solver"}.get(result.backend, result.backend)
+    engine = get_backend(result.backend).report_text or result.backend
     fitted = result.fitted_structure
     why = (" The model is coding-invariant: every system shares the same five variance components, whichever "
            "system is the baseline." if fitted == "invariant" else
@@ -228,7 +229,7 @@ def _model_text(result: Any) -> str:
 
 def report_sections(result: Any, check: DesignCheck | None = None, skipped: str = "") -> tuple[str, list[Section]]:
     """Title and sections of the report of any analysis (``--family binomial``, ``--by`` and bambi included)."""
-    own = getattr(result, "report_sections", None)
+    own: Callable[[DesignCheck | None], tuple[str, list[Section]]] | None = getattr(result, "report_sections", None)
     if own is not None:
         return own(check)
     if hasattr(result, "results"):  # --by: each group's sections, titled with its group
@@ -246,26 +247,24 @@ def report_sections(result: Any, check: DesignCheck | None = None, skipped: str 
         if result.notes:
             sections.append(("Warnings", ["\n".join(f"- {n}" for n in result.notes)]))
         return f"Bayesian analysis of {Path(result.source).name}", sections
-    from .analyze import DF_NAMES
-
     o = result.omnibus.iloc[0]
-    model_text = _model_text(result)
+    model_text = _model_paragraph(result)
     methods = result.methods() + (" " + check.sentences() if check else "")
     means = result.means.rename(columns={"emmean": "mean"})
     scale = (f" Scores were rescaled from [{result.scale[0]:g}, {result.scale[1]:g}] to [0, 1]."
              if result.scale else "")
-    sections: list[Section] = [
+    sections = [
         ("Methods (for the paper)", [methods]),
         ("Design", [result.design]),
         ("Model and why", [model_text]),
         ("ANOVA: all systems equal", [result.omnibus.rename(columns={"test": "hypothesis"}),
-                                      f"F({o.num_df:.0f}, {o.den_df:.4g}) = {o.F:.4g}, p = {o.p_value:.3g} "
-                                      f"({DF_NAMES[result.df_method]} denominator df)."]),
+                                      (f"F({o.num_df:.0f}, {o.den_df:.4g}) = {o.F:.4g}, p = {o.p_value:.3g} "
+                                      f"({DF_NAMES[result.df_method]} denominator df).")]),
         (f"Estimated marginal means ({result.level:.0%} intervals)", [means, analysis_figure(result)]),
         ("Contrasts", [f"Family: {result.family}; adjustment: {result.adjustment_text()}. effect_size = difference "
                        "/ SD of a single rating." + scale, result.contrasts,
-                       "The figure above shows the contrasts' adjusted intervals (right; filled: significant "
-                       "after adjustment)."]),
+                       ("The figure above shows the contrasts' adjusted intervals (right; filled: significant "
+                       "after adjustment).")]),
         ("Variance components", [result.components]),
     ]
     if check:
@@ -287,6 +286,16 @@ def check_report_path(path: str | Path, option: str = "--report") -> Path:
     return Path(path)
 
 
+def markdown_table(table: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table (floats to 4 significant digits)."""
+    def cell(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
+
+    lines = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return "" if math.isnan(v) else f"{v:.4g}"
@@ -295,15 +304,13 @@ def _cell(v: Any) -> str:
 
 def render(title: str, sections: Sequence[Section], fmt: str) -> str:
     """The report as Markdown (``md``) or a self-contained HTML page (``html``)."""
-    from .analyze import _markdown_table
-
     if fmt == "md":
         out = [f"# {title}", ""]
         for name, blocks in sections:
             out += [f"## {name}", ""]
             for b in blocks:
                 if isinstance(b, pd.DataFrame):
-                    out += [_markdown_table(b), ""]
+                    out += [markdown_table(b), ""]
                 elif isinstance(b, str):
                     out += [b, ""]
                 else:

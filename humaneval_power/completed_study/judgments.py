@@ -15,15 +15,17 @@ likelihood for split ties), abilities relative to the baseline with Wald interva
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .validation import TIE_POLICIES, check_choice
+from ..errors import InputError
+from ..validation import TIE_POLICIES, check_choice
+from .inference import INTERVAL_TEXT
 
 #: |ability| beyond this (log-odds against the baseline) marks a Bradley-Terry fit as quasi-separated
 MAX_ABILITY = 10.0
@@ -103,8 +105,7 @@ class JudgmentAnalysis:
 
     def figure(self) -> Any:
         """The Bradley-Terry abilities (left, with more than two systems) and the pairwise log-odds (right)."""
-        from .analyze import INTERVAL_TEXT
-        from .plots import plot_intervals
+        from ..plots import plot_intervals
 
         pairs = self.pairs.assign(label=self.pairs["system"] + " vs " + self.pairs["versus"],
                                   estimate=self.pairs["log_odds"],
@@ -119,7 +120,7 @@ class JudgmentAnalysis:
         return plot_intervals(panels, title=Path(self.source).name)
 
     def report_sections(self, check: Any = None) -> tuple[str, list[tuple[str, list[Any]]]]:
-        """Title and sections of the report (see :mod:`humaneval_power.analyze_report`)."""
+        """Title and sections of the report (see :mod:`.report`)."""
         sections: list[tuple[str, list[Any]]] = [
             ("Methods (for the paper)", [self.methods()]),
             ("Design", [self.design]),
@@ -152,8 +153,8 @@ def read_pairwise(source: str | Path | pd.DataFrame, worker: str | None = None, 
     Returns the system order (baseline first), ``{(i, j): frame}`` for i < j with ``score`` 1 when system j
     won, 0 when it lost, 1/2 for a tie, and the source's name. Pairs never compared are absent.
     """
-    from .fitting.ratings import judged_systems, read_judgments
-    from .io import apply_filters, read_table, resolve_column
+    from ..fitting.ratings import judged_systems, read_judgments
+    from ..io import apply_filters, read_table, resolve_column
 
     raw, name, _ = read_table(source)
     raw = apply_filters(raw, where)
@@ -235,9 +236,9 @@ def analyze_judgments(
     """Win rates, a logistic GLMM per pair (lme4), adjusted over the pairs, and a Bradley-Terry ranking."""
     from scipy import stats
 
-    from .multiplicity import SEPARATE, adjust_pvalues
-    from .fitting.judgments import FORMULA, separation_reason, withheld_reason
-    from .fitting.lme4 import available, fit_glmm
+    from ..fitting.judgments import FORMULA, separation_reason, withheld_reason
+    from ..fitting.lme4 import available, fit_glmm
+    from ..multiplicity import SEPARATE, adjust_pvalues
 
     check_choice("ties policy", ties, TIE_POLICIES)
     check_choice("adjustment (head-to-head pairs are fitted separately: no joint tukey or dunnett)", adjust,

@@ -1,0 +1,336 @@
+"""Analyse a completed human evaluation: one mixed model across all systems, adjusted contrasts.
+
+:func:`analyze` fits the coding-invariant model
+
+    score ~ system + (1 | worker) + (1 | worker:system) + (1 | item) + (1 | item:system)
+
+by REML (lme4 + lmerTest, or the no-R solver) and gives what lmerTest + emmeans
+give for it: the F test of "all systems equal" with Satterthwaite denominator df
+(lmerTest's ``anova``), the estimated marginal mean of every system with its
+interval, and contrasts (all pairs, or each system against the baseline) with
+per-contrast Satterthwaite df and p-values adjusted over the family of
+contrasts (``holm``, ``bonferroni``, ``fdr`` (Benjamini-Hochberg), ``tukey``
+(studentized range, all pairs only), ``dunnett`` (emmeans' ``mvt``: the
+multivariate t with the contrasts' own correlation), ``none``). Intervals are
+adjusted as emmeans adjusts them: tukey and dunnett by their own quantiles,
+bonferroni, holm and fdr by Bonferroni's (a step-down or FDR interval does not exist).
+Every contrast also gets a standardised effect: its difference divided by the SD
+of a single rating (the square root of the sum of the five variance components).
+
+``random="maximal"`` fits ``(system | worker) + (system | item)`` with correlations and steps
+down a logged ladder (maximal -> no correlations -> invariant) when a fit fails, warns of
+non-convergence or is singular; ``random="slopes"`` is Card et al.'s ``(1 + contrasts || g)``.
+``df="kenward-roger"`` is pbkrtest's (its own with lme4, recomputed without R). ``by`` analyses each group of a column
+separately (:class:`GroupedAnalysis`); ``backend="bambi"`` gives posteriors (:class:`BayesianAnalysis`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..contrasts import get_family
+from ..errors import InputError
+from ..fitting.ratings import PilotData, read_ratings
+from ..multiplicity import ADJUSTMENTS
+from ..validation import check_choice
+from .backends import REGISTRY, get_backend
+from .bayesian import BayesianAnalysis, bayesian_analysis
+from .inference import (
+    ADJUST_TEXT,
+    CONTRASTS,
+    DF_METHODS,
+    DF_NAMES,
+    DF_TEXT,
+    anova_rows,
+    contrast_table,
+    marginal_means,
+)
+from .layout import check_data, design_summary
+from .model_ladder import (
+    LADDER,
+    RANDOM,
+    RANDOM_TEXT,
+    coding_note,
+    components_table,
+    fit_ladder,
+    model_text,
+    singular_parts,
+    singular_text,
+    system_rows,
+)
+from .report import markdown_table
+
+
+@dataclass(frozen=True, eq=False)
+class AnalysisResult:
+    """What :func:`analyze` found: tables (:meth:`tables`), contrast records (:meth:`records`), a summary (``str``)."""
+
+    design: pd.DataFrame      #: one row per design quantity: name, value
+    components: pd.DataFrame  #: component, sd, variance, icc (share of a single rating's variance)
+    omnibus: pd.DataFrame     #: one row: test, F, num_df, den_df, p_value
+    means: pd.DataFrame       #: system, emmean, se, df, ci_low, ci_high, n_ratings
+    contrasts: pd.DataFrame   #: system, versus, estimate, se, df, t, p_value, p_adjusted, ci_low, ci_high, effect_size
+    model: str
+    backend: str
+    adjust: str
+    family: str               #: "pairs" or "baseline"
+    level: float
+    seed: int
+    source: str
+    scale: tuple[float, float] | None
+    singular: bool
+    notes: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)
+    df_method: str = "satterthwaite"  #: "satterthwaite" or "kenward-roger"
+    random: str = "invariant"         #: the structure asked for (``model`` is the one fitted)
+    steps: tuple[str, ...] = ()       #: the convergence ladder's steps, in words (maximal)
+    data: PilotData | None = field(default=None, repr=False)  #: the ratings analysed (the report's design check)
+
+    @property
+    def fitted_structure(self) -> str:
+        """The step of the ladder that was kept (``random`` unless the ladder stepped down)."""
+        ladder = LADDER[self.random]
+        return ladder[len(self.steps)][0]
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The five tables by name: design, components, omnibus, means, contrasts."""
+        return {"design": self.design, "components": self.components, "omnibus": self.omnibus,
+                "means": self.means, "contrasts": self.contrasts}
+
+    def adjustment_text(self) -> str:
+        """Which family the adjustment covers, in words."""
+        return ADJUST_TEXT[self.adjust].format(n=len(self.contrasts), k=len(self.means), seed=self.seed)
+
+    def records(self) -> list[dict[str, Any]]:
+        """One record per contrast (the CLI's ``--json``)."""
+        extra = {"adjust": self.adjust, "model": self.model, "backend": self.backend, "df_method": self.df_method}
+        return [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
+
+    def methods(self) -> str:
+        """A methods paragraph for the paper."""
+        o = self.omnibus.iloc[0]
+        engine = get_backend(self.backend).methods_text
+        ladder = (f" (the {self.random} structure did not fit: " + "; ".join(self.steps) + ")") if self.steps else ""
+        return (f"We fitted the linear mixed model `{self.model}` by REML ({engine}), with "
+                f"{RANDOM_TEXT[self.fitted_structure]}{ladder}. We tested whether all systems have the same "
+                f"mean rating with an F test (F({o.num_df:.0f}, {o.den_df:.1f}) = {o.F:.2f}, p = {o.p_value:.3g}), "
+                f"its denominator degrees of freedom by {DF_TEXT[self.df_method]}. We compared "
+                + ("every pair of systems" if self.family == "pairs" else f"each system with {self.contrasts.versus.iloc[0]}")
+                + " by t tests with per-contrast degrees of freedom (the same method), adjusting p-values and "
+                f"{self.level:.0%} intervals by {self.adjustment_text()}. Effect sizes are differences in mean "
+                "rating divided by the SD of a single rating (the square root of the sum of all variance components"
+                + ("" if self.fitted_structure == "invariant" else ", averaged over the systems") + ").")
+
+    def markdown(self) -> str:
+        """A short Markdown report: methods paragraph, design, the F test, means, contrasts, variance components."""
+        sections = [f"# Analysis of {Path(self.source).name}", "", self.methods(), ""]
+        for title, table in (("Design", self.design), ("Test of all systems equal", self.omnibus),
+                             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
+                             ("Contrasts", self.contrasts), ("Variance components", self.components)):
+            sections += [f"## {title}", "", markdown_table(table), ""]
+        if self.scale:
+            sections += [f"Scores were rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1].", ""]
+        if self.notes:
+            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
+        return "\n".join(sections)
+
+    def __str__(self) -> str:
+        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
+        d = dict(zip(self.design.name, self.design.value))
+        o = self.omnibus.iloc[0]
+        scale = (f"scores rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1]; " if self.scale else "")
+        parts = [
+            (f"{self.source}: {d['ratings']} ratings of {d['systems']} systems by {d['workers']} workers on "
+            f"{d['items']} items ({d['crossing']})"),
+            f"model: {self.model} (REML, {self.backend}){'; singular fit' if self.singular else ''}",
+            *(f"ladder: {step}" for step in self.steps),
+            f"{scale}effect_size = difference / SD of a single rating",
+            "", "variance components:", self.components.to_string(**fmt),
+            "", (f"all systems equal: F({o.num_df:.0f}, {o.den_df:.4g}) = {o.F:.4g}, p = {o.p_value:.4g} "
+            f"({DF_NAMES[self.df_method]} denominator df)"),
+            "", f"estimated marginal means ({self.level:.0%} intervals):", self.means.to_string(**fmt),
+            "", f"contrasts ({self.family}); adjustment: {self.adjustment_text()}:",
+            self.contrasts.to_string(**fmt),
+        ]
+        if self.notes:
+            parts += ["", *(f"note: {n}" for n in self.notes)]
+        return "\n".join(parts)
+
+
+
+# -- the analysis ------------------------------------------------------------------------------
+
+
+def _check_options(random: str, contrasts: str, adjust: str | None, backend: str, df: str, level: float,
+                   keep_singular: bool = False) -> str:
+    """Refuse option combinations that cannot be computed; the adjustment to use."""
+    if keep_singular and random != "maximal":
+        raise InputError("--keep-singular applies to --random maximal (the only structure that steps down)")
+    check_choice("random-effect structure", random, RANDOM)
+    check_choice("contrasts", contrasts, CONTRASTS)
+    chosen = get_backend(backend)
+    check_choice("df method", df, DF_METHODS)
+    if adjust is not None:
+        check_choice("adjustment", adjust, ADJUSTMENTS)
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise InputError(f"level must lie strictly between 0 and 1, got {level!r}")
+    if random == "maximal" and not chosen.maximal:
+        raise InputError("--random maximal needs --backend " + " or ".join(b.name for b in REGISTRY.values() if b.maximal)
+                         + f" (correlated random slopes; the {backend} backend fits uncorrelated random effects only)")
+    if chosen.posterior:
+        if df == "kenward-roger":
+            raise InputError(f"--df kenward-roger does not apply to --backend {backend} (a posterior has no df)")
+        if adjust is not None:
+            raise InputError(f"--adjust does not apply to --backend {backend}: a posterior probability is not "
+                             "adjusted for multiplicity (the model's joint posterior covers every contrast)")
+        return "none"
+    if df == "kenward-roger" and chosen.kenward_roger is None:
+        raise InputError(f"--df kenward-roger is not offered by --backend {backend}")
+    adjust = adjust or get_family(contrasts).default_adjust
+    if adjust == "tukey" and contrasts != "pairs":
+        raise InputError("tukey adjusts all pairwise comparisons; for contrasts with a baseline use dunnett")
+    return adjust
+
+
+def analyze(
+    ratings: str | Path | pd.DataFrame,
+    worker: str | None = None,
+    item: str | None = None,
+    system: str | None = None,
+    score: str | None = None,
+    where: dict[str, str] | None = None,
+    baseline: str | None = None,
+    scale: tuple[float, float] | None = None,
+    random: str = "invariant",
+    contrasts: str = "pairs",
+    adjust: str | None = None,
+    backend: str = "lme4",
+    level: float = 0.95,
+    seed: int = 0,
+    systems: Sequence[str] | None = None,
+    duplicates: str = "error",
+    progress: Callable[[str], None] | None = None,
+    df: str = "satterthwaite",
+    by: str | None = None,
+    draws: int = 1000,
+    chains: int = 2,
+    keep_singular: bool = False,
+) -> AnalysisResult | BayesianAnalysis | GroupedAnalysis:
+    """Analyse a completed study: F test, marginal means and adjusted contrasts (see the module docs).
+
+    Input as :func:`~humaneval_power.fitting.ratings.read_ratings` (CSV/Parquet/DataFrame,
+    ``where`` filters, ``scale`` rescaling to [0, 1], ``duplicates``). ``contrasts``:
+    ``pairs`` (every pair, later system minus earlier, the baseline first) or ``baseline``
+    (each system minus the baseline). ``seed`` fixes the Monte Carlo of ``adjust="dunnett"``
+    and bambi's sampler. ``random``: ``invariant``, ``maximal`` (with its convergence ladder)
+    or ``slopes``; ``df``: ``satterthwaite`` or ``kenward-roger`` (pbkrtest's, either backend);
+    ``adjust``: default ``holm`` (none with ``backend="bambi"``, whose result is a posterior:
+    :class:`BayesianAnalysis`, ``draws`` per chain, ``chains``). ``by``: a column; each of its
+    values is analysed separately (:class:`GroupedAnalysis`; adjustments within each group).
+    ``keep_singular`` (with ``random="maximal"``): keep a singular maximal fit, as lme4 does, instead of
+    stepping down (a fit that did not converge still steps down).
+    """
+    adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
+    if by is not None:
+        return _analyze_by(ratings, by, where, {
+            "worker": worker, "item": item, "system": system, "score": score, "baseline": baseline, "scale": scale, "random": random,
+            "contrasts": contrasts, "adjust": adjust, "backend": backend, "level": level, "seed": seed, "systems": systems,
+            "duplicates": duplicates, "progress": progress, "df": df, "draws": draws, "chains": chains, "keep_singular": keep_singular})
+    data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
+    check_data(data)
+    report = progress or (lambda message: None)
+    if get_backend(backend).posterior:
+        return bayesian_analysis(data, random, contrasts, level, seed, draws, chains, report)
+    fit = fit_ladder(data, random, backend, df == "kenward-roger", report, progress, keep_singular)
+    design, raw = fit.design, fit.raw
+    m = system_rows(design, fit.frame)
+    components, rating_sd = components_table(design, raw, m)
+    names = list(data.systems)
+    omnibus = pd.DataFrame([{"test": "all systems equal", **fit.inference.f_test(anova_rows(design, fit.frame))}])
+    means = marginal_means(fit.inference, m, names, data.frame.groupby("system").size(), level)
+    table = contrast_table(fit.inference, m, names, contrasts, adjust_used, level, seed, rating_sd, report)
+
+    notes = list(data.notes) + list(fit.unidentified) + list(raw.warnings)
+    coding = coding_note(design)
+    if coding:
+        notes.append(coding)
+    zeros = singular_parts(design, raw)
+    if zeros or raw.singular:
+        notes.append(f"singular fit: {singular_text(design, raw)}; the tests treat that source of variation as absent")
+    return AnalysisResult(
+        design=design_summary(data), components=components, omnibus=omnibus, means=means, contrasts=table,
+        model=model_text(design, fit.spec), backend=backend, adjust=adjust_used, family=contrasts, level=level,
+        seed=seed, source=data.source, scale=data.scale, singular=bool(raw.singular or zeros),
+        notes=tuple(dict.fromkeys(notes)), versions=dict(raw.versions), df_method=df,
+        random=random, steps=fit.steps, data=data)
+
+
+# -- one analysis per group (--by) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class GroupedAnalysis:
+    """:func:`analyze` with ``by``: one analysis per value of the column ``by``, each with its own family."""
+
+    by: str
+    results: dict[str, AnalysisResult | BayesianAnalysis]
+
+    def family_text(self) -> str:
+        """Which family each adjustment covers, in words."""
+        return (f"each group ({self.by} = {', '.join(self.results)}) is analysed separately: its own model, and each "
+                f"adjustment covers the contrasts within one {self.by} only (no adjustment across groups)")
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every group's records, each with ``group`` (the value of ``by``)."""
+        return [{"group": g, **rec} for g, res in self.results.items() for rec in res.records()]
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Each table of every group stacked, with a ``group`` column first."""
+        out: dict[str, list[pd.DataFrame]] = {}
+        for g, res in self.results.items():
+            for name, table in res.tables().items():
+                out.setdefault(name, []).append(table.assign(group=g)[["group", *table.columns]])
+        return {name: pd.concat(parts, ignore_index=True) for name, parts in out.items()}
+
+    def markdown(self) -> str:
+        """Each group's report under its own heading, after a line on the families."""
+        parts = [f"Analysed by {self.by}: {self.family_text()}.", ""]
+        for g, res in self.results.items():
+            parts += [res.markdown().replace("\n# ", "\n## ").replace("# ", f"# {self.by} = {g}: ", 1), ""]
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        parts = [f"by {self.by}: {self.family_text()}"]
+        for g, res in self.results.items():
+            parts += ["", f"=== {self.by} = {g} ===", str(res)]
+        return "\n".join(parts)
+
+
+def _analyze_by(ratings: str | Path | pd.DataFrame, by: str, where: dict[str, str] | None,
+                options: dict[str, Any]) -> GroupedAnalysis:
+    """:func:`analyze` of each value of the column ``by`` (after ``where``), in sorted order."""
+    from ..io import apply_filters, read_table
+
+    table, name, _ = read_table(ratings)
+    table = apply_filters(table, where)
+    if by not in table.columns:
+        raise InputError(f"--by column {by!r} not found; columns are: {', '.join(map(str, table.columns))}")
+    if table[by].isna().any():
+        raise InputError(f"{int(table[by].isna().sum())} rows have no value in the --by column {by!r}")
+    values = table[by].astype(str)
+    groups = sorted(values.unique())
+    results: dict[str, AnalysisResult | BayesianAnalysis] = {}
+    report = options.get("progress") or (lambda message: None)
+    for g in groups:
+        report(f"{by} = {g}")
+        try:
+            result = analyze(table[values == g], **options)
+        except InputError as exc:
+            raise InputError(f"{by} = {g}: {exc}") from None
+        assert not isinstance(result, GroupedAnalysis)  # options hold no ``by``
+        results[g] = replace(result, source=name)
+    return GroupedAnalysis(by, results)
