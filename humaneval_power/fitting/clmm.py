@@ -214,6 +214,9 @@ class ClmmFit:
     max_grad: float
     backend: str
     warnings: tuple[str, ...] = field(default=())
+    #: standard errors of the SDs (observed information in (thresholds, beta, SDs), clmm's parametrisation);
+    #: NaN for an SD below ``BOUNDARY_SD`` (left out of the information) or when not computed
+    sd_se: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def se(self) -> np.ndarray:
@@ -696,8 +699,12 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
             n_obs=N, converged=converged, message=str(res.message), n_iter=n_iter, max_grad=max_grad,
             backend="laplace"), res.hess_inv)
     Hs = _hessian(fun_grad_nat, phi, free, None if central else g)
+    sd_se = np.full(model.m, np.nan)
     try:
-        cov = np.linalg.inv(Hs)[:nfe, :nfe]
+        inv = np.linalg.inv(Hs)
+        cov = inv[:nfe, :nfe]
+        var_sd = np.diag(inv)[nfe:]  # the free SDs, in order
+        sd_se[free[nfe:]] = np.sqrt(np.where(var_sd > 0, var_sd, np.nan))
     except np.linalg.LinAlgError:
         cov = np.full((nfe, nfe), np.nan)
         warnings.append("the observed information is singular")
@@ -716,6 +723,7 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
         beta=phi[K - 1:nfe], beta_names=names_b, sds=phi[nfe:], sd_names=model.L.names,
         loglik=-value, cov=cov, link=model.link, levels=levels, n_obs=N, converged=converged,
         message=str(res.message), n_iter=n_iter, max_grad=max_grad, backend="laplace", warnings=tuple(warnings),
+        sd_se=sd_se,
     ), hinv_psi)
 
 
