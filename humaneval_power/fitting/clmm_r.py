@@ -74,7 +74,9 @@ def fit_clmm_r(
     except RRuntimeError as exc:
         raise InputError(f"clmm could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
     get = lambda name: np.asarray(list(res.rx2(name)), dtype=float)
-    sd_r = dict(zip([str(s) for s in res.rx2("sd_names")], zip(get("sd"), np.sqrt(get("sd_var")))))
+    with np.errstate(invalid="ignore"):  # NA (an SD at the boundary, not in clmm's vcov)
+        sd_se = np.sqrt(get("sd_var"))
+    sd_r = dict(zip([str(s) for s in res.rx2("sd_names")], zip(get("sd"), sd_se)))
     names = list(groups)
     nfe = len(levels) - 1 + p
     code = int(get("convergence")[0])
