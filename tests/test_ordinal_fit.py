@@ -24,7 +24,7 @@ from humaneval_power.params import ORDINAL_SD_NAMES, OrdinalParams, load_ordinal
 TOL_FIXED, TOL_SD, TOL_LOGLIK = 1e-4, 1e-3, 1e-6
 
 #: the two real data sets: (file, systems, number of items), relevance ratings 1-5
-CASES = {"expert": ("dialsummeval_expert", ("A", "F", "H"), 20), "amt": ("dialsummeval_amt", ("F", "H"), 12)}
+CASES = {"expert": ("dialsummeval_expert", ("A", "F", "H"), 20), "amt": ("dialsummeval_amt", ("B", "M"), 12)}
 
 
 def _subset(data_dir: Path, case: str) -> pd.DataFrame:
