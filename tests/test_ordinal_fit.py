@@ -16,7 +16,11 @@ from hypothesis import strategies as st
 from humaneval_power.cli import main
 from humaneval_power.errors import InputError
 from humaneval_power.fitting import registry
-from humaneval_power.fitting.ordinal_fit import OrdinalFitResult, fit_ordinal, identified_terms
+from humaneval_power.fitting.ordinal_fit import (
+    OrdinalFitResult,
+    fit_ordinal,
+    identified_terms,
+)
 from humaneval_power.fitting.ratings import read_ordinal_ratings
 from humaneval_power.params import ORDINAL_SD_NAMES, OrdinalParams, load_ordinal_params
 
@@ -60,7 +64,7 @@ def _clmm_typed(frame: pd.DataFrame, path: Path, terms: tuple[str, ...], systems
     frame.to_csv(path, index=False)
     formula = "y ~ system" + "".join(f" + (1 | {_R_TERM[t]})" for t in terms)
     res = ro.r(_R_CLMM)(str(path), formula, ro.StrVector(list(systems)), "logit")
-    get = lambda k: np.asarray(list(res.rx2(k)), float)  # noqa: E731
+    get = lambda k: np.asarray(list(res.rx2(k)), float)
     by_r = dict(zip([str(s) for s in res.rx2("sd_names")], zip(get("sd"), get("sd_se"))))
     return {"thresholds": get("alpha"), "beta": get("beta"), "loglik": float(get("loglik")[0]), "se": get("se"),
             "sds": np.array([by_r[_R_TERM[t]][0] for t in terms]), "sd_se": np.array([by_r[_R_TERM[t]][1] for t in terms])}

@@ -652,9 +652,9 @@ def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping
         raise InputError(f"the Laplace fit ran to SDs ({sds}) where its likelihood cannot be evaluated: the ratings "
                          "do not identify them (e.g. most workers rate only one or two outputs)")
     if abs(again - fit.loglik) > 1e-6 * max(1.0, abs(fit.loglik)):
-        fit = replace(fit, converged=False, warnings=fit.warnings + (
-            f"the log-likelihood at the estimates depends on the start of the conditional modes ({fit.loglik:.8g} "
-            f"warm, {again:.8g} from zero)",))
+        note = (f"the log-likelihood at the estimates depends on the start of the conditional modes ({fit.loglik:.8g} "
+                f"warm, {again:.8g} from zero)")
+        fit = replace(fit, converged=False, warnings=(*fit.warnings, note))
     return fit
 
 

@@ -15,8 +15,9 @@ reported (NaN, with a warning) for an SD at the boundary or when its ends are mo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -186,10 +187,10 @@ class OrdinalFitResult:
     def summary(self) -> str:
         """A readable summary: thresholds, effects with SE, z, p and intervals; latent SDs with intervals."""
         fit, c = self.fit, self.data.counts()
-        fmt = lambda v: f"{v:.4g}"  # noqa: E731
-        lines = [f"ordinal (cumulative {fit.link}) mixed model, backend {fit.backend}: {c['n_ratings']} ratings, "
+        fmt = lambda v: f"{v:.4g}"
+        lines = [(f"ordinal (cumulative {fit.link}) mixed model, backend {fit.backend}: {c['n_ratings']} ratings, "
                  f"{c['n_workers']} workers, {c['n_items']} items, {c['n_systems']} systems (baseline {self.systems[0]}), "
-                 f"categories {fit.levels[0]}..{fit.levels[-1]}",
+                 f"categories {fit.levels[0]}..{fit.levels[-1]}"),
                  f"model: {self.model}", f"log-likelihood (Laplace): {fit.loglik:.6f}",
                  "\nthresholds (latent scale; 95% Wald interval):"]
         th = pd.DataFrame({"threshold": fit.threshold_names, "estimate": fit.thresholds, "se": fit.se[:len(fit.thresholds)]})
@@ -256,4 +257,4 @@ def fit_ordinal(
     return OrdinalFitResult(data, fit, tuple(groups), unidentified, method, versions)
 
 
-__all__ = ["ORDINAL_RANDOM", "OrdinalFitResult", "fit_ordinal", "identified_terms", "ORDINAL_SD_NAMES"]
+__all__ = ["ORDINAL_RANDOM", "ORDINAL_SD_NAMES", "OrdinalFitResult", "fit_ordinal", "identified_terms"]

@@ -61,7 +61,7 @@ class Backend:
             raise InputError(f"the {self.name} backend fits no Gaussian models")
         return _load(self.gaussian)
 
-    def ordinal_fitter(self) -> Callable[..., "ClmmFit"]:
+    def ordinal_fitter(self) -> Callable[..., ClmmFit]:
         if self.ordinal is None:
             raise InputError(f"the {self.name} backend fits no ordinal models "
                              f"(backends for ordinal: {', '.join(backends_for('ordinal'))})")
