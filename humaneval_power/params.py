@@ -389,6 +389,9 @@ class OrdinalParams:
     effects: dict[str, float] = field(default_factory=dict)
     name: str = "custom"
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: posterior draws (``fit --family ordinal --backend bambi``) for planning with assurance: ``thresholds``
+    #: (a list of K - 1 increasing values per draw), each of :data:`ORDINAL_SD_NAMES`, ``effects`` (system -> list)
+    draws: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         from .fitting.clmm import check_link
@@ -417,6 +420,28 @@ class OrdinalParams:
                 raise InputError(f"{k} must be >= 0, got {self.sds[k]!r}")
         for system, value in self.effects.items():
             check_magnitude(f"effect of {system}", value)
+        if self.draws is not None:
+            self._check_draws(self.draws)
+
+    def _check_draws(self, draws: Any) -> None:
+        """Posterior draws of the same shape and rules as the estimates (InputError otherwise)."""
+        if not isinstance(draws, dict) or not isinstance(draws.get("thresholds"), list):
+            raise InputError("posterior_draws must be an object with a list of thresholds per draw")
+        n = len(draws["thresholds"])
+        series = {k: draws.get(k) for k in ORDINAL_SD_NAMES}
+        series.update({f"effect of {s}": v for s, v in (draws.get("effects") or {}).items()})
+        for key, values in series.items():
+            if not isinstance(values, list) or len(values) != n:
+                raise InputError(f"posterior_draws: {key} must list {n} draws")
+            for v in values:
+                if check_magnitude(key, v) < 0 and key in ORDINAL_SD_NAMES:
+                    raise InputError(f"posterior_draws: {key} must be >= 0, got {v!r}")
+        for d, th in enumerate(draws["thresholds"]):
+            if (not isinstance(th, list) or len(th) != len(self.thresholds)
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in th)
+                    or not all(a < b for a, b in zip(th, th[1:]))):
+                raise InputError(f"posterior_draws: draw {d + 1} of the thresholds is not {len(self.thresholds)} "
+                                 "increasing numbers")
 
     def process(self) -> Any:
         """The data-generating process of these parameters (:class:`~humaneval_power.ordinal_process.OrdinalProcess`)."""
@@ -441,6 +466,7 @@ class OrdinalParams:
             "effect_coding": "treatment: each system's latent shift from the first (the baseline); positive = higher "
                              "ratings",
             "provenance": self.provenance,
+            **({"posterior_draws": self.draws} if self.draws is not None else {}),
         }
 
     @classmethod
@@ -466,7 +492,7 @@ class OrdinalParams:
             return cls(thresholds=tuple(doc["thresholds"]), sds=dict(doc["sds"]), link=str(doc["link"]),
                        scale=tuple(doc["scale"]), systems=tuple(map(str, doc.get("systems") or ())),
                        effects=dict(doc.get("effects") or {}), name=str(doc.get("name", "custom")),
-                       provenance=dict(doc.get("provenance") or {}))
+                       provenance=dict(doc.get("provenance") or {}), draws=doc.get("posterior_draws"))
         except InputError as exc:
             raise InputError(f"{source}: {exc}") from None
 

@@ -321,7 +321,7 @@ def test_typed_parameters_are_checked() -> None:
 
 
 def test_registry_families() -> None:
-    assert registry.backends_for("ordinal") == ("clmm", "laplace")
+    assert registry.backends_for("ordinal") == ("bambi", "clmm", "laplace")
     assert registry.default_backend("ordinal") == "clmm" and registry.default_backend("gaussian") == "lme4"
 
 

@@ -110,14 +110,15 @@ def _run_ordinal(args: argparse.Namespace, out: str | None) -> int:
     from ..fitting.ordinal_fit import fit_ordinal
     from ..fitting.ratings import read_ordinal_ratings
     from ..params import params_json
-    given = [o for o, v in (("--correlated", args.correlated), ("--simplify", args.simplify), ("--draws", args.draws),
+    given = [o for o, v in (("--correlated", args.correlated), ("--simplify", args.simplify),
                             ("--ties", args.ties != "drop"), ("--tie-values", args.tie_values)) if v]
     if given:
         raise InputError(f"{given[0]} does not apply to --family ordinal")
     data = read_ordinal_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
                                 where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
     with StageNotes("hepower fit") as progress:
-        result = fit_ordinal(data, args.backend, args.link, intervals=args.intervals, progress=progress)
+        result = fit_ordinal(data, args.backend, args.link, intervals=args.intervals, progress=progress,
+                             draws=args.draws, chains=args.chains, seed=args.seed)
     params_file = params_json(result.to_params_file())
     args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
     if args.json:

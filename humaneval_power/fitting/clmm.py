@@ -219,6 +219,9 @@ class ClmmFit:
     #: standard errors of the SDs (observed information in (thresholds, beta, SDs), clmm's parametrisation);
     #: NaN for an SD below ``BOUNDARY_SD`` (left out of the information) or when not computed
     sd_se: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: posterior draws (the bambi backend): ``thresholds`` (S x K-1), ``beta`` (S x p), ``sds`` (S x m); None for a
+    #: maximum-likelihood fit (then the estimates are the optimum and ``cov``, ``sd_se`` the observed information's)
+    draws: dict[str, np.ndarray] | None = None
 
     @property
     def se(self) -> np.ndarray:

@@ -26,7 +26,8 @@ from scipy import stats
 from ..errors import InputError
 from ..params import ORDINAL_SD_NAMES, OrdinalParams
 from . import registry
-from .clmm import BOUNDARY_SD, TERMS, ClmmFit, check_link, crossed_groups
+from .bambi_fit import p_direction
+from .clmm import BOUNDARY_SD, TERMS, ClmmFit, check_link, crossed_groups, ordinal_codes
 from .ratings import PilotData
 from .types import WALD_MAX_RATIO
 
@@ -96,6 +97,22 @@ class OrdinalFitResult:
         """est -+ z SE."""
         return [estimate - self._z() * se, estimate + self._z() * se]
 
+    @property
+    def posterior(self) -> bool:
+        """Whether the fit is a posterior (bambi): medians, equal-tailed intervals, no tests."""
+        return self.fit.draws is not None
+
+    def _quantiles(self, values: np.ndarray) -> list[float]:
+        return [float(v) for v in np.quantile(values, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])]
+
+    def interval(self, kind: str, j: int) -> list[float]:
+        """The 95% interval of ``thresholds[j]`` or ``beta[j]`` (``kind``): Wald, or the posterior's quantiles."""
+        f = self.fit
+        if f.draws is not None:
+            return self._quantiles(f.draws[kind][:, j])
+        est, k = (f.thresholds[j], j) if kind == "thresholds" else (f.beta[j], len(f.thresholds) + j)
+        return self.wald(float(est), float(f.se[k]))
+
     def sd_intervals(self) -> tuple[dict[str, list[float]], tuple[str, ...]]:
         """Wald intervals of the SDs on the log-SD scale, and warnings for those not reported."""
         out: dict[str, list[float]] = {}
@@ -105,6 +122,8 @@ class OrdinalFitResult:
             name, sd, s = _sd_name(term), self.sds[_sd_name(term)], float(se.get(term, math.nan))
             if term not in self.terms or self.intervals == "none":
                 out[name] = [math.nan, math.nan]
+            elif self.fit.draws is not None:
+                out[name] = self._quantiles(self.fit.draws["sds"][:, self.fit.sd_names.index(term)])
             elif sd < BOUNDARY_SD:
                 out[name] = [0.0, math.nan]
             else:
@@ -121,7 +140,7 @@ class OrdinalFitResult:
     def warnings(self) -> tuple[str, ...]:
         """The backend's warnings, non-convergence, and unreliable SD intervals."""
         out = list(self.fit.warnings)
-        if not self.fit.converged:
+        if not self.fit.converged and not self.posterior:
             out.append(f"the fit did not converge (max |gradient| {self.fit.max_grad:.2g}; {self.fit.message})")
         return tuple(out) + self.sd_intervals()[1]
 
@@ -140,7 +159,7 @@ class OrdinalFitResult:
         shared: dict[str, Any] = {}
         se = fit.se
         for k, name in enumerate(fit.threshold_names):
-            lo, hi = self.wald(float(fit.thresholds[k]), float(se[k]))
+            lo, hi = self.interval("thresholds", k)
             shared.update({f"threshold_{name}": float(fit.thresholds[k]), f"threshold_{name}_se": float(se[k]),
                            f"threshold_{name}_ci_low": lo, f"threshold_{name}_ci_high": hi})
         for name, value in self.sds.items():
@@ -150,11 +169,12 @@ class OrdinalFitResult:
         out = []
         for j, system in enumerate(self.systems[1:]):
             est, s = float(fit.beta[j]), float(fit.se_beta[j])
-            z = est / s if s > 0 else math.nan
-            lo, hi = self.wald(est, s)
+            z = est / s if s > 0 and not self.posterior else math.nan  # a posterior has no test
+            lo, hi = self.interval("beta", j)
+            test = ({"p_direction": p_direction(fit.draws["beta"][:, j])} if fit.draws is not None
+                    else {"p_value": float(2 * stats.norm.sf(abs(z)))})
             out.append({**common, "system": system, "baseline": base, "effect": est, "effect_se": s, "z": z,
-                        "p_value": float(2 * stats.norm.sf(abs(z))), "effect_ci_low": lo, "effect_ci_high": hi,
-                        **shared})
+                        **test, "effect_ci_low": lo, "effect_ci_high": hi, **shared})
         return out
 
     def to_params(self) -> OrdinalParams:
@@ -169,16 +189,28 @@ class OrdinalFitResult:
             "unidentified": list(self.unidentified), "warnings": list(self.warnings()), "notes": list(self.data.notes),
             "threshold_se": [float(v) for v in fit.se[:len(fit.thresholds)]],
             "effect_se": {r["system"]: r["effect_se"] for r in recs},
-            "p_value": {r["system"]: r["p_value"] for r in recs},
+            **({"p_direction": {r["system"]: r["p_direction"] for r in recs}} if self.posterior
+               else {"p_value": {r["system"]: r["p_value"] for r in recs}}),
             "intervals": {"method": self.intervals, "level": LEVEL,
-                          "thresholds": [self.wald(float(t), float(s)) for t, s in zip(fit.thresholds, fit.se)],
+                          "thresholds": [self.interval("thresholds", k) for k in range(len(fit.thresholds))],
                           "effects": {r["system"]: [r["effect_ci_low"], r["effect_ci_high"]] for r in recs},
                           **sd_ci},
         }
         return OrdinalParams(thresholds=tuple(float(v) for v in fit.thresholds), sds=self.sds, link=fit.link,
                              scale=tuple(self.data.extra["levels"]), systems=self.systems,
                              effects={r["system"]: r["effect"] for r in recs},
-                             name=f"{', '.join(self.systems[1:])} vs {self.systems[0]} (ordinal)", provenance=prov)
+                             name=f"{', '.join(self.systems[1:])} vs {self.systems[0]} (ordinal)", provenance=prov,
+                             draws=self.posterior_draws())
+
+    def posterior_draws(self) -> dict[str, Any] | None:
+        """The posterior draws in the parameter file's form (thresholds, the four SDs, effects), or None."""
+        d = self.fit.draws
+        if d is None:
+            return None
+        zeros = np.zeros(len(d["thresholds"]))
+        sds = {_sd_name(t): (d["sds"][:, self.fit.sd_names.index(t)] if t in self.terms else zeros) for t in TERMS}
+        return {"thresholds": d["thresholds"].tolist(), **{k: v.tolist() for k, v in sds.items()},
+                "effects": {s: d["beta"][:, j].tolist() for j, s in enumerate(self.systems[1:])}}
 
     def to_params_file(self) -> dict[str, Any]:
         """The parameter-file document (one for all systems: the thresholds and SDs are shared)."""
@@ -191,20 +223,26 @@ class OrdinalFitResult:
         lines = [(f"ordinal (cumulative {fit.link}) mixed model, backend {fit.backend}: {c['n_ratings']} ratings, "
                  f"{c['n_workers']} workers, {c['n_items']} items, {c['n_systems']} systems (baseline {self.systems[0]}), "
                  f"categories {fit.levels[0]}..{fit.levels[-1]}"),
-                 f"model: {self.model}", f"log-likelihood (Laplace): {fit.loglik:.6f}",
-                 "\nthresholds (latent scale; 95% Wald interval):"]
+                 f"model: {self.model}",
+                 (f"posterior medians; 95% equal-tailed intervals ({len(fit.draws['beta'])} draws kept)"
+                  if fit.draws is not None else f"log-likelihood (Laplace): {fit.loglik:.6f}"),
+                 f"\nthresholds (latent scale; 95% {'posterior' if self.posterior else 'Wald'} interval):"]
         th = pd.DataFrame({"threshold": fit.threshold_names, "estimate": fit.thresholds, "se": fit.se[:len(fit.thresholds)]})
-        th[["lower", "upper"]] = [self.wald(e, s) for e, s in zip(th.estimate, th.se)]
+        th[["lower", "upper"]] = [self.interval("thresholds", k) for k in range(len(th))]
         lines.append(th.to_string(index=False, float_format=fmt))
         lines.append("\nfixed effects (latent shift from the baseline; positive = higher ratings"
                      + ("; log cumulative odds ratio" if fit.link == "logit" else "") + "):")
         recs = self.records()
+        test = "p_direction" if self.posterior else "p_value"
         co = pd.DataFrame({"term": [f"{r['system']} vs {r['baseline']}" for r in recs],
-                           **{k: [r[k] for r in recs] for k in ("effect", "effect_se", "z", "p_value",
+                           **{k: [r[k] for r in recs] for k in ("effect", "effect_se", "z", test,
                                                                   "effect_ci_low", "effect_ci_high")}})
-        co.columns = ["term", "estimate", "se", "z", "p", "lower", "upper"]
+        co.columns = ["term", "estimate", "se", "z", "p" if test == "p_value" else test, "lower", "upper"]
+        if self.posterior:
+            co = co.drop(columns=["z"]).rename(columns={"se": "posterior sd"})
         lines.append(co.to_string(index=False, float_format=fmt))
-        lines.append(f"\nvariance components (latent SD; 95% interval: {self.intervals}, on the log-SD scale):")
+        lines.append(f"\nvariance components (latent SD; 95% interval: {self.intervals}"
+                     + ("):" if self.posterior else ", on the log-SD scale):"))
         sd_ci, _ = self.sd_intervals()
         comp = pd.DataFrame({"component": [t.replace(":", " x ") for t in TERMS],
                              "sd": [self.sds[_sd_name(t)] for t in TERMS],
@@ -212,7 +250,7 @@ class OrdinalFitResult:
                              "upper": [sd_ci[_sd_name(t)][1] for t in TERMS]})
         comp.loc[comp["upper"].isna(), "lower"] = np.nan
         lines.append(comp.to_string(index=False, na_rep="", float_format=fmt))
-        zeros = [t.replace(":", " x ") for t in self.terms if self.sds[_sd_name(t)] < BOUNDARY_SD]
+        zeros = [t.replace(":", " x ") for t in self.terms if self.sds[_sd_name(t)] < BOUNDARY_SD and not self.posterior]
         if zeros:
             lines.append("\nat the boundary (SD below 1e-3): " + "; ".join(zeros))
         lines += [f"not identifiable: {n}" for n in self.unidentified]
@@ -228,12 +266,17 @@ def fit_ordinal(
     random: str | None = None,
     intervals: str | None = None,
     progress: Callable[[str], None] | None = None,
+    draws: int | None = None,
+    chains: int = 2,
+    seed: int = 1,
 ) -> OrdinalFitResult:
     """Fit the cumulative-link mixed model to ordinal pilot ratings (:func:`.ratings.read_ordinal_ratings`).
 
     ``backend``: a registered ordinal backend (default: the first, ``clmm``; ``laplace`` needs no R);
     ``link``: ``logit`` or ``probit``; ``random``: ``invariant`` (the only structure; None is it);
-    ``intervals``: ``wald`` (module docstring). ``progress`` receives a line of text before the fit.
+    ``intervals``: ``wald`` (module docstring), ``posterior`` (bambi). ``progress`` receives a line of text
+    before the fit. ``draws``, ``chains``, ``seed``: bambi's posterior draws per chain (default 1000, as many
+    tuning steps), chains and seed; the draws are stored in the parameter file (for ``--assurance``).
     """
     if data.family != "ordinal":
         raise InputError(f"fit_ordinal needs ordinal ratings (read_ordinal_ratings), got {data.family} data")
@@ -244,6 +287,11 @@ def fit_ordinal(
     spec = registry.get(backend or registry.default_backend("ordinal"))
     method = spec.resolve_intervals("ordinal", intervals)
     fitter = spec.ordinal_fitter()
+    sampled = "posterior" in spec.intervals["ordinal"]
+    if draws and not sampled:
+        raise InputError("parameter draws of ordinal fits come from --backend bambi (its posterior); "
+                         f"the {spec.name} backend gives none")
+    options = {"draws": draws or 1000, "chains": chains, "seed": seed} if sampled else {}
     f = data.frame
     groups, unidentified = identified_terms(f)
     X = np.column_stack([(f["system"] == s).to_numpy(float) for s in data.systems[1:]])
@@ -252,9 +300,61 @@ def fit_ordinal(
         progress(f"fitting {len(f):,} ordinal ratings of {len(data.systems)} systems with {spec.name}"
                  + (" (starting R first)" if spec.name == "clmm" else "") + " ...")
     fit = fitter(f["score"].to_numpy(), X, groups, link=link, scale=(levels[0], levels[-1]),
-                 beta_names=data.systems[1:])
+                 beta_names=data.systems[1:], **options)
     versions = {"backend": fit.backend}
     return OrdinalFitResult(data, fit, tuple(groups), unidentified, method, versions)
+
+
+def fit_bambi_ordinal(
+    ratings: np.ndarray, X: np.ndarray, groups: dict[str, np.ndarray], *, link: str = "logit",
+    scale: tuple[int, int], beta_names: tuple[str, ...], draws: int = 1000, chains: int = 2, seed: int = 1,
+) -> ClmmFit:
+    """The model of :func:`.clmm.fit_clmm` by bambi's ``cumulative`` family (default priors; P(Y <= k) =
+    F(threshold_k - eta), clmm's sign): posterior medians as the estimates, the posterior covariance of
+    (thresholds, beta) as ``cov``, posterior SDs of the SDs as ``sd_se``, at most
+    :data:`~.bambi_fit.MAX_EXPORTED_DRAWS` joint draws in ``draws``; R-hat above 1.01 and divergent
+    transitions are named in the warnings."""
+    import logging
+    import warnings as py_warnings
+
+    from .bambi_fit import MAX_EXPORTED_DRAWS, _import_bambi
+
+    bmb = _import_bambi()
+    y, levels = ordinal_codes(ratings, scale)
+    frame = pd.DataFrame({"y": pd.Categorical(np.asarray(levels)[y], categories=list(levels), ordered=True)})
+    for j in range(X.shape[1]):
+        frame[f"x{j + 1}"] = X[:, j]
+    for t, name in enumerate(groups):
+        frame[f"g{t + 1}"] = "g" + np.asarray(groups[name]).astype(str)
+    formula = "y ~ " + " + ".join([f"x{j + 1}" for j in range(X.shape[1])] + [f"(1|g{t + 1})" for t in range(len(groups))])
+    for name in ("pymc", "pytensor", "bambi"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    with py_warnings.catch_warnings(record=True):
+        py_warnings.simplefilter("always")
+        model = bmb.Model(formula, frame, family="cumulative", link=link)
+        idata = model.fit(draws=draws, tune=draws, chains=chains, random_seed=seed, progressbar=False, cores=1,
+                          target_accept=0.95)
+    post = idata.posterior
+    flat = {v: post[v].values.reshape(-1, *post[v].shape[2:]) for v in post.data_vars}
+    th = flat["threshold"]
+    beta = np.column_stack([flat[f"x{j + 1}"] for j in range(X.shape[1])])
+    sds = np.column_stack([flat[f"1|g{t + 1}_sigma"] for t in range(len(groups))])
+    keep = np.sort(np.random.default_rng(seed).choice(len(th), size=min(len(th), MAX_EXPORTED_DRAWS), replace=False))
+    import arviz
+
+    names = ["threshold", *(f"x{j + 1}" for j in range(X.shape[1])), *(f"1|g{t + 1}_sigma" for t in range(len(groups)))]
+    rhat = float(np.nanmax(arviz.rhat(idata, var_names=names).to_array().values))
+    divergent = int(idata.sample_stats["diverging"].values.sum())
+    notes = ((f"{divergent} divergent transitions: treat the intervals with care",) if divergent else ()) + (
+        (f"max R-hat {rhat:.3f} > 1.01: run longer (--draws)",) if rhat > 1.01 else ())
+    return ClmmFit(
+        thresholds=np.median(th, axis=0), threshold_names=tuple(f"{levels[k]}|{levels[k + 1]}" for k in range(len(levels) - 1)),
+        beta=np.median(beta, axis=0), beta_names=tuple(beta_names), sds=np.median(sds, axis=0), sd_names=tuple(groups),
+        loglik=math.nan, cov=np.atleast_2d(np.cov(np.column_stack([th, beta]), rowvar=False)), link=link, levels=levels,
+        n_obs=len(y), converged=rhat <= 1.01 and not divergent, message="; ".join(notes) or "sampled",
+        n_iter=len(th), max_grad=math.nan, backend=f"bambi {bmb.__version__} (cumulative)", warnings=notes,
+        sd_se=sds.std(axis=0), draws={"thresholds": th[keep].round(6), "beta": beta[keep].round(6), "sds": sds[keep].round(6)},
+    )
 
 
 __all__ = ["ORDINAL_RANDOM", "ORDINAL_SD_NAMES", "OrdinalFitResult", "fit_ordinal", "identified_terms"]

@@ -7,7 +7,7 @@ as ``"module:function"`` and imported only when used (R, pymc and statsmodels
 are slow to import), with the signature ``fit(frame, spec: LmmSpec,
 options: FitOptions) -> RawFit``; its ordinal (cumulative-link) fitter likewise, with the
 signature of :func:`.clmm.fit_clmm` (ratings, X, groups, link=, scale=, beta_names=) -> ClmmFit.
-The first backend registered for a family is that family's default.
+Each family's default backend is in :data:`DEFAULT_BACKENDS`.
 """
 from __future__ import annotations
 
@@ -98,10 +98,14 @@ def backends_for(family: str) -> tuple[str, ...]:
     return tuple(b.name for b in REGISTRY.values() if family in b.intervals)
 
 
+#: each family's default backend
+DEFAULT_BACKENDS = {"gaussian": "lme4", "binomial": "lme4", "ordinal": "clmm"}
+
+
 def default_backend(family: str) -> str:
-    """The first backend registered for ``family`` (lme4 for gaussian and binomial, clmm for ordinal)."""
+    """The default backend of ``family`` (lme4 for gaussian and binomial, clmm for ordinal)."""
     check_choice("family", family, FAMILIES)
-    return backends_for(family)[0]
+    return DEFAULT_BACKENDS[family]
 
 
 def _bambi_gaussian(frame: "pd.DataFrame", spec: "LmmSpec", options: "FitOptions") -> "RawFit":
@@ -114,7 +118,8 @@ register(Backend("lme4", {"gaussian": ("wald", "profile", "boot", "none"), "bino
                  "humaneval_power.fitting.lme4:fit_lmm", correlated=True))
 register(Backend("statsmodels", {"gaussian": ("wald", "profile", "boot", "none")},
                  "humaneval_power.fitting.statsmodels_lmm:fit_lmm"))
-register(Backend("bambi", {"gaussian": ("posterior",), "binomial": ("posterior",)},
-                 "humaneval_power.fitting.registry:_bambi_gaussian", correlated=True))
+register(Backend("bambi", {"gaussian": ("posterior",), "binomial": ("posterior",), "ordinal": ("posterior",)},
+                 "humaneval_power.fitting.registry:_bambi_gaussian", correlated=True,
+                 ordinal="humaneval_power.fitting.ordinal_fit:fit_bambi_ordinal"))
 register(Backend("clmm", {"ordinal": ("wald",)}, ordinal="humaneval_power.fitting.clmm_r:fit_clmm_r"))
 register(Backend("laplace", {"ordinal": ("wald",)}, ordinal="humaneval_power.fitting.clmm:fit_clmm"))
