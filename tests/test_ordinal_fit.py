@@ -301,6 +301,13 @@ EDITS = {
     "scale not consecutive": ({"scale": [1, 2, 4, 5, 6]}, "consecutive integer"),
     "threshold not a number": ({"thresholds": [-1.0, "0", 1.0, 2.0]}, "threshold 2 must be a number"),
     "other version": ({"version": 9}, "unsupported version 9"),
+    "a posterior draw with thresholds not increasing": (
+        {"posterior_draws": {"thresholds": [[-1.0, 0.0, 1.0, 2.0], [-1.0, 1.0, 0.5, 2.0]],
+                             **dict.fromkeys(ORDINAL_SD_NAMES, [0.5, 0.4]), "effects": {"B": [0.1, 0.2]}}},
+        "draw 2 of the thresholds is not 4 increasing numbers"),
+    "posterior draws of unequal length": (
+        {"posterior_draws": {"thresholds": [[-1.0, 0.0, 1.0, 2.0]], **dict.fromkeys(ORDINAL_SD_NAMES, [0.5, 0.4])}},
+        "sd_worker must list 1 draws"),
 }
 
 
@@ -336,3 +343,25 @@ def test_laplace_refuses_sds_the_ratings_do_not_identify(data_dir: Path, tmp_pat
     line = _refused(["fit", str(tmp_path / "r.csv"), "--family", "ordinal", "--backend", "laplace",
                      "-o", str(tmp_path / "p.json")], tmp_path, capsys)
     assert "cannot be evaluated" in line
+
+
+@pytest.mark.slow
+def test_bambi_posterior_draws_round_trip(synthetic_fit: OrdinalFitResult, tmp_path: Path) -> None:
+    """bambi's cumulative family: posterior medians near the Laplace fit (the effect's median inside its 95% Wald
+    interval), increasing thresholds in every draw, and the draws stored in the file and read back."""
+    pytest.importorskip("bambi")
+    from humaneval_power.params import params_json
+
+    post = fit_ordinal(read_ordinal_ratings(_synthetic()), "bambi", draws=150, chains=1, seed=2)
+    assert post.intervals == "posterior" and post.posterior
+    rec, ml = post.records()[0], synthetic_fit.records()[0]
+    assert ml["effect_ci_low"] < rec["effect"] < ml["effect_ci_high"] and 0.5 <= rec["p_direction"] <= 1
+    assert math.isnan(rec["z"]) and "p_value" not in rec
+    doc = post.to_params_file()
+    draws = doc["posterior_draws"]
+    assert len(draws["thresholds"]) == 150 and all(np.all(np.diff(t) > 0) for t in draws["thresholds"])
+    assert set(draws) == {"thresholds", *ORDINAL_SD_NAMES, "effects"} and len(draws["effects"]["B"]) == 150
+    (tmp_path / "p.json").write_text(params_json(doc))
+    back = load_ordinal_params(tmp_path / "p.json")
+    assert back.draws == json.loads(params_json(doc))["posterior_draws"]
+    assert "posterior medians" in post.summary()
