@@ -7,6 +7,7 @@ slope SDs are half of ours; :func:`from_plus_minus_one` converts explicitly.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
@@ -415,9 +416,9 @@ class OrdinalParams:
         if unknown or missing:
             raise InputError(f"sds must give {', '.join(ORDINAL_SD_NAMES)}"
                              + (f"; unknown: {', '.join(unknown)}" if unknown else f"; missing: {', '.join(missing)}"))
-        for k in ORDINAL_SD_NAMES:
-            if check_magnitude(k, self.sds[k]) < 0:
-                raise InputError(f"{k} must be >= 0, got {self.sds[k]!r}")
+        for sd_name in ORDINAL_SD_NAMES:
+            if check_magnitude(sd_name, self.sds[sd_name]) < 0:
+                raise InputError(f"{sd_name} must be >= 0, got {self.sds[sd_name]!r}")
         for system, value in self.effects.items():
             check_magnitude(f"effect of {system}", value)
         if self.draws is not None:
@@ -439,7 +440,7 @@ class OrdinalParams:
         for d, th in enumerate(draws["thresholds"]):
             if (not isinstance(th, list) or len(th) != len(self.thresholds)
                     or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in th)
-                    or not all(a < b for a, b in zip(th, th[1:]))):
+                    or not all(a < b for a, b in itertools.pairwise(th))):
                 raise InputError(f"posterior_draws: draw {d + 1} of the thresholds is not {len(self.thresholds)} "
                                  "increasing numbers")
 

@@ -303,10 +303,10 @@ EDITS = {
     "other version": ({"version": 9}, "unsupported version 9"),
     "a posterior draw with thresholds not increasing": (
         {"posterior_draws": {"thresholds": [[-1.0, 0.0, 1.0, 2.0], [-1.0, 1.0, 0.5, 2.0]],
-                             **dict.fromkeys(ORDINAL_SD_NAMES, [0.5, 0.4]), "effects": {"B": [0.1, 0.2]}}},
+                             **{k: [0.5, 0.4] for k in ORDINAL_SD_NAMES}, "effects": {"B": [0.1, 0.2]}}},
         "draw 2 of the thresholds is not 4 increasing numbers"),
     "posterior draws of unequal length": (
-        {"posterior_draws": {"thresholds": [[-1.0, 0.0, 1.0, 2.0]], **dict.fromkeys(ORDINAL_SD_NAMES, [0.5, 0.4])}},
+        {"posterior_draws": {"thresholds": [[-1.0, 0.0, 1.0, 2.0]], **{k: [0.5, 0.4] for k in ORDINAL_SD_NAMES}}},
         "sd_worker must list 1 draws"),
 }
 
