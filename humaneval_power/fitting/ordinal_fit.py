@@ -229,6 +229,8 @@ class OrdinalFitResult:
                  f"\nthresholds (latent scale; 95% {'posterior' if self.posterior else 'Wald'} interval):"]
         th = pd.DataFrame({"threshold": fit.threshold_names, "estimate": fit.thresholds, "se": fit.se[:len(fit.thresholds)]})
         th[["lower", "upper"]] = [self.interval("thresholds", k) for k in range(len(th))]
+        if self.posterior:
+            th = th.rename(columns={"se": "posterior sd"})
         lines.append(th.to_string(index=False, float_format=fmt))
         lines.append("\nfixed effects (latent shift from the baseline; positive = higher ratings"
                      + ("; log cumulative odds ratio" if fit.link == "logit" else "") + "):")
@@ -327,31 +329,32 @@ def fit_bambi_ordinal(
     for t, name in enumerate(groups):
         frame[f"g{t + 1}"] = "g" + np.asarray(groups[name]).astype(str)
     formula = "y ~ " + " + ".join([f"x{j + 1}" for j in range(X.shape[1])] + [f"(1|g{t + 1})" for t in range(len(groups))])
-    for name in ("pymc", "pytensor", "bambi"):
+    for name in ("pymc", "pytensor", "bambi", "arviz"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    import arviz
+
+    names = ["threshold", *(f"x{j + 1}" for j in range(X.shape[1])), *(f"1|g{t + 1}_sigma" for t in range(len(groups)))]
     with py_warnings.catch_warnings(record=True):
         py_warnings.simplefilter("always")
         model = bmb.Model(formula, frame, family="cumulative", link=link)
         idata = model.fit(draws=draws, tune=draws, chains=chains, random_seed=seed, progressbar=False, cores=1,
                           target_accept=0.95)
+        rhat = float(np.nanmax(arviz.rhat(idata, var_names=names).to_array().values)) if chains > 1 else math.nan
     post = idata.posterior
     flat = {v: post[v].values.reshape(-1, *post[v].shape[2:]) for v in post.data_vars}
     th = flat["threshold"]
     beta = np.column_stack([flat[f"x{j + 1}"] for j in range(X.shape[1])])
     sds = np.column_stack([flat[f"1|g{t + 1}_sigma"] for t in range(len(groups))])
     keep = np.sort(np.random.default_rng(seed).choice(len(th), size=min(len(th), MAX_EXPORTED_DRAWS), replace=False))
-    import arviz
-
-    names = ["threshold", *(f"x{j + 1}" for j in range(X.shape[1])), *(f"1|g{t + 1}_sigma" for t in range(len(groups)))]
-    rhat = float(np.nanmax(arviz.rhat(idata, var_names=names).to_array().values))
     divergent = int(idata.sample_stats["diverging"].values.sum())
     notes = ((f"{divergent} divergent transitions: treat the intervals with care",) if divergent else ()) + (
-        (f"max R-hat {rhat:.3f} > 1.01: run longer (--draws)",) if rhat > 1.01 else ())
+        (f"max R-hat {rhat:.3f} > 1.01: run longer (--draws)",) if rhat > 1.01 else ()) + (
+        ("one chain: convergence (R-hat) not checked; use --chains 2 or more",) if chains == 1 else ())
     return ClmmFit(
         thresholds=np.median(th, axis=0), threshold_names=tuple(f"{levels[k]}|{levels[k + 1]}" for k in range(len(levels) - 1)),
         beta=np.median(beta, axis=0), beta_names=tuple(beta_names), sds=np.median(sds, axis=0), sd_names=tuple(groups),
         loglik=math.nan, cov=np.atleast_2d(np.cov(np.column_stack([th, beta]), rowvar=False)), link=link, levels=levels,
-        n_obs=len(y), converged=rhat <= 1.01 and not divergent, message="; ".join(notes) or "sampled",
+        n_obs=len(y), converged=not (rhat > 1.01 or divergent), message="; ".join(notes) or "sampled",
         n_iter=len(th), max_grad=math.nan, backend=f"bambi {bmb.__version__} (cumulative)", warnings=notes,
         sd_se=sds.std(axis=0), draws={"thresholds": th[keep].round(6), "beta": beta[keep].round(6), "sds": sds[keep].round(6)},
     )
