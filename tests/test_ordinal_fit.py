@@ -248,6 +248,11 @@ def test_ordinal_backend_refuses_gaussian(tmp_path: Path, capsys: pytest.Capture
     _ratings(BASE).to_csv(tmp_path / "r.csv", index=False)
     line = _refused(["fit", str(tmp_path / "r.csv"), "--backend", "clmm", "-o", str(tmp_path / "p.json")], tmp_path, capsys)
     assert "does not fit gaussian" in line
+    line = _refused(["fit", str(tmp_path / "r.csv"), "--link", "probit", "-o", str(tmp_path / "p.json")], tmp_path, capsys)
+    assert "--link applies to --family ordinal" in line
+    line = _refused(["fit", str(tmp_path / "r.csv"), "--family", "ordinal", "--backend", "laplace", "--draws", "10",
+                     "-o", str(tmp_path / "p.json")], tmp_path, capsys)
+    assert "from --backend bambi" in line
 
 
 #: ways to spoil an integer 1-5 rating column that uses every category, and the refusal each must give

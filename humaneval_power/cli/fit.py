@@ -23,11 +23,11 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--family", choices=registry.FAMILIES, default="gaussian",
                      help="gaussian (ratings, LMM), binomial (judgments, logistic GLMM) or ordinal (integer "
                           "ratings, cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)")
-    fit.add_argument("--link", choices=LINKS, default="logit", help="ordinal: the cumulative link")
+    fit.add_argument("--link", choices=LINKS, help="ordinal: the cumulative link (default logit)")
     fit.add_argument("--backend", choices=tuple(registry.REGISTRY),
                      help="lme4 (R, Satterthwaite t; the default), statsmodels (no R, same tests and Wald intervals, "
                           "Gaussian only), bambi (Bayesian, posterior intervals); ordinal: clmm (R ordinal::clmm, "
-                          "the default) or laplace (no R, the same Laplace likelihood)")
+                          "the default), laplace (no R, the same Laplace likelihood) or bambi (cumulative family)")
     fit.add_argument("--ties", choices=TIE_POLICIES, default="drop",
                      help="binomial: drop ties, or split each as half a win for each side")
     fit.add_argument("--tie-values", nargs="+", default=[], metavar="ANSWER",
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     args.backend = args.backend or registry.default_backend(args.family)
     if args.family == "ordinal":
         return _run_ordinal(args, out)
-    if args.link != "logit":
+    if args.link:
         raise InputError("--link applies to --family ordinal")
     if args.family == "gaussian":
         if args.ties != "drop" or args.tie_values:
@@ -117,7 +117,7 @@ def _run_ordinal(args: argparse.Namespace, out: str | None) -> int:
     data = read_ordinal_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
                                 where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
     with StageNotes("hepower fit") as progress:
-        result = fit_ordinal(data, args.backend, args.link, intervals=args.intervals, progress=progress,
+        result = fit_ordinal(data, args.backend, args.link or "logit", intervals=args.intervals, progress=progress,
                              draws=args.draws, chains=args.chains, seed=args.seed)
     params_file = params_json(result.to_params_file())
     args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
