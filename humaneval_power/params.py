@@ -7,6 +7,7 @@ slope SDs are half of ours; :func:`from_plus_minus_one` converts explicitly.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
@@ -363,3 +364,140 @@ def load_h2h_params(path: str | Path, comparison: str | None = None, allow_separ
     """Read a head-to-head parameter file (``comparison`` picks one from a set); a file marked as
     quasi-separated is refused unless ``allow_separation``."""
     return H2HParams.from_json(read_params_doc(path, comparison), source=str(path), allow_separation=allow_separation)
+
+
+ORDINAL_SCHEMA = "humaneval-power/ordinal-params"
+#: the latent random-effect SDs of an ordinal parameter file (the coding-invariant model; the names of
+#: :class:`~humaneval_power.ordinal_process.OrdinalProcess`)
+ORDINAL_SD_NAMES = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system")
+
+
+@dataclass(frozen=True)
+class OrdinalParams:
+    """A cumulative-link mixed model on the latent scale: P(Y <= k) = F(theta_k - eta).
+
+    ``scale``: the category labels (consecutive integers, lowest first); ``thresholds``: the
+    K - 1 strictly increasing thresholds; ``sds``: the four latent SDs (:data:`ORDINAL_SD_NAMES`);
+    ``effects``: each system's latent shift from ``systems[0]`` (the baseline), as fitted (kept for
+    reference; plans choose their own effect).
+    """
+
+    thresholds: tuple[float, ...]
+    sds: dict[str, float]
+    link: str = "logit"
+    scale: tuple[int, ...] = (1, 2, 3, 4, 5)
+    systems: tuple[str, ...] = ()
+    effects: dict[str, float] = field(default_factory=dict)
+    name: str = "custom"
+    provenance: dict[str, Any] = field(default_factory=dict)
+    #: posterior draws (``fit --family ordinal --backend bambi``) for planning with assurance: ``thresholds``
+    #: (a list of K - 1 increasing values per draw), each of :data:`ORDINAL_SD_NAMES`, ``effects`` (system -> list)
+    draws: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        from .fitting.clmm import check_link
+
+        check_link(self.link)
+        labels = list(self.scale)
+        if (len(labels) < 3 or any(isinstance(v, bool) or not isinstance(v, int) for v in labels)
+                or labels != list(range(labels[0], labels[0] + len(labels)))):
+            raise InputError(f"scale must list at least three consecutive integer categories, got {labels!r}")
+        th = list(self.thresholds)
+        for k, v in enumerate(th):
+            check_magnitude(f"threshold {k + 1}", v)
+        if len(th) != len(labels) - 1:
+            raise InputError(f"{len(labels)} categories need {len(labels) - 1} thresholds, got {len(th)}")
+        for k in range(len(th) - 1):
+            if not th[k] < th[k + 1]:
+                raise InputError(f"thresholds must increase: {labels[k]}|{labels[k + 1]} = {th[k]:g} is not below "
+                                 f"{labels[k + 1]}|{labels[k + 2]} = {th[k + 1]:g}")
+        unknown = sorted(set(self.sds) - set(ORDINAL_SD_NAMES))
+        missing = [k for k in ORDINAL_SD_NAMES if k not in self.sds]
+        if unknown or missing:
+            raise InputError(f"sds must give {', '.join(ORDINAL_SD_NAMES)}"
+                             + (f"; unknown: {', '.join(unknown)}" if unknown else f"; missing: {', '.join(missing)}"))
+        for sd_name in ORDINAL_SD_NAMES:
+            if check_magnitude(sd_name, self.sds[sd_name]) < 0:
+                raise InputError(f"{sd_name} must be >= 0, got {self.sds[sd_name]!r}")
+        for system, value in self.effects.items():
+            check_magnitude(f"effect of {system}", value)
+        if self.draws is not None:
+            self._check_draws(self.draws)
+
+    def _check_draws(self, draws: Any) -> None:
+        """Posterior draws of the same shape and rules as the estimates (InputError otherwise)."""
+        if not isinstance(draws, dict) or not isinstance(draws.get("thresholds"), list):
+            raise InputError("posterior_draws must be an object with a list of thresholds per draw")
+        n = len(draws["thresholds"])
+        series = {k: draws.get(k) for k in ORDINAL_SD_NAMES}
+        series.update({f"effect of {s}": v for s, v in (draws.get("effects") or {}).items()})
+        for key, values in series.items():
+            if not isinstance(values, list) or len(values) != n:
+                raise InputError(f"posterior_draws: {key} must list {n} draws")
+            for v in values:
+                if check_magnitude(key, v) < 0 and key in ORDINAL_SD_NAMES:
+                    raise InputError(f"posterior_draws: {key} must be >= 0, got {v!r}")
+        for d, th in enumerate(draws["thresholds"]):
+            if (not isinstance(th, list) or len(th) != len(self.thresholds)
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in th)
+                    or not all(a < b for a, b in itertools.pairwise(th))):
+                raise InputError(f"posterior_draws: draw {d + 1} of the thresholds is not {len(self.thresholds)} "
+                                 "increasing numbers")
+
+    def process(self) -> Any:
+        """The data-generating process of these parameters (:class:`~humaneval_power.ordinal_process.OrdinalProcess`)."""
+        from .ordinal_process import OrdinalProcess
+
+        return OrdinalProcess(tuple(self.thresholds), self.link, lowest=self.scale[0], name=self.name,
+                              **{k: float(self.sds[k]) for k in ORDINAL_SD_NAMES})
+
+    def to_json(self) -> dict[str, Any]:
+        """The parameter-file document."""
+        return {
+            "schema": ORDINAL_SCHEMA,
+            "version": SCHEMA_VERSION,
+            "family": "ordinal",
+            "name": self.name,
+            "link": self.link,
+            "scale": list(self.scale),
+            "thresholds": [float(v) for v in self.thresholds],
+            "sds": {k: float(self.sds[k]) for k in ORDINAL_SD_NAMES},
+            "systems": list(self.systems),
+            "effects": {k: float(v) for k, v in self.effects.items()},
+            "effect_coding": "treatment: each system's latent shift from the first (the baseline); positive = higher "
+                             "ratings",
+            "provenance": self.provenance,
+            **({"posterior_draws": self.draws} if self.draws is not None else {}),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, source: str = "parameter file") -> OrdinalParams:
+        """Validate an ordinal parameter-file document (see :meth:`to_json`); typed or edited values are
+        held to the same checks as fitted ones (e.g. increasing thresholds)."""
+        if not isinstance(doc, dict) or doc.get("schema") != ORDINAL_SCHEMA:
+            family = doc.get("family") if isinstance(doc, dict) else None
+            raise InputError(f"{source}: not an ordinal parameter file (family {family!r}); "
+                             "fit one with `hepower fit --family ordinal`")
+        if doc.get("version") != SCHEMA_VERSION:
+            raise InputError(f"{source}: unsupported version {doc.get('version')!r}")
+        missing = [k for k in ("link", "scale", "thresholds", "sds") if k not in doc]
+        if missing:
+            raise InputError(f"{source}: missing {', '.join(missing)}")
+        try:
+            for key, kind in (("scale", list), ("thresholds", list), ("sds", dict), ("effects", dict), ("systems", list)):
+                if key in doc and not isinstance(doc[key], kind):
+                    raise InputError(f"{key} must be a JSON {'array' if kind is list else 'object'}")
+            for k, v in list(doc.get("sds", {}).items()) + [(f"threshold {n + 1}", v) for n, v in enumerate(doc["thresholds"])]:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise InputError(f"{k} must be a number, got {v!r}")
+            return cls(thresholds=tuple(doc["thresholds"]), sds=dict(doc["sds"]), link=str(doc["link"]),
+                       scale=tuple(doc["scale"]), systems=tuple(map(str, doc.get("systems") or ())),
+                       effects=dict(doc.get("effects") or {}), name=str(doc.get("name", "custom")),
+                       provenance=dict(doc.get("provenance") or {}), draws=doc.get("posterior_draws"))
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
+
+
+def load_ordinal_params(path: str | Path) -> OrdinalParams:
+    """Read and validate an ordinal parameter file (``hepower fit --family ordinal -o FILE``)."""
+    return OrdinalParams.from_json(read_params_doc(path), source=str(path))

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..fitting import registry
+from ..fitting.clmm import LINKS
 from ..validation import TIE_POLICIES
 from .common import StageNotes, add_old_spelling, add_ratings_input, add_seed, positive, print_json, where_filters
 
@@ -19,11 +20,14 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--system-b", default="system_b", metavar="COL", help="binomial: second system's column")
     fit.add_argument("--outcome", default="outcome", metavar="COL", help="binomial: a, b or tie (or the winner)")
     fit.add_argument("--baseline", metavar="SYSTEM", help="system the others are compared with (default: first)")
-    fit.add_argument("--family", choices=("gaussian", "binomial"), default="gaussian",
-                     help="gaussian (ratings, LMM) or binomial (judgments, logistic GLMM)")
-    fit.add_argument("--backend", choices=tuple(registry.REGISTRY), default="lme4",
-                     help="lme4 (R, Satterthwaite t), statsmodels (no R, same tests and Wald intervals, "
-                          "Gaussian only), bambi (Bayesian, posterior intervals)")
+    fit.add_argument("--family", choices=registry.FAMILIES, default="gaussian",
+                     help="gaussian (ratings, LMM), binomial (judgments, logistic GLMM) or ordinal (integer "
+                          "ratings, cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)")
+    fit.add_argument("--link", choices=LINKS, help="ordinal: the cumulative link (default logit)")
+    fit.add_argument("--backend", choices=tuple(registry.REGISTRY),
+                     help="lme4 (R, Satterthwaite t; the default), statsmodels (no R, same tests and Wald intervals, "
+                          "Gaussian only), bambi (Bayesian, posterior intervals); ordinal: clmm (R ordinal::clmm, "
+                          "the default), laplace (no R, the same Laplace likelihood) or bambi (cumulative family)")
     fit.add_argument("--ties", choices=TIE_POLICIES, default="drop",
                      help="binomial: drop ties, or split each as half a win for each side")
     fit.add_argument("--tie-values", nargs="+", default=[], metavar="ANSWER",
@@ -62,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
     from ..fitting.ratings import read_judgments, read_ratings
     from ..params import params_json
     out = args.outputs.paths.get("out")
+    args.backend = args.backend or registry.default_backend(args.family)
+    if args.family == "ordinal":
+        return _run_ordinal(args, out)
+    if args.link:
+        raise InputError("--link applies to --family ordinal")
     if args.family == "gaussian":
         if args.ties != "drop" or args.tie_values:
             raise InputError("--ties and --tie-values apply to --family binomial")
@@ -91,4 +100,31 @@ def run(args: argparse.Namespace) -> int:
                   + (" --comparison SYSTEM" if len(result.records) > 1 else "") + " ...`")
         elif out:
             print(f"\nwrote {out} (head-to-head parameters: log-odds intercept, sd_worker, sd_item)")
+    return 0
+
+
+def _run_ordinal(args: argparse.Namespace, out: str | None) -> int:
+    """``hepower fit --family ordinal``: read_ordinal_ratings + fit_ordinal, the ordinal parameter file."""
+    import pandas as pd
+
+    from ..fitting.ordinal_fit import fit_ordinal
+    from ..fitting.ratings import read_ordinal_ratings
+    from ..params import params_json
+    given = [o for o, v in (("--correlated", args.correlated), ("--simplify", args.simplify),
+                            ("--ties", args.ties != "drop"), ("--tie-values", args.tie_values)) if v]
+    if given:
+        raise InputError(f"{given[0]} does not apply to --family ordinal")
+    data = read_ordinal_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
+                                where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
+    with StageNotes("hepower fit") as progress:
+        result = fit_ordinal(data, args.backend, args.link or "logit", intervals=args.intervals, progress=progress,
+                             draws=args.draws, chains=args.chains, seed=args.seed)
+    params_file = params_json(result.to_params_file())
+    args.outputs.write(out=lambda tmp: tmp.write_text(params_file, encoding="utf-8"))
+    if args.json:
+        print_json(pd.DataFrame(result.records()))
+    else:
+        print(result.summary())
+        if out:
+            print(f"\nwrote {out} (ordinal parameters: link, thresholds, latent SDs, effects)")
     return 0

@@ -21,7 +21,7 @@ simulated studies on one layout (docs/ordinal.md).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -72,6 +72,8 @@ class _SchurFactor(_Factor):
     terms' columns, not of q. B is kept as its nonzeros (a few per column) in the plan's pattern."""
 
     def __init__(self, D: np.ndarray, bdata: np.ndarray, C: np.ndarray, plan: _SchurPlan) -> None:
+        if not np.all(D > 0):  # rounding far out (P(y) without digits): the objective does not exist there
+            raise np.linalg.LinAlgError("H is not positive definite")
         self.D, self.bdata, self.plan = D, bdata, plan
         self.bdi = bdata / D[plan.nz_col]  # B D^-1
         self.nd, nc = len(D), plan.nc
@@ -214,6 +216,12 @@ class ClmmFit:
     max_grad: float
     backend: str
     warnings: tuple[str, ...] = field(default=())
+    #: standard errors of the SDs (observed information in (thresholds, beta, SDs), clmm's parametrisation);
+    #: NaN for an SD below ``BOUNDARY_SD`` (left out of the information) or when not computed
+    sd_se: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: posterior draws (the bambi backend): ``thresholds`` (S x K-1), ``beta`` (S x p), ``sds`` (S x m); None for a
+    #: maximum-likelihood fit (then the estimates are the optimum and ``cov``, ``sd_se`` the observed information's)
+    draws: dict[str, np.ndarray] | None = None
 
     @property
     def se(self) -> np.ndarray:
@@ -478,7 +486,10 @@ class _Model:
         """-log L (Laplace) and its gradient in (alpha, beta, s)."""
         if np.any(np.diff(alpha) <= 0):
             return np.inf, None
-        u, _, lu, _ = self.modes(alpha, beta, s)
+        try:
+            u, _, lu, _ = self.modes(alpha, beta, s)
+        except np.linalg.LinAlgError:  # H not numerically positive definite: far out (SDs ~50, |eta| ~100,
+            return np.inf, None  # where P(y) loses its digits), so the optimiser steps back
         self.beta_last = beta
         ae = self._alpha_ext(alpha)
         pc = _pieces(self.y, ae, self.X @ beta + self._eta_re(u, s), self.link, True)
@@ -634,7 +645,31 @@ def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping
     K, p = len(levels), Xm.shape[1]
     model = _Model(y, Xm, Layout.build(groups, len(y)), K, link)
     names_b = tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p))
-    return _optimise(model, levels, names_b, _start(y, K, p, model.m, link, start_sd))[0]
+    fit = _optimise(model, levels, names_b, _start(y, K, p, model.m, link, start_sd))[0]
+    # the objective at the estimates once more, its conditional modes found from zero: the optimisation
+    # warm-starts them, which can carry it where the likelihood cannot be evaluated (SDs ~50 on the AMT ratings
+    # of two systems, 12 items, 84 workers: P(y) loses its digits and H is no longer positive definite)
+    again = -_Model(y, Xm, model.L, K, link).objective(fit.thresholds, fit.beta, fit.sds, grad=False)[0]
+    sds = ", ".join(f"{n} {v:.3g}" for n, v in zip(fit.sd_names, fit.sds))
+    if not np.isfinite(again):
+        raise InputError(f"the Laplace fit ran to SDs ({sds}) where its likelihood cannot be evaluated: the ratings "
+                         "do not identify them (e.g. most workers rate only one or two outputs)")
+    if abs(again - fit.loglik) > 1e-6 * max(1.0, abs(fit.loglik)):
+        note = (f"the log-likelihood at the estimates depends on the start of the conditional modes ({fit.loglik:.8g} "
+                f"warm, {again:.8g} from zero)")
+        fit = replace(fit, converged=False, warnings=(*fit.warnings, note))
+    return fit
+
+
+def _flip_signs(model: _Model, s: np.ndarray) -> None:
+    """The objective is even in each SD: before reporting a negative SD as |s|, negate its term's modes (the
+    modes at -s), so the next evaluation starts from the modes it needs."""
+    neg = np.flatnonzero(s < 0)
+    if len(neg):
+        edges = np.concatenate([[0], np.cumsum(model.L.n_levels)])
+        for t in neg:
+            model.u[edges[t]:edges[t + 1]] *= -1
+        model.u_dot = None
 
 
 def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], psi0: np.ndarray,
@@ -655,15 +690,25 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
         last[:] = [(phi.tobytes(), *out)]
         return out
 
+    best: list[tuple[float, np.ndarray]] = [(np.inf, psi0)]  # the lowest finite evaluation
+
     def fun_grad_psi(psi: np.ndarray) -> tuple[float, np.ndarray]:
         val, g = fun_grad_nat(_to_natural(psi, K))
         if not np.isfinite(val):
             return 1e300, np.zeros(len(psi))
+        if val < best[0][0]:
+            best[0] = (val, psi.copy())
         return val, _jacobian(psi, K).T @ g
 
     res = optimize.minimize(fun_grad_psi, psi0, jac=True, method="BFGS",
                             options={"gtol": gtol, "maxiter": 1000, "hess_inv0": hess_inv0})
+    for _ in range(3):  # BFGS ended where the objective does not exist (a step far out): restart from the best point
+        if res.fun < 1e300 or not np.isfinite(best[0][0]):
+            break
+        res = optimize.minimize(fun_grad_psi, best[0][1], jac=True, method="BFGS",
+                                options={"gtol": gtol, "maxiter": 1000})
     phi = _to_natural(res.x, K)
+    _flip_signs(model, phi[K - 1 + p:])
     phi[K - 1 + p:] = np.abs(phi[K - 1 + p:])
     value, g = fun_grad_nat(phi)
     free = np.ones(len(phi), bool)
@@ -696,8 +741,12 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
             n_obs=N, converged=converged, message=str(res.message), n_iter=n_iter, max_grad=max_grad,
             backend="laplace"), res.hess_inv)
     Hs = _hessian(fun_grad_nat, phi, free, None if central else g)
+    sd_se = np.full(model.m, np.nan)
     try:
-        cov = np.linalg.inv(Hs)[:nfe, :nfe]
+        inv = np.linalg.inv(Hs)
+        cov = inv[:nfe, :nfe]
+        var_sd = np.diag(inv)[nfe:]  # the free SDs, in order
+        sd_se[free[nfe:]] = np.sqrt(np.where(var_sd > 0, var_sd, np.nan))
     except np.linalg.LinAlgError:
         cov = np.full((nfe, nfe), np.nan)
         warnings.append("the observed information is singular")
@@ -716,6 +765,7 @@ def _optimise(model: _Model, levels: tuple[int, ...], names_b: tuple[str, ...], 
         beta=phi[K - 1:nfe], beta_names=names_b, sds=phi[nfe:], sd_names=model.L.names,
         loglik=-value, cov=cov, link=model.link, levels=levels, n_obs=N, converged=converged,
         message=str(res.message), n_iter=n_iter, max_grad=max_grad, backend="laplace", warnings=tuple(warnings),
+        sd_se=sd_se,
     ), hinv_psi)
 
 

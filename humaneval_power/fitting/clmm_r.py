@@ -74,14 +74,17 @@ def fit_clmm_r(
     except RRuntimeError as exc:
         raise InputError(f"clmm could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
     get = lambda name: np.asarray(list(res.rx2(name)), dtype=float)
-    sd_r = dict(zip([str(s) for s in res.rx2("sd_names")], get("sd")))
+    with np.errstate(invalid="ignore"):  # NA (an SD at the boundary, not in clmm's vcov)
+        sd_se = np.sqrt(get("sd_var"))
+    sd_r = dict(zip([str(s) for s in res.rx2("sd_names")], zip(get("sd"), sd_se)))
     names = list(groups)
     nfe = len(levels) - 1 + p
     code = int(get("convergence")[0])
     return ClmmFit(
         thresholds=get("alpha"), threshold_names=tuple(f"{levels[k]}|{levels[k + 1]}" for k in range(len(levels) - 1)),
         beta=get("beta"), beta_names=tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p)),
-        sds=np.array([sd_r[f"g{t + 1}"] for t in range(len(names))]), sd_names=tuple(names),
+        sds=np.array([sd_r[f"g{t + 1}"][0] for t in range(len(names))]), sd_names=tuple(names),
+        sd_se=np.array([sd_r[f"g{t + 1}"][1] for t in range(len(names))]),
         loglik=float(get("loglik")[0]), cov=get("vcov").reshape(nfe, nfe, order="F"), link=link, levels=levels,
         n_obs=N, converged=code == 0, message=str(res.rx2("message")[0]), n_iter=int(get("niter")[0]),
         max_grad=float(get("max_grad")[0]), backend=f"clmm (ordinal {res.rx2('version')[0]})",

@@ -234,3 +234,35 @@ def read_judgments(
     p_tie = pd.Series(is_tie, index=f.index).groupby(f["system"]).mean()  # per comparison, before dropping
     return PilotData(frame, order, "binomial", name, digest, tuple(notes),
                      extra={"ties": ties, "p_tie": {str(k): float(v) for k, v in p_tie.items()}})
+
+
+def read_ordinal_ratings(
+    source: str | Path | pd.DataFrame,
+    worker: str | None = None,
+    item: str | None = None,
+    system: str | None = None,
+    score: str | None = None,
+    baseline: str | None = None,
+    systems: Sequence[str] | None = None,
+    where: dict[str, str] | None = None,
+    scale: tuple[float, float] | None = None,
+    duplicates: str = "error",
+) -> PilotData:
+    """Read ordinal (Likert) ratings as categories: the checks of :func:`read_ratings` (without rescaling),
+    then integer scores on ``scale = (lowest, highest)`` (default: the observed range), at least three
+    categories observed and none of the scale unused (:func:`~.clmm.ordinal_codes`). The family is
+    ``ordinal``; ``scale`` holds (lowest, highest) and ``extra["levels"]`` the category labels."""
+    from .clmm import ordinal_codes
+
+    if duplicates == "average":
+        raise InputError("--duplicates average makes mean ratings, not categories: use error or keep with "
+                         "--family ordinal")
+    if scale is not None and not all(float(v).is_integer() for v in scale):
+        raise InputError(f"an ordinal scale is two integer ratings LOWEST HIGHEST, got {scale[0]:g} {scale[1]:g}")
+    data = read_ratings(source, worker, item, system, score, baseline, systems, where, None, duplicates)
+    rng = None if scale is None else (int(scale[0]), int(scale[1]))
+    if rng is not None and not rng[0] < rng[1]:
+        raise InputError(f"--scale needs LOWEST < HIGHEST, got {rng[0]} {rng[1]}")
+    _, levels = ordinal_codes(data.frame["score"].to_numpy(), rng)
+    return PilotData(data.frame, data.systems, "ordinal", data.source, data.sha256, data.notes,
+                     scale=(float(levels[0]), float(levels[-1])), extra={"levels": levels})

@@ -5,13 +5,15 @@ methods per family (the first is the default), the random-effect structures
 and whether it fits correlated random effects. Its Gaussian fitter is named
 as ``"module:function"`` and imported only when used (R, pymc and statsmodels
 are slow to import), with the signature ``fit(frame, spec: LmmSpec,
-options: FitOptions) -> RawFit``.
+options: FitOptions) -> RawFit``; its ordinal (cumulative-link) fitter likewise, with the
+signature of :func:`.clmm.fit_clmm` (ratings, X, groups, link=, scale=, beta_names=) -> ClmmFit.
+Each family's default backend is in :data:`DEFAULT_BACKENDS`.
 """
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import InputError
 from ..validation import check_choice
@@ -19,7 +21,11 @@ from ..validation import check_choice
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .clmm import ClmmFit
     from .types import FitOptions, LmmSpec, RawFit
+
+#: the model families ``hepower fit`` fits: Likert ratings as interval data, head-to-head judgments, ordinal ratings
+FAMILIES = ("gaussian", "binomial", "ordinal")
 
 GaussianFitter = Callable[["pd.DataFrame", "LmmSpec", "FitOptions"], "RawFit"]
 
@@ -32,6 +38,7 @@ class Backend:
     intervals: Mapping[str, tuple[str, ...]]  #: family -> interval methods, the default first
     gaussian: str | None = None  #: "module:function" of the Gaussian fitter
     correlated: bool = False
+    ordinal: str | None = None  #: "module:function" of the cumulative-link mixed-model fitter
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -52,8 +59,19 @@ class Backend:
     def gaussian_fitter(self) -> GaussianFitter:
         if self.gaussian is None:
             raise InputError(f"the {self.name} backend fits no Gaussian models")
-        module, function = self.gaussian.split(":")
-        return getattr(importlib.import_module(module), function)
+        return _load(self.gaussian)
+
+    def ordinal_fitter(self) -> Callable[..., ClmmFit]:
+        if self.ordinal is None:
+            raise InputError(f"the {self.name} backend fits no ordinal models "
+                             f"(backends for ordinal: {', '.join(backends_for('ordinal'))})")
+        return _load(self.ordinal)
+
+
+def _load(where: str) -> Any:
+    """The object named ``"module:function"``."""
+    module, function = where.split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 REGISTRY: dict[str, Backend] = {}
@@ -80,6 +98,16 @@ def backends_for(family: str) -> tuple[str, ...]:
     return tuple(b.name for b in REGISTRY.values() if family in b.intervals)
 
 
+#: each family's default backend
+DEFAULT_BACKENDS = {"gaussian": "lme4", "binomial": "lme4", "ordinal": "clmm"}
+
+
+def default_backend(family: str) -> str:
+    """The default backend of ``family`` (lme4 for gaussian and binomial, clmm for ordinal)."""
+    check_choice("family", family, FAMILIES)
+    return DEFAULT_BACKENDS[family]
+
+
 def _bambi_gaussian(frame: "pd.DataFrame", spec: "LmmSpec", options: "FitOptions") -> "RawFit":
     from .bambi_fit import fit_bambi
 
@@ -90,5 +118,8 @@ register(Backend("lme4", {"gaussian": ("wald", "profile", "boot", "none"), "bino
                  "humaneval_power.fitting.lme4:fit_lmm", correlated=True))
 register(Backend("statsmodels", {"gaussian": ("wald", "profile", "boot", "none")},
                  "humaneval_power.fitting.statsmodels_lmm:fit_lmm"))
-register(Backend("bambi", {"gaussian": ("posterior",), "binomial": ("posterior",)},
-                 "humaneval_power.fitting.registry:_bambi_gaussian", correlated=True))
+register(Backend("bambi", {"gaussian": ("posterior",), "binomial": ("posterior",), "ordinal": ("posterior",)},
+                 "humaneval_power.fitting.registry:_bambi_gaussian", correlated=True,
+                 ordinal="humaneval_power.fitting.ordinal_fit:fit_bambi_ordinal"))
+register(Backend("clmm", {"ordinal": ("wald",)}, ordinal="humaneval_power.fitting.clmm_r:fit_clmm_r"))
+register(Backend("laplace", {"ordinal": ("wald",)}, ordinal="humaneval_power.fitting.clmm:fit_clmm"))

@@ -17,9 +17,12 @@ hepower_fit_clmm <- function(data, formula, levels, link, tight) {
       invokeRestart("muffleWarning")
     })
   fe <- c(names(m$alpha), names(m$beta))
+  V <- vcov(m)
+  st <- paste0("ST", seq_along(m$ST))  # vcov has the SDs not at the boundary, named ST<k> in the order of m$ST
+  sd_var <- vapply(st, function(k) if (k %in% rownames(V)) V[k, k] else NA_real_, 0)
   list(alpha = unname(m$alpha), beta = unname(m$beta), beta_names = names(m$beta),
        sd = vapply(m$ST, function(s) s[1, 1], 0), sd_names = names(m$ST),
-       loglik = as.numeric(logLik(m)), vcov = vcov(m)[fe, fe, drop = FALSE],
+       sd_var = unname(sd_var), loglik = as.numeric(logLik(m)), vcov = V[fe, fe, drop = FALSE],
        convergence = m$optRes$convergence, message = m$optRes$message,
        max_grad = max(abs(m$gradient)), niter = m$optRes$iterations, warnings = warnings,
        version = as.character(packageVersion("ordinal")))
