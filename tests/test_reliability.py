@@ -22,7 +22,7 @@ import pytest
 from humaneval_power import io
 from humaneval_power.engine import StudyOutcomes, run_cells
 from humaneval_power.errors import InputError
-from humaneval_power.parallel import remove_stale_run_dirs
+from humaneval_power.executors.local import remove_stale_run_dirs
 from humaneval_power.scenarios.bleu import BleuScenario
 from humaneval_power.store import Store, _checksum
 
@@ -455,7 +455,7 @@ def test_a_service_that_is_no_dask_scheduler_is_refused_within_the_timeout(monke
 
     from humaneval_power import executors
 
-    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr(executors.dask_cluster, "CONNECT_TIMEOUT", 1)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()

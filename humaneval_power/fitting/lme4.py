@@ -114,7 +114,7 @@ def _start_r() -> Any:
         from rpy2.rinterface_lib import callbacks
     except Exception as exc:  # ImportError, or rpy2 failing to find R
         raise BackendUnavailableError(f"the lme4 backend is unavailable ({exc.__class__.__name__}: {exc}); {INSTALL_HINT}") from None
-    from ..parallel import drop_r_library_path
+    from ..executors.local import drop_r_library_path
 
     drop_r_library_path()  # else every Python started from here on may load the system's libpython
     if _armed.is_set() and threading.current_thread() is threading.main_thread():

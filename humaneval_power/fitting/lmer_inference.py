@@ -172,13 +172,13 @@ def variance_parameters(spec: LmmSpec) -> int:
 def check_kenward_roger(n: int, parameters: int, backend: str) -> str:
     """Refuse Kenward-Roger above ``KR_MAX_RATINGS[backend]`` ratings with the estimated cost; below, the
     estimate in words (for a progress line)."""
-    from ..engine import _duration
     from ..errors import InputError
+    from ..progress import format_duration
 
     memory, seconds = kenward_roger_cost(n, parameters, backend)
     what = "pbkrtest's vcovAdj (lme4)" if backend == "lme4" else "Kenward-Roger without R"
     cost = (f"{what} builds dense {n} x {n} matrices of the ratings: about {memory / 1e9:.2g} GB and "
-            f"{_duration(seconds)} (estimated)")
+            f"{format_duration(seconds)} (estimated)")
     if n > KR_MAX_RATINGS[backend]:
         other = "statsmodels" if backend == "lme4" else "lme4"
         alt = f"--backend {other} or " if n <= KR_MAX_RATINGS[other] else ""

@@ -1,6 +1,6 @@
 """Local process parallelism: lazy task lists, a callback per finished task, workers that stop with us.
 
-:class:`LocalProcesses` is the default executor (see :mod:`.executors`).
+:class:`LocalProcesses` is the default executor (see :mod:`humaneval_power.executors`).
 
 * Tasks are submitted a few at a time, so a huge (lazy) task list costs no memory.
 * Ctrl-C (KeyboardInterrupt) or any error: the results already finished are
@@ -26,14 +26,15 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
-from .errors import InputError
-from .executors import Executor
+from ..errors import InputError
+from .base import Executor
 
 _RUN_DIR_PREFIX = "hepower-run-"
 _PR_SET_PDEATHSIG = 1
