@@ -260,7 +260,7 @@ def test_workers_spawned_after_r_started_run_this_python(lme4_backend: Any) -> N
     """rpy2 prepends R's library path (with the system's libpython) to LD_LIBRARY_PATH: spawned workers
     (and any Python started by a process running R) ran another Python's core under this one's
     library and failed in the resource tracker."""
-    lme4_backend._r()
+    lme4_backend.r_session()
     code = ("import sys, rpy2.robjects as ro\nro.r('1')\n"
             "from humaneval_power.executors import LocalProcesses\nout = []\n"
             "task = \"__import__('multiprocessing').get_context('spawn').Lock() and __import__('sys').version\"\n"

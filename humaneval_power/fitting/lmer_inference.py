@@ -201,16 +201,16 @@ def lme4_inference(frame: pd.DataFrame, spec: LmmSpec, kenward_roger: bool = Fal
         cost = check_kenward_roger(len(frame), variance_parameters(spec), "lme4")
         if progress is not None:
             progress(cost)
-    ro = lme4._r()
+    ro = lme4.r_session()
     if not ro.r('exists("hepower_analyze_lmm")')[0]:
         ro.r["source"](str(lme4.r_bridge_dir() / "analyze.R"))
     try:
         with lme4.r_interruptible():
-            res = ro.r["hepower_analyze_lmm"](lme4._data_frame({c: frame[c].to_numpy() for c in frame.columns}),
+            res = ro.r["hepower_analyze_lmm"](lme4.r_data_frame({c: frame[c].to_numpy() for c in frame.columns}),
                                               spec.formula, kenward_roger)
     except RRuntimeError as exc:
         raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
-    raw = lme4._raw_fit(res, "gaussian", "none")
+    raw = lme4.raw_fit(res, "gaussian", "none")
     p = len(raw.coefficients)
     m = int(res.rx2("n_jac")[0])
     arr = {name: np.asarray(list(res.rx2(name)), float) for name in ("beta", "vcov_beta", "jac", "vcov_varpar")}
