@@ -3,11 +3,11 @@ per-study sufficient statistics, then each evaluation as contractions with the d
 block by block on each block's support)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..criterion import profiled_deviance, profiled_gradient
 from .structure import BlockStructure, Group, Structure, scatter_add
 
 
@@ -166,7 +166,7 @@ def evaluate(bt: Batch | BlockBatch, gamma: np.ndarray, gradient: bool) -> Point
     r2 = whw[:, p, p] - np.einsum("si,si->s", whw[:, :p, p], beta)
     if bt.reml:
         logdet = logdet + np.linalg.slogdet(sxx)[1]
-    dev = logdet + bt.nu * (1 + np.log(2 * math.pi * r2 / bt.nu))
+    dev = profiled_deviance(logdet, r2, bt.nu)
     if not gradient:
         return Point(dev, logdet, beta, sxx, r2)
     kk = st.n_comp
@@ -354,4 +354,4 @@ def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def gradient(bt: Batch, pt: Point) -> np.ndarray:
     """Gradient of the profiled deviance in the relative variances gamma."""
-    return pt.trace - bt.nu[:, None] * pt.score / pt.r2[:, None]
+    return profiled_gradient(pt.trace, pt.score, pt.r2[:, None], bt.nu[:, None])

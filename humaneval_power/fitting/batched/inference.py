@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..criterion import EIGEN_TOL, fixed_sigma_gradient
 from .deviance import Batch, Point
-
-#: lmerTest's tolerance on the Hessian's eigenvalues
-EIGEN_TOL = 1e-8
 
 
 def vcov_varpar(bt: Batch, pt: Point, theta: np.ndarray, sigma: np.ndarray, hess_gamma: np.ndarray) -> np.ndarray:
@@ -19,7 +17,7 @@ def vcov_varpar(bt: Batch, pt: Point, theta: np.ndarray, sigma: np.ndarray, hess
     """
     kk = theta.shape[1]
     s3 = sigma[:, None] ** 3
-    g_gamma = pt.trace - pt.score / sigma[:, None] ** 2     # = the profiled gradient at sigma_hat
+    g_gamma = fixed_sigma_gradient(pt.trace, pt.score, sigma[:, None] ** 2)  # = the profiled gradient at sigma_hat
     h_theta = 4 * theta[:, :, None] * theta[:, None, :] * hess_gamma
     h_theta[:, np.arange(kk), np.arange(kk)] += 2 * g_gamma
     d_ts = 4 * theta * pt.score / s3

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..criterion import projected_gradient
 from .deviance import Batch, Point, evaluate, gradient, scatter_point
 
 #: largest Newton step in u = log(1 + n gamma) (a factor of ~e^3 in a stratum's variance)
@@ -116,7 +117,7 @@ def newton(bt: Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.nd
     # a study that stalled is still converged if it satisfies the first-order conditions closely
     c = np.exp(u) / scale                                  # d gamma / d u
     g_gamma = grad / c
-    pg = np.where(gamma > 0, np.abs(g_gamma) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-g_gamma, 0.0)).max(1)
+    pg = projected_gradient(gamma, g_gamma)
     converged |= pg <= 1e-6
     diag = np.where(eye.astype(bool), (g_gamma * c)[:, :, None], 0.0)
     hess_gamma = (hess_u - diag) / (c[:, :, None] * c[:, None, :])
