@@ -20,6 +20,7 @@ functions take them as numbers (one study) or arrays (a batch, leading axis the 
 from __future__ import annotations
 
 import math
+from typing import overload
 
 import numpy as np
 
@@ -27,6 +28,10 @@ import numpy as np
 EIGEN_TOL = 1e-8
 
 
+@overload
+def profiled_deviance(logdet: float, r2: float, nu: float) -> float: ...
+@overload
+def profiled_deviance(logdet: np.ndarray, r2: np.ndarray, nu: np.ndarray) -> np.ndarray: ...
 def profiled_deviance(logdet: float | np.ndarray, r2: float | np.ndarray, nu: float | np.ndarray
                       ) -> float | np.ndarray:
     """``logdet + nu (1 + log(2 pi r^2 / nu))``; ``logdet``: log|M| (+ log|X'H^-1X| under REML).

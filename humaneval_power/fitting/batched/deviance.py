@@ -113,6 +113,10 @@ def block_batch_statistics(st: BlockStructure, x: np.ndarray, y: np.ndarray, rem
                        st.groups, st.g_cc)
 
 
+#: the statistics of a batch for either evaluation (by block class, or block by block)
+AnyBatch = Batch | BlockBatch
+
+
 def _phi_k(phi: np.ndarray, k: np.ndarray) -> np.ndarray:
     """sum_ef phi[s,e,f] K[s|0,e,f,...] for a shared (B=1) or per-study K."""
     n, t = phi.shape[0], phi.shape[1]
@@ -141,7 +145,7 @@ def scatter_point(full: Point, rows: np.ndarray, pt: Point, sel: np.ndarray | No
         getattr(full, name)[rows] = src if sel is None else src[sel]
 
 
-def evaluate(bt: Batch | BlockBatch, gamma: np.ndarray, gradient: bool) -> Point:
+def evaluate(bt: AnyBatch, gamma: np.ndarray, gradient: bool) -> Point:
     st, p = bt.st, bt.st.p
     n = gamma.shape[0]
     lam = np.sqrt(np.maximum(gamma, 0.0))
@@ -352,6 +356,6 @@ def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.matmul(k.reshape(n, t * t * q2, q2), v).reshape(n, t, t, q2, v.shape[2])
 
 
-def gradient(bt: Batch, pt: Point) -> np.ndarray:
+def gradient(bt: AnyBatch, pt: Point) -> np.ndarray:
     """Gradient of the profiled deviance in the relative variances gamma."""
     return profiled_gradient(pt.trace, pt.score, pt.r2[:, None], bt.nu[:, None])

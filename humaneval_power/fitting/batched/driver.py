@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from .deviance import batch_statistics, block_batch_statistics
+from .deviance import AnyBatch, batch_statistics, block_batch_statistics
 from .inference import contrast_stats
 from .optimizer import newton
 from .structure import BlockStructure, ComponentDesign, Structure, build_structure
@@ -124,6 +124,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
         try:
             if per_study:
                 st = build_structure(design.subset(idx))
+            bt: AnyBatch
             if isinstance(st, BlockStructure):
                 bt = block_batch_statistics(st, x, y[:, idx], reml)
             else:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..criterion import EIGEN_TOL, fixed_sigma_gradient
-from .deviance import Batch, Point
+from .deviance import AnyBatch, Point
 
 
-def vcov_varpar(bt: Batch, pt: Point, theta: np.ndarray, sigma: np.ndarray, hess_gamma: np.ndarray) -> np.ndarray:
+def vcov_varpar(bt: AnyBatch, pt: Point, theta: np.ndarray, sigma: np.ndarray, hess_gamma: np.ndarray) -> np.ndarray:
     """lmerTest's ``2 H^-1`` over H's eigenvalues above its tolerance.
 
     H is the Hessian of the deviance in (theta, sigma) with sigma not profiled
@@ -31,7 +31,7 @@ def vcov_varpar(bt: Batch, pt: Point, theta: np.ndarray, sigma: np.ndarray, hess
     return 2 * np.einsum("sik,sk,sjk->sij", v, inv, v)
 
 
-def contrast_stats(bt: Batch, pt: Point, theta: np.ndarray, sigma: np.ndarray, contrasts: np.ndarray,
+def contrast_stats(bt: AnyBatch, pt: Point, theta: np.ndarray, sigma: np.ndarray, contrasts: np.ndarray,
                     hess_gamma: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Estimate, SE and Satterthwaite df of each contrast row, (n, m) each."""
     p = bt.st.p

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..criterion import projected_gradient
-from .deviance import Batch, Point, evaluate, gradient, scatter_point
+from .deviance import AnyBatch, Point, evaluate, gradient, scatter_point
 
 #: largest Newton step in u = log(1 + n gamma) (a factor of ~e^3 in a stratum's variance)
 MAX_STEP = 3.0
 
 
-def newton(bt: Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.ndarray | None = None
+def newton(bt: AnyBatch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Point]:
     """Projected (quasi-)Newton on ``gamma >= 0`` for every study.
 
@@ -35,10 +35,10 @@ def newton(bt: Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.nd
     def to_gamma(u: np.ndarray) -> np.ndarray:
         return np.expm1(u) / scale
 
-    def grad_u(b: Batch, pt: Point, u: np.ndarray) -> np.ndarray:
+    def grad_u(b: AnyBatch, pt: Point, u: np.ndarray) -> np.ndarray:
         return gradient(b, pt) * np.exp(u) / scale
 
-    def fd_hessian(sub: Batch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    def fd_hessian(sub: AnyBatch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         hess = np.empty((x.shape[0], kk, kk))
         for k in range(kk):
             h = 1e-6 * np.maximum(x[:, k], 1e-2)
@@ -124,7 +124,7 @@ def newton(bt: Batch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.nd
     return gamma, converged, iterations, hess_gamma, hess_u, last
 
 
-def _line_search(bt: Batch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step: np.ndarray, to_gamma, grad_u
+def _line_search(bt: AnyBatch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step: np.ndarray, to_gamma, grad_u
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
     """Armijo backtracking along the projected arc; the full step is tried with the gradient at once.
 
