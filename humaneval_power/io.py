@@ -44,7 +44,8 @@ def _temp_for(path: Path) -> Path:
     return Path(tmp)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (this user's or another's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -59,7 +60,7 @@ def remove_stale_temps(path: Path) -> list[Path]:
     removed = []
     for tmp in path.parent.glob(f".{glob.escape(path.name)}{TEMP_MARK}*"):
         pid = tmp.name[len(path.name) + 1 + len(TEMP_MARK):].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..io import pid_alive
 from .base import Executor
 
 _RUN_DIR_PREFIX = "hepower-run-"
@@ -85,22 +86,12 @@ def _init_worker(parent: int, tmp: str) -> None:
     threadpool_limits(1)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_run_dirs(root: str | None = None) -> list[Path]:
     """Remove the worker temp folders of runs whose process no longer exists."""
     removed = []
     for folder in Path(root or tempfile.gettempdir()).glob(_RUN_DIR_PREFIX + "*"):
         pid = folder.name[len(_RUN_DIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
