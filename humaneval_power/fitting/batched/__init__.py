@@ -2,10 +2,10 @@
 
 Model: ``y = X b + sum_k Z_k u_k + e``, ``u_k ~ N(0, g_k s^2 I)``, ``e ~ N(0, s^2 I)``,
 each ``Z_k`` with one nonzero per row (a random intercept, or a slope on a
-covariate). The criterion is lme4's profiled deviance, as in
-:mod:`humaneval_power.fitting.vc_reml`, whose mathematics this module shares.
-What differs is the bookkeeping, chosen so that the cost of one evaluation
-does not grow with the number of items:
+covariate). The criterion is lme4's profiled deviance (:mod:`..criterion`, the
+one criterion shared with the one-study solver :mod:`..vc_reml`). What differs
+is the bookkeeping, chosen so that the cost of one evaluation does not grow
+with the number of items:
 
 * the random effects split into *blocks* (one per level of a blocking factor,
   usually the item: its intercept and its item:system effects) and *outer*
@@ -46,6 +46,13 @@ Limits: the cost grows with
 designs carry ``t^2 q2^2`` numbers per study and cost ~3x a shared design.
 Components are independent (no correlated random effects); ``x`` must have
 full column rank.
+
+The modules follow lme4's stages: :mod:`.structure` (the components, blocks,
+classes and design tensors), :mod:`.deviance` (per-study statistics, the
+criterion and its gradient), :mod:`.optimizer` (projected Newton),
+:mod:`.inference` (lmerTest's Satterthwaite df of contrasts), :mod:`.driver`
+(:func:`fit_many`: chunks of studies through them all) and :mod:`.reference`
+(the same fits by lme4 + lmerTest through :func:`..lme4.refit_many`).
 """
 from __future__ import annotations
 
