@@ -15,10 +15,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from humaneval_power.executors import local
 from humaneval_power.assurance import AssuranceCell, Prior
 from humaneval_power.engine import results_table
-from humaneval_power.executors import Executor, one_executor
+from humaneval_power.executors import Executor, local, one_executor
 from humaneval_power.scenarios import likert
 from humaneval_power.scenarios.headtohead import h2h_power
 from humaneval_power.scenarios.likert import (
