@@ -53,8 +53,8 @@ import json, sys, time
 t0 = time.perf_counter()
 from humaneval_power.completed_study import analyze
 if sys.argv[2] == "lme4":
-    from humaneval_power.fitting.lme4 import _r
-    _r()  # R's start-up is not the analysis
+    from humaneval_power.fitting.lme4 import r_session
+    r_session()  # R's start-up is not the analysis
 t = time.perf_counter()
 r = analyze(sys.argv[1], backend=sys.argv[2])
 o = r.omnibus.iloc[0]

@@ -25,28 +25,30 @@ from pathlib import Path
 import numpy as np
 
 from humaneval_power.analyses import MixedModelAnalysis, pad_layouts
-from humaneval_power.designs import CrowdDesign, PilotDesign
+from humaneval_power.designs import CrowdDesign, Layout, PilotDesign
 from humaneval_power.fitting import batched, lme4
+from humaneval_power.processes import InvariantProcess
 
 PILOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dialsummeval_amt" / "ratings.csv"
 
 
-def _pilot(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
+def _pilot(n: int, rng: np.random.Generator) -> tuple[Layout, batched.ComponentDesign]:
     import pandas as pd
 
     frame = pd.read_csv(PILOT)
     layout = PilotDesign.from_ratings(frame[frame.dimension == "coherence"], systems=["A", "F"]).draw(rng, 1)
-    return MixedModelAnalysis().design(layout)
+    return layout, MixedModelAnalysis().design(layout)
 
 
-def _crowd(design: CrowdDesign, n: int, rng: np.random.Generator) -> batched.ComponentDesign:
-    return MixedModelAnalysis().design(design.draw(rng, n))
+def _crowd(design: CrowdDesign, n: int, rng: np.random.Generator) -> tuple[Layout, batched.ComponentDesign]:
+    layout = design.draw(rng, n)
+    return layout, MixedModelAnalysis().design(layout)
 
 
-def _missing(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
+def _missing(n: int, rng: np.random.Generator) -> tuple[Layout, batched.ComponentDesign]:
     layouts = CrowdDesign(200, 30, 3, missing=0.1).draw(rng, n)
     layout, weights, _ = pad_layouts(layouts, [np.zeros(lay.size) for lay in layouts])
-    return MixedModelAnalysis().design(layout, weights)
+    return layout, MixedModelAnalysis().design(layout, weights)
 
 
 DESIGNS = {
@@ -74,9 +76,10 @@ def _lme4(design: batched.ComponentDesign, y: np.ndarray, contrast: np.ndarray) 
 def bench(name: str, n: int, m: int) -> dict[str, object]:
     label, build, sds = DESIGNS[name]
     rng = np.random.default_rng(2024)
-    design = build(n, rng)
+    layout, design = build(n, rng)
     p = design.x.shape[1]
-    y = batched.simulate(design, np.r_[3.0, np.full(p - 1, 0.1)], np.array(sds), n, rng)
+    process = InvariantProcess(*sds, systems=layout.n_systems, intercept=3.0)  # rows of weight 0: drawn, not fitted
+    y = process.simulate(layout, np.r_[0.0, np.full(p - 1, 0.1)], n, rng)
     contrast = np.r_[0.0, 1.0, np.zeros(p - 2)]
     t0 = time.perf_counter()
     fit = batched.fit_many(design, y, contrast)

@@ -17,15 +17,14 @@ and :mod:`.store`) and summarises:
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-import os
 import time
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -33,8 +32,16 @@ from scipy import stats
 
 from .errors import InputError, Interrupted
 from .executors import Jobs, using
+from .progress import (
+    LongRunWarning,
+    ProgressFn,
+    as_progress,
+    format_duration,
+    format_elapsed,
+)
 from .store import Store, cell_key
-from .progress import Progress, ProgressFn, as_progress
+from .validation import check_memory
+
 ENGINE_VERSION = 1
 
 
@@ -232,29 +239,9 @@ def _chunk_sizes(s: Scenario, n_sims: int) -> tuple[int, int]:
 def _check_memory(scenarios: Sequence[Scenario]) -> None:
     """Refuse a cell whose single simulated study cannot fit in memory (scenarios may say
     what one study needs through an optional ``study_bytes()``)."""
-    available = available_memory()
     for s in scenarios:
-        need = getattr(s, "study_bytes", lambda: 0)()
-        if need > available:
-            design = ", ".join(f"{k}={v}" for k, v in s.cell().items())
-            raise InputError(f"one simulated study of {design} needs about {need / 2**30:.3g} GiB of memory, "
-                             f"more than the {available / 2**30:.3g} GiB available; choose a smaller design")
-
-
-def available_memory() -> int:
-    """Bytes of memory available to this run (Linux: MemAvailable; elsewhere: physical memory)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-class LongRunWarning(UserWarning):
-    """A run is projected to take long (issued once, after its first chunks)."""
+        design = ", ".join(f"{k}={v}" for k, v in s.cell().items())
+        check_memory(f"one simulated study of {design}", getattr(s, "study_bytes", lambda: 0)())
 
 
 def _checked_counts(where: str, j: int, n: int, raw: Any, size: int, chunks: int, n_sims: int) -> PowerCounts | None:
@@ -300,22 +287,15 @@ class RunSummary:
         run = self.studies - self.studies_reused
         parts = [f"{self.cells} cells, {self.studies:,} studies"
                  + (f" ({self.studies_reused:,} from the store)" if self.studies_reused else "")
-                 + f" in {_clock(self.seconds)} on {self.executor}"]
+                 + f" in {format_elapsed(self.seconds)} on {self.executor}"]
         if run and self.seconds > 0:
             busy = self.compute_seconds / (self.seconds * self.workers)
-            parts.append(f"{run / self.seconds:,.1f} studies/s; {_clock(self.compute_seconds)} computing chunks "
+            parts.append(f"{run / self.seconds:,.1f} studies/s; {format_elapsed(self.compute_seconds)} computing chunks "
                          f"({busy:.0%} of the workers' time, the rest starting workers, moving tasks and saving)")
         if self.slowest_cell:
-            parts.append(f"slowest cell {self.slowest_cell} ({_clock(self.slowest_seconds)})")
+            parts.append(f"slowest cell {self.slowest_cell} ({format_elapsed(self.slowest_seconds)})")
         parts.append(f"{self.n_failed:,} failed and {self.n_singular:,} singular fits")
         return "; ".join(parts)
-
-
-def _clock(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, s = divmod(int(round(seconds)), 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{s:02d}s"
 
 
 def run_cells(
@@ -451,58 +431,10 @@ def _warn_if_long(state: dict[str, Any], total: int) -> None:
     state["warned"] = True
     left = elapsed / state["done"] * (total - state["done"])
     if left > 3600:
-        warnings.warn(LongRunWarning(f"at the pace so far this run needs about {_duration(left)} more "
+        warnings.warn(LongRunWarning(f"at the pace so far this run needs about {format_duration(left)} more "
                                      f"({total:,} simulated studies); Ctrl-C stops it"), stacklevel=2)
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600)):
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds / 60:.3g} minutes"
 
 
 def results_table(results: Sequence[PowerResult]) -> pd.DataFrame:
     """One row per design cell, the same columns as the CLI's JSON records."""
     return pd.DataFrame([r.record() for r in results])
-
-
-@functools.lru_cache(maxsize=1)
-def _legendre_nodes() -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes and weights of t_power (an eigenvalue problem: computed once)."""
-    return np.polynomial.legendre.leggauss(200)
-
-
-def t_power(ncp: float, df: float, crit: float, one_sided: bool = False) -> tuple[float, float, float]:
-    """Power (correct sign), Type-S and Type-M of a t-test with known noncentrality.
-
-    The statistic is ``T = (Z + ncp) / sqrt(V)`` with ``V ~ chi2(df)/df``
-    (``df = inf`` for a z-test); significant iff |T| > crit (T > crit if
-    ``one_sided``). Type-M uses estimate / effect = (Z + ncp) / ncp and is
-    integrated over V by Gauss-Legendre quadrature on V's quantiles.
-    """
-    if ncp < 0:
-        return t_power(-ncp, df, crit, one_sided)
-    if math.isinf(df):
-        v = np.array([1.0])
-        w = np.array([1.0])
-    else:
-        x, w = _legendre_nodes()
-        v = stats.chi2.ppf((x + 1) / 2, df) / df
-        w = w / 2
-    k = crit * np.sqrt(v)
-    up = stats.norm.sf(k - ncp)
-    down = np.zeros_like(up) if one_sided else stats.norm.cdf(-k - ncp)
-    # E[X; X > k] and E[-X; X < -k] for X ~ N(ncp, 1)
-    m_up = ncp * up + stats.norm.pdf(k - ncp)
-    m_down = np.zeros_like(up) if one_sided else stats.norm.pdf(k + ncp) - ncp * down
-    if math.isinf(df):
-        p_up = float(up[0])
-        p_down = float(down[0])
-    else:
-        p_up = float(stats.nct.sf(crit, df, ncp))
-        p_down = 0.0 if one_sided else float(stats.nct.cdf(-crit, df, ncp))
-    p_sig = float((w * (up + down)).sum())
-    type_s = p_down / (p_up + p_down) if p_up + p_down > 0 else math.nan
-    type_m = float((w * (m_up + m_down)).sum()) / ncp / p_sig if ncp > 0 and p_sig > 0 else math.nan
-    return p_up, type_s, type_m

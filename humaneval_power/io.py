@@ -44,7 +44,8 @@ def _temp_for(path: Path) -> Path:
     return Path(tmp)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (this user's or another's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -59,7 +60,7 @@ def remove_stale_temps(path: Path) -> list[Path]:
     removed = []
     for tmp in path.parent.glob(f".{glob.escape(path.name)}{TEMP_MARK}*"):
         pid = tmp.name[len(path.name) + 1 + len(TEMP_MARK):].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
@@ -87,14 +88,9 @@ def write_outputs(writes: Sequence[tuple[str | Path, Callable[[Path], None]]]) -
         raise
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Write one file through a temporary file in the same folder, then rename."""
-    write_outputs([(path, write)])
-
-
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a text file atomically."""
-    _atomic(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    """Write a text file atomically (through a temporary file in the same folder, then a rename)."""
+    write_outputs([(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))])
 
 
 def check_output_path(path: str | Path, formats: tuple[str, ...] = TABLE_FORMATS, option: str = "--out") -> Path:
@@ -159,11 +155,6 @@ def json_records(table: pd.DataFrame) -> list[dict[str, Any]]:
             clean[k] = v
         out.append(clean)
     return out
-
-
-def write_table(table: pd.DataFrame, path: str | Path) -> None:
-    """Write a table as CSV, JSON (array of records) or Parquet, atomically."""
-    _atomic(check_output_path(path), table_writer(table, path))
 
 
 # ---------------------------------------------------------------- tidy inputs

@@ -8,7 +8,11 @@ two-argument callables ``progress(done, total)`` are still accepted:
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Protocol, Union
+import warnings
+from collections.abc import Callable
+from typing import Protocol
+
+from .errors import InputError
 
 
 class Progress(Protocol):
@@ -17,7 +21,7 @@ class Progress(Protocol):
     def __call__(self, done: int, total: int, label: str = "") -> None: ...
 
 
-ProgressFn = Union[Progress, Callable[[int, int], None]]
+ProgressFn = Progress | Callable[[int, int], None]
 
 
 def _quiet(done: int, total: int, label: str = "") -> None:
@@ -38,6 +42,26 @@ def as_progress(fn: ProgressFn | None) -> Progress:
     return fn  # type: ignore[return-value]
 
 
+class LongRunWarning(UserWarning):
+    """A run is projected to take long (issued once, after its first chunks)."""
+
+
+def format_duration(seconds: float) -> str:
+    """An estimated time, to 3 digits in its largest unit: ``45 minutes``, ``3.5 hours``, ``2 days``."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds / 60:.3g} minutes"
+
+
+def format_elapsed(seconds: float) -> str:
+    """A measured time: ``12.3 s``, ``4m05s``, ``2h07m``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, s = divmod(round(seconds), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{s:02d}s"
+
+
 #: estimated run time beyond which work is refused before it starts: it cannot reasonably finish
 MAX_SECONDS = 7 * 86400
 #: estimated run time beyond which a LongRunWarning says how long the work will take
@@ -51,13 +75,8 @@ def check_work(what: str, seconds: float, hint: str, warn: bool = True) -> None:
     ``seconds`` comes from an operation count and an optimistic measured rate, so what is
     refused surely cannot finish; ``hint`` says what to ask for instead.
     """
-    import warnings
-
-    from .engine import LongRunWarning, _duration
-    from .errors import InputError
-
     if seconds > MAX_SECONDS:
-        raise InputError(f"{what} would take about {_duration(seconds)}; {hint}")
+        raise InputError(f"{what} would take about {format_duration(seconds)}; {hint}")
     if warn and seconds > LONG_SECONDS:
-        warnings.warn(LongRunWarning(f"{what} will take about {_duration(seconds)} or more; Ctrl-C stops it"),
+        warnings.warn(LongRunWarning(f"{what} will take about {format_duration(seconds)} or more; Ctrl-C stops it"),
                       stacklevel=3)

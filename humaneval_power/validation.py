@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -109,10 +110,20 @@ def check_choice(what: str, value: Any, choices: Any) -> Any:
     return value
 
 
+def available_memory() -> int:
+    """Bytes of memory available to this run (Linux: MemAvailable; elsewhere: physical memory)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def check_memory(what: str, need: float) -> None:
     """Refuse, before any work, a computation that needs ``need`` bytes at once when less is available."""
-    from .engine import available_memory
-
     available = available_memory()
     if need > available:
         raise InputError(f"{what} needs about {need / 2**30:.3g} GiB of memory, more than the "

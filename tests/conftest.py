@@ -9,7 +9,7 @@ import pytest
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One BLAS thread per xdist worker: the workers already occupy the cores, and a threaded BLAS only spins on
-    # these small matrices (the library's own worker processes do the same, executors._limit_blas).
+    # these small matrices (the library's own worker processes do the same, executors.dask_cluster._limit_blas).
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[_var] = "1"  # libraries loaded later (R's BLAS)
     from threadpoolctl import threadpool_limits

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from humaneval_power.analyses import MixedModelAnalysis
-from humaneval_power.designs import CrowdDesign
+from humaneval_power.designs import CrowdDesign, Layout
 from humaneval_power.fitting.batched import ComponentDesign
 
 
@@ -31,19 +31,33 @@ def crowd_ratings(items: int = 250, systems: int = 20, raters: int = 3, pool: in
                          "system": [f"S{s:02d}" for s in system], "score": y})
 
 
-def crowd_component_design(systems: int, items: int, workers: int, k: int, presentation: str = "within",
-                           assignment: str = "balanced", model: str = "invariant", n_studies: int | None = None,
-                           rng: np.random.Generator | None = None) -> ComponentDesign:
-    """The planner's own design and analysis model (designs.CrowdDesign, analyses.MixedModelAnalysis) as a
-    component design blocked by item; ``random`` with ``n_studies=None``: one drawn layout for every study.
-
-    With k = 1 the item:system component is confounded with the residual and is left out (lme4 refuses it).
-    """
+def crowd_layout(systems: int, items: int, workers: int, k: int, presentation: str = "within",
+                 assignment: str = "balanced", n_studies: int | None = None,
+                 rng: np.random.Generator | None = None) -> Layout:
+    """A drawn designs.CrowdDesign layout; ``random`` with ``n_studies=None``: one drawn layout for every study."""
     layout = CrowdDesign(items, workers, k, systems, assignment, presentation).draw(
         rng or np.random.default_rng(), n_studies or 1)
     if n_studies is None and layout.worker.ndim == 2:
         layout = dataclasses.replace(layout, worker=layout.worker[0])
+    return layout
+
+
+def layout_component_design(layout: Layout, model: str = "invariant") -> ComponentDesign:
+    """The planner's analysis model (analyses.MixedModelAnalysis) of a layout as a component design blocked by item.
+
+    With one rating per output the item:system component is confounded with the residual and is left out
+    (lme4 refuses it).
+    """
     design = dataclasses.replace(MixedModelAnalysis(model).design(layout), block="item")
+    k = layout.size // (layout.n_items * layout.n_systems)
     if k == 1 and model == "invariant":
         design = dataclasses.replace(design, components=design.components[:3])
     return design
+
+
+def crowd_component_design(systems: int, items: int, workers: int, k: int, presentation: str = "within",
+                           assignment: str = "balanced", model: str = "invariant", n_studies: int | None = None,
+                           rng: np.random.Generator | None = None) -> ComponentDesign:
+    """:func:`layout_component_design` of a :func:`crowd_layout`."""
+    return layout_component_design(crowd_layout(systems, items, workers, k, presentation, assignment, n_studies, rng),
+                                   model)

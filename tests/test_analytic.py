@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from humaneval_power.engine import run_cells, t_power
+from humaneval_power.engine import run_cells
 from humaneval_power.params import LikertParams, get_preset
 from humaneval_power.scenarios.likert import LikertScenario
+from humaneval_power.significance.t_test import t_power
 
 from .conftest import mc_tolerance
 

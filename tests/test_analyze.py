@@ -57,7 +57,7 @@ def _r_reference(lme4_backend, result_frame: pd.DataFrame, systems: list[str], s
     from rpy2.robjects import pandas2ri
     from rpy2.robjects.conversion import localconverter
 
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     if not ro.r('isTRUE(requireNamespace("emmeans", quietly = TRUE))')[0]:
         if os.environ.get("CI"):
             pytest.fail("CI must run the emmeans comparisons but R lacks emmeans (apt-get install r-cran-emmeans)")

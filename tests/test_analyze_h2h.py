@@ -118,7 +118,7 @@ def test_pairs_and_ranking_against_glmer_and_glm(lme4_backend, wmt, ties):
     from rpy2.robjects.conversion import localconverter
 
     res = analyze_judgments(wmt, worker="judge", item="segment", systems=WMT_SYSTEMS, ties=ties)
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     out = ro.r(R_REFERENCE)(*(ro.StrVector(wmt[c].astype(str).tolist())
                               for c in ("judge", "segment", "system_a", "system_b", "outcome")),
                             ro.StrVector(ORDER), ties == "split")

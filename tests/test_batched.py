@@ -1,4 +1,4 @@
-"""The batched no-R tier (fitting/batched.py) against the one-study solver, the closed form and lme4.
+"""The batched no-R tier (fitting/batched/) against the one-study solver, the closed form and lme4.
 
 References: ``vc_reml.CrossedComponentsModel`` (same criterion, L-BFGS-B, per study),
 the closed-form fit of the fully crossed two-system design (``fitting/balanced.py``), and
@@ -18,22 +18,30 @@ from humaneval_power.designs import CrowdDesign
 from humaneval_power.errors import InputError
 from humaneval_power.fitting import batched as B
 from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
+from humaneval_power.fitting.batched.structure import BlockStructure, build_structure
 from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 from humaneval_power.params import LikertParams
+from humaneval_power.processes import InvariantProcess, SlopeProcess
 from humaneval_power.scenarios.likert import simulate_ratings
 
-from .crowd import crowd_component_design
+from .crowd import crowd_component_design, crowd_layout, layout_component_design
 
 SDS = np.array([0.3, 0.1, 0.3, 0.12, 0.8])  # worker, worker:system, item, item:system, residual
 
 
+def _process(model: str, systems: int) -> InvariantProcess | SlopeProcess:
+    """The data-generating process of the analysis model, SDS as its SDs (worker, item: intercept then slope)."""
+    if model == "invariant":
+        return InvariantProcess(*SDS, systems=systems, intercept=3.0)
+    return SlopeProcess(LikertParams(3.0, *SDS, scale=None))
+
+
 def _simulated(systems: int, items: int, workers: int, k: int, presentation: str, assignment: str, n: int,
                rng: np.random.Generator, model: str = "invariant") -> tuple[B.ComponentDesign, np.ndarray, np.ndarray]:
-    design = crowd_component_design(systems, items, workers, k, presentation, assignment, model,
-                                    n_studies=n if assignment == "random" else None, rng=rng)
-    p = design.x.shape[1]
-    sds = SDS if len(design.components) == 4 else np.r_[SDS[:3], SDS[4]]
-    y = B.simulate(design, np.r_[3.0, rng.normal(0, 0.3, p - 1)], sds, n, rng)
+    layout = crowd_layout(systems, items, workers, k, presentation, assignment,
+                          n_studies=n if assignment == "random" else None, rng=rng)
+    design = layout_component_design(layout, model)
+    y = _process(model, systems).simulate(layout, np.r_[0.0, rng.normal(0, 0.3, systems - 1)], n, rng)
     contrast = treatment_row(systems, 0, 1) if model == "invariant" else np.array([0.0, 1.0])
     return design, y, contrast
 
@@ -92,11 +100,11 @@ def test_irregular_layout_by_blocks() -> None:
     """One irregular layout (every item its own class, as a pilot's): blocked by the cheaper factor,
     evaluated block by block; the same fits as the one-study solver and as the class-by-class evaluation."""
     rng = np.random.default_rng(21)
-    design = crowd_component_design(2, 25, 30, 2, "between", "random", rng=rng)
-    design = dataclasses.replace(design, block=None)
+    layout = crowd_layout(2, 25, 30, 2, "between", "random", rng=rng)
+    design = dataclasses.replace(layout_component_design(layout), block=None)
     assert design.components[0].levels.ndim == 1
-    assert isinstance(B._structure(design), B._BlockStructure)
-    y = B.simulate(design, np.array([3.0, 0.2]), SDS, 3, rng)
+    assert isinstance(build_structure(design), BlockStructure)
+    y = _process("invariant", 2).simulate(layout, np.array([0.0, 0.2]), 3, rng)
     _assert_as_one_study(design, y, np.array([0.0, 1.0]), True)
     by_class = B.fit_many(dataclasses.replace(design, block="item"), y, np.array([0.0, 1.0]))
     by_block = B.fit_many(design, y, np.array([0.0, 1.0]))

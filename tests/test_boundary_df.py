@@ -95,11 +95,11 @@ OPTIMIZERS = ("nloptwrap", "bobyqa", "Nelder_Mead", "nlminbwrap")
 
 @pytest.fixture(scope="module")
 def lmertest_df(lme4_backend):
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     fun = ro.r(R_DF)
 
     def at(frame: pd.DataFrame, fit) -> np.ndarray:
-        d = lme4_backend._data_frame({c: frame[c].to_numpy() for c in ("worker", "item", "system", "score")})
+        d = lme4_backend.r_data_frame({c: frame[c].to_numpy() for c in ("worker", "item", "system", "score")})
         out = fun(d, ro.StrVector([f"{g}.{t}" for g, t in KEYS]), ro.FloatVector(fit.theta.tolist()),
                   ro.StrVector(OPTIMIZERS))
         return np.asarray(list(out), float)
@@ -154,14 +154,14 @@ def test_near_singular_real_study_equals_lmertest_emmeans(data_dir, lmertest_df,
     assert df == pytest.approx(theirs[0], rel=LMERTEST_NOISE)
     assert theirs[1:].min() * (1 - LMERTEST_NOISE) <= df <= theirs[1:].max() * (1 + LMERTEST_NOISE), (df, theirs)
     np.testing.assert_allclose(result.contrasts["df"], df, rtol=1e-6)  # balanced: every pair has the same df
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     emm = ro.r("""function(d) {
       suppressPackageStartupMessages({library(lmerTest); library(emmeans)})
       d$system <- factor(d$system)
       m <- lmer(score ~ system + (1 | worker) + (1 | worker:system) + (1 | item) + (1 | item:system), d)
       p <- as.data.frame(pairs(emmeans(m, "system", lmer.df = "satterthwaite"), adjust = "none", reverse = TRUE))
       c(p$estimate, p$SE)
-    }""")(lme4_backend._data_frame({c: frame[c].to_numpy() for c in ("worker", "item", "system", "score")}))
+    }""")(lme4_backend.r_data_frame({c: frame[c].to_numpy() for c in ("worker", "item", "system", "score")}))
     emm = np.asarray(list(emm), float)
     np.testing.assert_allclose(result.contrasts["estimate"], emm[:3], atol=1e-6)
     np.testing.assert_allclose(result.contrasts["se"], emm[3:], rtol=1e-4)

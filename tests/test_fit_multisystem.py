@@ -19,12 +19,12 @@ INVARIANT = "score ~ system + (1 | worker) + (1 | worker:system) + (1 | item) + 
 
 def lmertest(data, formula: str = INVARIANT) -> dict:
     """lmerTest on the raw factors (no contrast columns of ours): coefficients and SDs."""
-    from humaneval_power.fitting.lme4 import _data_frame, _r
+    from humaneval_power.fitting.lme4 import r_data_frame, r_session
 
-    ro = _r()
+    ro = r_session()
     f = data.frame
     codes = {s: k + 1 for k, s in enumerate(data.systems)}  # level "1" (the baseline) sorts first
-    ro.globalenv["hp_df"] = _data_frame({
+    ro.globalenv["hp_df"] = r_data_frame({
         "worker": np.unique(f["worker"], return_inverse=True)[1] + 1,
         "item": np.unique(f["item"], return_inverse=True)[1] + 1,
         "system": f["system"].map(codes).to_numpy(int), "score": f["score"].to_numpy(float)})

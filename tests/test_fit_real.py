@@ -91,7 +91,7 @@ def test_satterthwaite_and_wald_equal_lmertest_at_the_same_point(lme4_backend, d
 
 def test_lme4_matches_lmertest_printout(lme4_backend, data_dir: Path) -> None:
     """The same model typed directly in R, on the raw file, read from summary()."""
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     path = str(data_dir / "dialsummeval_expert" / "ratings.csv")
     coefs = ro.r(f'''
       d <- read.csv("{path}", colClasses = c(item = "character"))
@@ -185,7 +185,7 @@ def test_wmt13_head_to_head_glmm(lme4_backend, data_dir: Path) -> None:
     data = read_judgments(path, worker="judge", item="segment", where={"split": "train"}, baseline=base,
                           systems=[base, other])
     rec = fit_pilot(data, "lme4").records[0]
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     sub = data.frame
     ro.globalenv["hp_y"] = ro.FloatVector(sub.score.tolist())
     ro.globalenv["hp_w"] = ro.StrVector(sub.worker.tolist())
@@ -207,7 +207,7 @@ def test_pymer4_interop_reads_an_lme4_fit(lme4_backend, data_dir: Path) -> None:
 
     data = expert(data_dir)
     frame = pymer4_frame(data)
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     ro.globalenv["hp_df"] = ro.DataFrame({
         "worker": ro.StrVector(frame.worker.tolist()), "item": ro.StrVector(frame["item"].tolist()),
         "x": ro.FloatVector(frame.x.tolist()), "score": ro.FloatVector(frame.score.tolist())})

@@ -46,11 +46,11 @@ def studies(workers: int, items: int, per_item: int | None, sd_worker: float, sd
 def glmer(lme4_backend, w: np.ndarray, i: np.ndarray, y: np.ndarray, tol: float = 1e-7) -> np.ndarray:
     """(estimate, se, -2 logLik, LRT p, singular) per study, by glmer with PIRLS tolerance ``tol`` (1e-7:
     the default, as in the lme4 tier)."""
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     ro.r(R_GLMER)
     with lme4_backend.r_interruptible():
-        res = ro.r["hepower_test_glmer"](lme4_backend._data_frame({"worker": w + 1, "item": i + 1}),
-                                         lme4_backend._r_matrix(y.T), tol)
+        res = ro.r["hepower_test_glmer"](lme4_backend.r_data_frame({"worker": w + 1, "item": i + 1}),
+                                         lme4_backend.r_matrix(y.T), tol)
     return np.asarray(list(res), float).reshape((-1, 5), order="F")
 
 

@@ -35,11 +35,11 @@ def test_keep_singular_equals_lmertest_emmeans_maximal(relevance_abc, lme4_backe
     kept = analyze(relevance_abc, systems=list("ABC"), random="maximal", keep_singular=True, adjust="none")
     assert kept.steps == () and kept.fitted_structure == "maximal" and kept.singular
     assert any("singular fit" in n for n in kept.notes)
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     coded = relevance_abc.assign(worker=relevance_abc.worker.astype("category").cat.codes,
                                  item=relevance_abc.item.astype("category").cat.codes,
                                  system=relevance_abc.system.map({"A": 0, "B": 1, "C": 2}))
-    r = np.asarray(list(ro.r(R_MAXIMAL)(lme4_backend._data_frame(
+    r = np.asarray(list(ro.r(R_MAXIMAL)(lme4_backend.r_data_frame(
         {c: coded[c].to_numpy() for c in ("worker", "item", "system", "score")}))), float)
     assert r[0] == 1  # R calls it singular too
     con = kept.contrasts

@@ -15,10 +15,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from humaneval_power import parallel
 from humaneval_power.assurance import AssuranceCell, Prior
 from humaneval_power.engine import results_table
-from humaneval_power.executors import Executor, one_executor
+from humaneval_power.executors import Executor, local, one_executor
 from humaneval_power.scenarios import likert
 from humaneval_power.scenarios.headtohead import h2h_power
 from humaneval_power.scenarios.likert import (
@@ -43,7 +42,7 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             started.append(1)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counting)
+    monkeypatch.setattr(local, "ProcessPoolExecutor", Counting)
     return started
 
 
@@ -103,7 +102,7 @@ def test_one_executor_opens_jobs_once_and_keeps_the_signature() -> None:
         seen.append(jobs)
         return jobs
 
-    given = parallel.LocalProcesses(1)
+    given = local.LocalProcesses(1)
     assert plan(1, jobs=given) is given  # an executor given is used as is, left open
     assert isinstance(plan(1), Executor) and isinstance(plan(1, 2, extra=3), Executor)
     assert seen[1] is not seen[2] and seen[2].workers == 2

@@ -60,7 +60,7 @@ def _clmm_typed(frame: pd.DataFrame, path: Path, terms: tuple[str, ...], systems
     """ordinal::clmm typed directly in R on the CSV (the reference: no code of the package's R bridge)."""
     from humaneval_power.fitting import lme4
 
-    ro = lme4._r()
+    ro = lme4.r_session()
     frame.to_csv(path, index=False)
     formula = "y ~ system" + "".join(f" + (1 | {_R_TERM[t]})" for t in terms)
     res = ro.r(_R_CLMM)(str(path), formula, ro.StrVector(list(systems)), "logit")

@@ -45,7 +45,7 @@ def expert_relevance(data_dir) -> pd.DataFrame:
 
 
 def _psych_reference(lme4_backend, frame: pd.DataFrame) -> dict[str, float]:
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     if not ro.r('isTRUE(requireNamespace("psych", quietly = TRUE))')[0]:
         if os.environ.get("CI"):
             pytest.fail("CI must run the psych comparison but R lacks psych (apt-get install r-cran-psych)")

@@ -22,7 +22,7 @@ import pytest
 from humaneval_power import io
 from humaneval_power.engine import StudyOutcomes, run_cells
 from humaneval_power.errors import InputError
-from humaneval_power.parallel import remove_stale_run_dirs
+from humaneval_power.executors.local import remove_stale_run_dirs
 from humaneval_power.scenarios.bleu import BleuScenario
 from humaneval_power.store import Store, _checksum
 
@@ -53,19 +53,24 @@ class _Coin:
 
 # ------------------------------------------------------------------ outputs (item 4)
 
+def _write_table(table: pd.DataFrame, path: Path) -> None:
+    """A table written as the commands write their --out."""
+    io.write_outputs([(path, io.table_writer(table, path))])
+
+
 def test_new_files_follow_the_umask_and_existing_files_keep_their_mode(tmp_path: Path) -> None:
     table = pd.DataFrame({"a": [1, 2]})
     old = os.umask(0o022)
     try:
-        io.write_table(table, tmp_path / "new.csv")
+        _write_table(table, tmp_path / "new.csv")
         assert stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o644
         os.umask(0o002)
-        io.write_table(table, tmp_path / "group.csv")
+        _write_table(table, tmp_path / "group.csv")
         assert stat.S_IMODE((tmp_path / "group.csv").stat().st_mode) == 0o664
     finally:
         os.umask(old)
     (tmp_path / "new.csv").chmod(0o640)
-    io.write_table(table, tmp_path / "new.csv")
+    _write_table(table, tmp_path / "new.csv")
     assert stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o640
 
 
@@ -75,7 +80,7 @@ def test_writes_go_through_a_symlink(tmp_path: Path) -> None:
     target.write_text("old\n")
     link = tmp_path / "link.csv"
     link.symlink_to(target)
-    io.write_table(pd.DataFrame({"a": [1]}), link)
+    _write_table(pd.DataFrame({"a": [1]}), link)
     assert link.is_symlink() and target.read_text() == "a\n1\n"
 
 
@@ -455,7 +460,7 @@ def test_a_service_that_is_no_dask_scheduler_is_refused_within_the_timeout(monke
 
     from humaneval_power import executors
 
-    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr(executors.dask_cluster, "CONNECT_TIMEOUT", 1)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()

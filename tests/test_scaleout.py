@@ -22,7 +22,7 @@ from humaneval_power.cli import main
 from humaneval_power.engine import StudyOutcomes, results_table, run_cells
 from humaneval_power.errors import InputError
 from humaneval_power.executors import DaskExecutor, using
-from humaneval_power.parallel import LocalProcesses
+from humaneval_power.executors import LocalProcesses
 from humaneval_power.scenarios.bleu import BleuScenario, bleu_power
 from humaneval_power.store import Store
 
@@ -245,7 +245,7 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2(monkeypatch: pytest.Mon
     pytest.importorskip("distributed")
     from humaneval_power import executors
 
-    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr(executors.dask_cluster, "CONNECT_TIMEOUT", 1)
     assert main(_likert(Path("unused.db"))[:-2] + ["--scheduler", "tcp://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err[0], err
@@ -260,9 +260,9 @@ def test_workers_spawned_after_r_started_run_this_python(lme4_backend: Any) -> N
     """rpy2 prepends R's library path (with the system's libpython) to LD_LIBRARY_PATH: spawned workers
     (and any Python started by a process running R) ran another Python's core under this one's
     library and failed in the resource tracker."""
-    lme4_backend._r()
+    lme4_backend.r_session()
     code = ("import sys, rpy2.robjects as ro\nro.r('1')\n"
-            "from humaneval_power.parallel import LocalProcesses\nout = []\n"
+            "from humaneval_power.executors import LocalProcesses\nout = []\n"
             "task = \"__import__('multiprocessing').get_context('spawn').Lock() and __import__('sys').version\"\n"
             "with LocalProcesses(2) as ex:\n    ex.map(eval, [task] * 3, lambda t, r: out.append(r))\n"
             "assert out == [sys.version] * 3, (out, sys.version)\nprint('ok')")

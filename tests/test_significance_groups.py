@@ -40,7 +40,7 @@ def _random_p(rng: np.random.Generator, n: int) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def multcomp(lme4_backend):
-    ro = lme4_backend._r()
+    ro = lme4_backend.r_session()
     if not ro.r('isTRUE(requireNamespace("multcompView", quietly = TRUE))')[0]:
         if os.environ.get("CI"):
             pytest.fail("CI must run the multcompView comparison (apt-get install r-cran-multcompview)")

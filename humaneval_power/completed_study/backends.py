@@ -93,11 +93,11 @@ def kenward_roger_cost(n: int, parameters: int, backend: str) -> tuple[float, fl
 def check_kenward_roger(n: int, parameters: int, backend: str) -> str:
     """Refuse Kenward-Roger above the backend's ``max_ratings`` with the estimated cost; below, the
     estimate in words (for a progress line)."""
-    from ..engine import _duration
+    from ..progress import format_duration
 
     memory, seconds = kenward_roger_cost(n, parameters, backend)
     cost = (f"{_kenward_roger(backend).method} builds dense {n} x {n} matrices of the ratings: about "
-            f"{memory / 1e9:.2g} GB and {_duration(seconds)} (estimated)")
+            f"{memory / 1e9:.2g} GB and {format_duration(seconds)} (estimated)")
     limits = kenward_roger_limits()
     if n > limits[backend]:
         alt = "".join(f"--backend {other} or " for other, limit in limits.items() if other != backend and n <= limit)
@@ -136,16 +136,16 @@ def lme4_inference(frame: pd.DataFrame, spec: LmmSpec, kenward_roger: bool = Fal
 
     if kenward_roger:
         _announce_kenward_roger(frame, spec, "lme4", progress)
-    ro = lme4._r()
+    ro = lme4.r_session()
     if not ro.r('exists("hepower_analyze_lmm")')[0]:
         ro.r["source"](str(lme4.r_bridge_dir() / "analyze.R"))
     try:
         with lme4.r_interruptible():
-            res = ro.r["hepower_analyze_lmm"](lme4._data_frame({c: frame[c].to_numpy() for c in frame.columns}),
+            res = ro.r["hepower_analyze_lmm"](lme4.r_data_frame({c: frame[c].to_numpy() for c in frame.columns}),
                                               spec.formula, kenward_roger)
     except RRuntimeError as exc:
         raise InputError(f"lme4 could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
-    raw = lme4._raw_fit(res, "gaussian", "none")
+    raw = lme4.raw_fit(res, "gaussian", "none")
     p = len(raw.coefficients)
     m = int(res.rx2("n_jac")[0])
     arr = {name: np.asarray(list(res.rx2(name)), float) for name in ("beta", "vcov_beta", "jac", "vcov_varpar")}

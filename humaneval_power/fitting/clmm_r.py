@@ -16,7 +16,7 @@ def _r_clmm() -> Any:
     """R (started by the lme4 bridge) with ``r_bridge/clmm.R`` loaded, or BackendUnavailableError."""
     from . import lme4
 
-    ro = lme4._r()
+    ro = lme4.r_session()
     if not ro.r('isTRUE(requireNamespace("ordinal", quietly = TRUE))')[0]:
         raise BackendUnavailableError("R lacks the ordinal package (Debian: apt-get install r-cran-ordinal)")
     ro.r["source"](str(lme4.r_bridge_dir() / "clmm.R"))

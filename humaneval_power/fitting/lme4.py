@@ -1,13 +1,15 @@
-"""lme4 + lmerTest through rpy2: the refit loop of ``humaneval_power/r_bridge/refit.R`` runs inside R."""
+"""lme4 + lmerTest through rpy2: the R session, pilot fits (``r_bridge/fit.R``) and the one refit path of the
+simulation tiers (``r_bridge/refit.R``, its loop inside R)."""
 from __future__ import annotations
 
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -86,7 +88,7 @@ def r_interruptible() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def _r() -> Any:
+def r_session() -> Any:
     """R with the bridge loaded (started on first use), interruptible by Ctrl-C, with rpy2's
     conversion rules in the current context."""
     if _start_r.cache_info().currsize:
@@ -112,9 +114,9 @@ def _start_r() -> Any:
     try:
         import rpy2.robjects as ro
         from rpy2.rinterface_lib import callbacks
-    except Exception as exc:  # ImportError, or rpy2 failing to find R
+    except Exception as exc:  # noqa: BLE001 - ImportError, or rpy2 failing to find R
         raise BackendUnavailableError(f"the lme4 backend is unavailable ({exc.__class__.__name__}: {exc}); {INSTALL_HINT}") from None
-    from ..parallel import drop_r_library_path
+    from ..executors.local import drop_r_library_path
 
     drop_r_library_path()  # else every Python started from here on may load the system's libpython
     if _armed.is_set() and threading.current_thread() is threading.main_thread():
@@ -136,7 +138,7 @@ def _start_r() -> Any:
 def available() -> tuple[bool, str]:
     """Whether the backend works here, and if not, why."""
     try:
-        _r()
+        r_session()
     except BackendUnavailableError as exc:
         return False, str(exc)
     return True, ""
@@ -144,13 +146,14 @@ def available() -> tuple[bool, str]:
 
 def versions() -> dict[str, str]:
     """Versions of R, lme4 and lmerTest."""
-    ro = _r()
+    ro = r_session()
     v = ro.r["hepower_versions"]()
     return dict(zip(v.names, v))
 
 
-def _data_frame(columns: dict[str, np.ndarray]) -> Any:
-    ro = _r()
+def r_data_frame(columns: dict[str, np.ndarray]) -> Any:
+    """An R data frame of the columns (integer arrays become factors, the others numeric)."""
+    ro = r_session()
     conv = {}
     for name, col in columns.items():
         col = np.asarray(col)
@@ -165,19 +168,30 @@ def refit_many(
     columns: dict[str, np.ndarray],
     responses: np.ndarray,
     formula: str,
-    coef: str,
+    contrast: str | np.ndarray,
     reml: bool,
-    satterthwaite: bool,
+    satterthwaite: bool = True,
+    varying: dict[str, np.ndarray] | None = None,
+    start: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """Fit ``formula`` to each column of ``responses`` (n_obs x n_fits) inside R.
+    """lmer (+ lmerTest's ``contest1D``) of ``formula`` on each column of ``responses`` (n_obs x n_fits), inside R.
 
-    ``columns`` are the design columns (integer arrays become factors).
-    Returns estimate, se, df, singular, failed, warned per fit.
+    ``columns`` are the design columns (integer arrays become factors). ``contrast``: a coefficient's name,
+    or a vector over the fixed effects (model-matrix order). ``satterthwaite=False``: no df (NaN).
+    ``varying``: integer matrices (n_obs x n_fits) replacing those columns fit by fit (e.g. a random worker
+    assignment drawn anew per study). ``start``: relative SDs (n_fits x K, row k for the random term on the
+    grouping column ``g{k}``) to start lme4's optimiser from instead of theta = 1. Returns estimate, se, df,
+    singular, criterion (REML criterion or deviance), sigma, failed, warned per fit.
     """
-    ro = _r()
+    ro = r_session()
+    n_fits = np.shape(responses)[1]
+    r_contrast = contrast if isinstance(contrast, str) else ro.FloatVector(np.asarray(contrast, float).ravel().tolist())
+    r_varying = ro.r["list"](**{k: r_matrix(v) for k, v in varying.items()}) if varying else ro.NULL
+    r_start = ro.NULL if start is None else r_matrix(np.asarray(start, float).reshape(n_fits, -1).T)
     with r_interruptible():
-        res = ro.r["hepower_refit"](_data_frame(columns), _r_matrix(responses), formula, coef, reml, satterthwaite)
-    return _matrix_frame(res, ["estimate", "se", "df", "singular", "failed", "warned"])
+        res = ro.r["hepower_refit"](r_data_frame(columns), r_matrix(responses), formula, r_contrast, reml,
+                                    satterthwaite, r_varying, r_start)
+    return _matrix_frame(res, ["estimate", "se", "df", "singular", "criterion", "sigma", "failed", "warned"])
 
 
 def refit_glmm_many(columns: dict[str, np.ndarray], responses: np.ndarray, lrt: bool) -> pd.DataFrame:
@@ -185,15 +199,15 @@ def refit_glmm_many(columns: dict[str, np.ndarray], responses: np.ndarray, lrt: 
 
     Returns estimate, se, p_lrt (NaN unless ``lrt``), singular, failed, warned per fit.
     """
-    ro = _r()
+    ro = r_session()
     with r_interruptible():
-        res = ro.r["hepower_refit_glmm"](_data_frame(columns), _r_matrix(responses), lrt)
+        res = ro.r["hepower_refit_glmm"](r_data_frame(columns), r_matrix(responses), lrt)
     return _matrix_frame(res, ["estimate", "se", "p_lrt", "singular", "failed", "warned"])
 
 
-def _r_matrix(values: np.ndarray) -> Any:
+def r_matrix(values: np.ndarray) -> Any:
     """A numeric R matrix (column-major) from a 2-D array."""
-    ro = _r()
+    ro = r_session()
     y = np.asarray(values, dtype=float)
     return ro.r["matrix"](ro.FloatVector(y.ravel(order="F").tolist()), nrow=y.shape[0])
 
@@ -206,7 +220,7 @@ def _matrix_frame(res: Any, columns: list[str]) -> pd.DataFrame:
 
 def _get(res: Any, name: str) -> Any:
     """An element of an R list, or None for R NULL."""
-    ro = _r()
+    ro = r_session()
     value = res.rx2(name)
     return None if value is ro.NULL or isinstance(value, type(ro.NULL)) else value
 
@@ -263,50 +277,51 @@ def _coefficients(res: Any, gaussian: bool) -> pd.DataFrame:
                          "z": vals[:, 2], "p_value": vals[:, 3]})
 
 
-def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "RawFit":
+def fit_lmm(frame: pd.DataFrame, spec: LmmSpec, options: FitOptions) -> RawFit:
     """Fit a Gaussian LMM with lme4 + lmerTest (Satterthwaite df)."""
     return _fit(frame, spec.formula, "gaussian", options.intervals, options.n_boot, options.seed, options.reml)
 
 
-def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", n_boot: int = 500, seed: int = 1) -> "RawFit":
+def fit_glmm(frame: pd.DataFrame, formula: str, intervals: str = "wald", n_boot: int = 500, seed: int = 1) -> RawFit:
     """Fit a logistic GLMM with lme4 (Laplace) to 0/1 scores; a score of 1/2 (a split tie) counts as
     half a win and half a loss (see ``hepower_fit_glmm`` in ``r_bridge/fit.R``)."""
     return _fit(frame, formula, "binomial", intervals, n_boot, seed, False)
 
 
 def _fit(frame: pd.DataFrame, formula: str, family: str, intervals: str, n_boot: int, seed: int,
-         reml: bool) -> "RawFit":
+         reml: bool) -> RawFit:
     from rpy2.rinterface_lib.embedded import RRuntimeError
 
     from ..errors import InputError
 
-    ro = _r()
+    ro = r_session()
     cols = {c: frame[c].to_numpy() for c in frame.columns}
     r_interval = intervals if intervals in ("profile", "boot") else "none"
     try:
         with r_interruptible():
             if family == "gaussian":
-                res = ro.r["hepower_fit_lmm"](_data_frame(cols), formula, reml, r_interval, n_boot, seed)
+                res = ro.r["hepower_fit_lmm"](r_data_frame(cols), formula, reml, r_interval, n_boot, seed)
             else:
-                res = ro.r["hepower_fit_glmm"](_data_frame(cols), formula, r_interval, n_boot, seed)
+                res = ro.r["hepower_fit_glmm"](r_data_frame(cols), formula, r_interval, n_boot, seed)
     except RRuntimeError as exc:
         why = str(exc).strip().splitlines()[-1].strip()
         hint = ("; the fit had not reached its optimum, so its profile is unusable: try --intervals boot or wald"
                 if "new, lower deviance" in why else "")
         raise InputError(f"lme4 could not fit the model: {why}{hint}") from None
-    return _raw_fit(res, family, intervals)
+    return raw_fit(res, family, intervals)
 
 
-def extract_lmm(r_model: Any, intervals: str = "wald", n_boot: int = 500, seed: int = 1) -> "RawFit":
+def extract_lmm(r_model: Any, intervals: str = "wald", n_boot: int = 500, seed: int = 1) -> RawFit:
     """Read a Gaussian lmerMod fitted elsewhere (e.g. by pymer4) the way :func:`fit_lmm` reads its own."""
-    ro = _r()
+    ro = r_session()
     r_interval = intervals if intervals in ("profile", "boot") else "none"
     with r_interruptible():
         res = ro.r["hepower_extract_lmm"](r_model, r_interval, n_boot, seed)
-    return _raw_fit(res, "gaussian", intervals)
+    return raw_fit(res, "gaussian", intervals)
 
 
-def _raw_fit(res: Any, family: str, intervals: str) -> "RawFit":
+def raw_fit(res: Any, family: str, intervals: str) -> RawFit:
+    """The :class:`~.types.RawFit` of an R fit result (``hepower_fit_lmm``, ``hepower_fit_glmm`` and alike)."""
     from .types import RawFit
     components, correlations, sigma, sigma_ci = _components(res, intervals if family == "gaussian" else
                                                             (intervals if intervals != "wald" else "none"))

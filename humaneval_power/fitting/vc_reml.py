@@ -1,15 +1,9 @@
-"""Profiled (RE)ML for crossed linear mixed models with independent variance components.
+"""Profiled (RE)ML for crossed linear mixed models with independent variance components, one study at a time.
 
 ``y = X b + sum_k Z_k u_k + e``, ``u_k ~ N(0, g_k s^2 I)``, ``e ~ N(0, s^2 I)``:
 the worker/item model with uncorrelated intercepts and slopes. The criterion
-is lme4's profiled deviance (fixed effects and ``s^2`` profiled out),
-
-    log|M| [+ log|X' H^-1 X|] + nu (1 + log(2 pi r^2 / nu)),   M = I + L Z'Z L,
-
-``L = diag(sqrt(g))``, ``H = I + Z diag(g) Z'``, ``nu = n - p`` (REML) or ``n``,
-``r^2 = y' P y``; its exact gradient in the relative variances ``g`` is
-
-    d/dg_k = tr(Z_k' P Z_k) - nu |Z_k' P y|^2 / r^2       (H^-1 for P under ML).
+is lme4's profiled deviance with its exact gradient in the relative variances
+``g`` (:mod:`.criterion`, shared with the batched fits).
 
 Everything lives in the q-dimensional random-effect space. The grouping
 factor with the most random effects is block diagonal in ``M`` (one small
@@ -40,6 +34,14 @@ import scipy.sparse as sp
 from scipy import linalg, optimize
 
 from . import sparse_inverse
+from .criterion import (
+    EIGEN_TOL,
+    fixed_sigma_deviance,
+    fixed_sigma_gradient,
+    profiled_deviance,
+    profiled_gradient,
+    projected_gradient,
+)
 
 #: beyond this many random effects outside the largest factor, M is factored sparse (CHOLMOD, supernodal)
 #: instead of through a dense q2 x q2 Schur complement. CPU per gradient evaluation on the 20-system crowd
@@ -75,11 +77,6 @@ def _lbfgsb(fun, x0: np.ndarray, bounds: list, max_iter: int = 5_000, callback=N
     """L-BFGS-B on (value, gradient) with tolerances tight enough for a deviance (stops on no progress)."""
     return optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds, callback=callback,
                              options={"maxiter": max_iter, "ftol": 1e-15, "gtol": 1e-10, "maxcor": 30})
-
-
-def _projected(gamma: np.ndarray, grad: np.ndarray) -> float:
-    """Largest projected gradient: in gamma at the boundary; inside, the smaller of gamma's and sqrt(gamma)'s."""
-    return float(np.where(gamma > 0, np.abs(grad) * np.minimum(1.0, 2 * np.sqrt(gamma)), np.maximum(-grad, 0.0)).max())
 
 
 class TooManyEffectsError(ValueError):
@@ -327,7 +324,7 @@ class CrossedComponentsModel:
         beta = linalg.cho_solve(rx, s[:p, p])
         r2 = float(s[p, p] - s[:p, p] @ beta)
         logdet = logdet_m + (2 * float(np.log(np.diag(rx[0])).sum()) if self.reml else 0.0)
-        return float(logdet + self.nu * (1 + math.log(2 * math.pi * r2 / self.nu))), logdet, beta, r2, rx
+        return float(profiled_deviance(logdet, r2, self.nu)), logdet, beta, r2, rx
 
     def _point(self, lam: np.ndarray, dev: float, logdet: float, beta: np.ndarray, s: np.ndarray, r2: float,
                rx: tuple, zhx: np.ndarray, diag: np.ndarray) -> _Point:
@@ -399,7 +396,7 @@ class CrossedComponentsModel:
 
     def _gradient(self, pt: _Point) -> np.ndarray:
         """Gradient of the profiled deviance in gamma."""
-        return pt.trace - self.nu * pt.score / pt.r2
+        return profiled_gradient(pt.trace, pt.score, pt.r2, self.nu)
 
     def at(self, gamma: np.ndarray) -> ComponentsFit:
         """The estimates at given relative variances: GLS b, Cov(b), profiled sigma^2 and the deviance."""
@@ -456,8 +453,8 @@ class CrossedComponentsModel:
     def _fixed_sigma(self, gamma: np.ndarray, sigma: float) -> tuple[float, np.ndarray, float]:
         """Deviance with sigma fixed, its gradient in gamma, and its derivative in sigma."""
         pt = self._evaluate(gamma, gradient=True)
-        dev = pt.logdet + pt.r2 / sigma**2 + self.nu * math.log(2 * math.pi * sigma**2)
-        return dev, pt.trace - pt.score / sigma**2, 2 * self.nu / sigma - 2 * pt.r2 / sigma**3
+        dev = fixed_sigma_deviance(pt.logdet, pt.r2, self.nu, sigma)
+        return dev, fixed_sigma_gradient(pt.trace, pt.score, sigma**2), 2 * self.nu / sigma - 2 * pt.r2 / sigma**3
 
     def profile_deviance(self, fit: ComponentsFit, index: int, value: float) -> float:
         """Smallest deviance with one SD held at ``value``: component ``index``, or sigma for ``index == k``.
@@ -519,15 +516,15 @@ class CrossedComponentsModel:
         """
         hess = self.varpar_hessian(fit)
         values, vectors = np.linalg.eigh(hess)
-        pos = values > 1e-8
+        pos = values > EIGEN_TOL
         vcov = 2 * (vectors[:, pos] / values[pos]) @ vectors[:, pos].T
         notes = []
-        if (values < -1e-8).any():
+        if (values < -EIGEN_TOL).any():
             notes.append("Hessian of the deviance has negative eigenvalues: "
-                         + " ".join(f"{v:.1e}" for v in values[values < -1e-8]))
-        if (np.abs(values) <= 1e-8).any():
+                         + " ".join(f"{v:.1e}" for v in values[values < -EIGEN_TOL]))
+        if (np.abs(values) <= EIGEN_TOL).any():
             notes.append("Hessian of the deviance has eigenvalues close to zero: "
-                         + " ".join(f"{v:.1e}" for v in values[np.abs(values) <= 1e-8]))
+                         + " ".join(f"{v:.1e}" for v in values[np.abs(values) <= EIGEN_TOL]))
         c, czx = self._cov_factors(fit)
         d_var = np.stack([np.bincount(self.component, czx[:, j] ** 2, self.k) for j in range(self.p)], axis=1)
         grads = np.vstack([2 * fit.theta[:, None] * fit.sigma2 * d_var, 2 * math.sqrt(fit.sigma2) * np.diag(c)])
@@ -600,7 +597,7 @@ class CrossedComponentsModel:
             grad = grads.get(gamma.tobytes())
             if grad is None:
                 grad = self._grad(gamma)
-            projected, decrement = _projected(gamma, grad), _decrement(res, gamma, grad)
+            projected, decrement = float(projected_gradient(gamma, grad)), _decrement(res, gamma, grad)
             if projected <= gtol or decrement <= DECREMENT_TOL:
                 break
             best[0] = math.inf

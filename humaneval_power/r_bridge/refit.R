@@ -41,22 +41,44 @@ suppressPackageStartupMessages({
   out
 }
 
-# Fit `formula` (Gaussian LMM) to every column of Y. Returns an S x 6 matrix:
-# estimate, se, df, singular, failed, warned for the coefficient `coef`; df is
-# Satterthwaite's (lmerTest) when `satterthwaite` is TRUE, else NA.
-hepower_refit <- function(data, Y, formula, coef, reml, satterthwaite) {
+# Fit `formula` (Gaussian LMM) to every column of Y: the one refit path of the lme4 tier.
+# `L`: a coefficient's name, or a contrast over the fixed effects (model-matrix order); the estimate,
+# SE and (when `satterthwaite`) lmerTest's Satterthwaite df of L'b, else df NA.
+# `varying`: NULL, or a named list of N x S integer matrices, each replacing that column of `data`
+# (as a factor) study by study (e.g. a random worker assignment drawn anew per study).
+# `start`: NULL, or a K x S matrix of relative SDs to start lme4 from, row k for the random term on
+# grouping column g{k-1} (lme4 orders its terms by number of levels; mapped here).
+# Returns an S x 8 matrix: estimate, se, df, singular, criterion (REMLcrit or deviance), sigma,
+# failed, warned.
+hepower_refit <- function(data, Y, formula, L, reml, satterthwaite, varying = NULL, start = NULL) {
   form <- as.formula(formula)
-  .hepower_loop(data, Y, c("estimate", "se", "df", "singular"), function(d) {
-    m <- lme4::lmer(form, data = d, REML = reml)
+  j <- 0
+  fit_one <- function(d) {
+    if (is.null(start)) {
+      m <- lme4::lmer(form, data = d, REML = reml)
+    } else {
+      terms <- names(lme4::lFormula(form, data = d, REML = reml)$reTrms$cnms)
+      theta <- start[as.integer(sub("^g", "", terms)) + 1, j]
+      m <- lme4::lmer(form, data = d, REML = reml, start = list(theta = theta))
+    }
+    if (is.character(L)) L <- as.numeric(names(lme4::fixef(m)) == L)
     if (satterthwaite) {
-      ct <- lmerTest::contest1D(lmerTest::as_lmerModLmerTest(m),
-                                as.numeric(names(lme4::fixef(m)) == coef), ddf = "Satterthwaite")
+      ct <- lmerTest::contest1D(lmerTest::as_lmerModLmerTest(m), L, ddf = "Satterthwaite")
       row <- c(ct[["Estimate"]], ct[["Std. Error"]], ct[["df"]])
     } else {
-      row <- c(lme4::fixef(m)[[coef]], sqrt(vcov(m)[coef, coef]), NA_real_)
+      row <- c(sum(lme4::fixef(m) * L), sqrt(drop(t(L) %*% as.matrix(vcov(m)) %*% L)), NA_real_)
     }
-    c(row, lme4::isSingular(m))
-  })
+    crit <- if (reml) lme4::REMLcrit(m) else deviance(m)
+    c(row, lme4::isSingular(m), crit, sigma(m))
+  }
+  cols <- c("estimate", "se", "df", "singular", "criterion", "sigma")
+  if (is.null(varying) && is.null(start)) return(.hepower_loop(data, Y, cols, fit_one))
+  out <- NULL
+  for (j in seq_len(ncol(Y))) {
+    for (name in names(varying)) data[[name]] <- factor(varying[[name]][, j])
+    out <- rbind(out, .hepower_loop(data, Y[, j, drop = FALSE], cols, fit_one))
+  }
+  out
 }
 
 # Logistic GLMM y ~ 1 + (1 | worker) + (1 | item) fitted to every column of Y.

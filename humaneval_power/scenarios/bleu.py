@@ -23,10 +23,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..engine import PowerResult, Progress, StudyOutcomes
+from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..planning import SolveResult, as_list, power_grid, solve
-from ..progress import check_work
+from ..progress import Progress, check_work
 from ..significance.randomization import APPROXIMATIONS, approximate_pvalues, montecarlo_pvalues
 from ..validation import check_alpha, check_choice, check_count, check_number, check_target_power
 

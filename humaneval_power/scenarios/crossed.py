@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..engine import PowerResult, StudyOutcomes, t_power
+from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..params import LikertParams
 from ..validation import check_alpha, check_choice, check_count, check_number
 from ..significance.coef_test import check_test, coefficient_test, critical_value, uses_reml
+from ..significance.t_test import t_power
 from ..fitting.balanced import (
     draw_stats,
     expected_lambdas,

@@ -30,10 +30,11 @@ import pandas as pd
 from scipy import stats
 
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
-from ..engine import PowerResult, Progress, StudyOutcomes
+from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..executors import Jobs, one_executor
 from ..planning import SolveResult, as_list, power_grid, solve
+from ..progress import Progress
 from ..params import H2HParams
 from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_power, sign_test
 from ..validation import check_alpha, check_choice, check_count

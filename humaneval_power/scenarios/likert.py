@@ -23,12 +23,13 @@ import pandas as pd
 
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, CrowdDesign, check_budget
-from ..engine import PowerResult, Progress, run_cells
+from ..engine import PowerResult, run_cells
 from ..errors import InputError
 from ..executors import Jobs, one_executor
 from ..params import LikertParams, as_params, beyond_scale_note
 from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
+from ..progress import Progress
 from ..validation import check_choice, check_number, check_target_power
 from .crossed import FORMULA, METHODS, LikertScenario, long_design, simulate_long, simulate_ratings
 from .crowd import CrowdScenario, cell_factory

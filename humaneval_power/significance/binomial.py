@@ -205,11 +205,6 @@ def refined_max(pis: np.ndarray, values: np.ndarray, size: Callable[[float], flo
     return best
 
 
-def unconditional_size(n: int, z: float) -> float:
-    """Exact unconditional size of the McNemar z test with critical value z (see ``_UnconditionalSize``)."""
-    return _UnconditionalSize(n)(z)
-
-
 @lru_cache(maxsize=256)
 def unconditional_critical_z(n: int, alpha: float) -> float:
     """Smallest z with exact unconditional size <= alpha (Suissa & Shuster 1991), to 1e-8."""

@@ -1,128 +1,24 @@
-"""Where the engine's chunks run: the executor seam.
-
-The engine hands an executor a lazy list of tasks (one chunk of simulated
-studies each) and a callback; the executor runs ``fn(task)`` somewhere and
-calls ``on_done(task, result)`` in this process exactly once per task. Only
-*where* a chunk runs changes: every chunk draws from its own random stream
-(:func:`humaneval_power.engine.chunk_seed`), so results are bit-identical
-whichever executor and however many workers.
-
-* :class:`~humaneval_power.parallel.LocalProcesses` (the default): processes
-  on this machine, started on first use and kept until :meth:`Executor.close`,
-  so one solve or grid starts R once per worker;
-* :class:`DaskExecutor`: a Dask ``LocalCluster`` it starts, or an existing Dask
-  distributed cluster (a scheduler address or a ``distributed.Client``).
-
-``jobs`` arguments across the API take a number of local processes, an
-:class:`Executor` or a ``distributed.Client`` (:func:`using` turns any of them
-into an executor). Workers run one task at a time with one BLAS thread. A
-planning function that runs several sweeps (the cells of an assurance grid, the
-steps of a solve, the rounds of a budget search) opens its ``jobs`` once
-(:func:`one_executor`): its workers, and R in them, start once per command.
-"""
+"""Tasks on a Dask distributed cluster: a ``LocalCluster`` started here, a scheduler address or a ``Client``."""
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
 import logging
 import os
 import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, TypeVar, Union, cast
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from .errors import BackendUnavailableError, InputError
+from ..errors import BackendUnavailableError, InputError
+from .base import Executor
+from .local import launch_environment, resolve_jobs
 
 #: seconds to wait for a Dask scheduler before saying it is unreachable
 CONNECT_TIMEOUT = 10
-#: what ``--scheduler`` takes besides a scheduler address
-SCHEDULERS = ("processes", "dask")
 _INSTALL = "pip install 'humaneval-power[dask]' (dask and distributed)"
 _END = object()
 
 
-class Executor:
-    """Runs tasks and reports each result once, in this process, as it finishes."""
-
-    #: workers that run tasks at once (sets how many tasks are queued ahead)
-    workers: int = 1
-
-    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any], on_done: Callable[[Any, Any], None]) -> None:
-        """``on_done(task, fn(task))`` for every task, in completion order. On an error or Ctrl-C,
-        results already finished are reported first, then the rest is cancelled and it is raised."""
-        raise NotImplementedError
-
-    def describe(self) -> str:
-        """What runs the tasks, for progress and summaries."""
-        return type(self).__name__
-
-    def close(self) -> None:
-        """Stop the workers this executor started (an executor given a running cluster leaves it)."""
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-Jobs = Union[int, None, Executor, Any]  #: a number of local processes, an Executor or a distributed.Client
-
-
-@contextmanager
-def using(jobs: Jobs) -> Iterator[Executor]:
-    """The executor for ``jobs``: an :class:`Executor` as is (left open), a ``distributed.Client``
-    wrapped (the client left open), a number of local processes (None: all cores) started here
-    and stopped on exit."""
-    if isinstance(jobs, Executor):
-        yield jobs
-        return
-    if _is_dask_client(jobs):
-        executor: Executor = DaskExecutor(client=jobs)
-    else:
-        from .parallel import LocalProcesses
-
-        executor = LocalProcesses(jobs)
-    with executor:
-        yield executor
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def one_executor(fn: F) -> F:
-    """Decorator: ``fn`` runs with its ``jobs`` argument opened once by :func:`using`, so every
-    sweep it starts (and every assurance cell its factory builds) shares one set of workers,
-    started on first use and stopped when ``fn`` returns (an executor given is left open)."""
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        with using(bound.arguments["jobs"]) as executor:
-            bound.arguments["jobs"] = executor
-            return fn(*bound.args, **bound.kwargs)
-
-    return cast(F, wrapper)
-
-
-def from_options(scheduler: str | None, jobs: int | None) -> Executor:
-    """The executor of the command line's ``--scheduler`` and ``--jobs``: ``processes`` (default),
-    ``dask`` (a LocalCluster of ``jobs`` workers) or a Dask scheduler address ``tcp://HOST:PORT``."""
-    if scheduler in (None, "processes"):
-        from .parallel import LocalProcesses
-
-        return LocalProcesses(jobs)
-    if scheduler == "dask":
-        return DaskExecutor(n_workers=jobs)
-    if "://" in scheduler:
-        return DaskExecutor(address=scheduler)
-    raise InputError(f"--scheduler takes {', '.join(SCHEDULERS)} or a Dask scheduler address such as "
-                     f"tcp://HOST:8786, got {scheduler!r}")
-
-
-def _is_dask_client(obj: Any) -> bool:
+def is_dask_client(obj: Any) -> bool:
     return type(obj).__name__ == "Client" and type(obj).__module__.startswith("distributed")
 
 
@@ -178,7 +74,7 @@ def _one_at_a_time(fn: Callable[[Any], Any], task: Any) -> Any:
 
 
 def _worker_plugin() -> Any:
-    """A Dask worker plugin giving each worker process one BLAS thread (see parallel._init_worker)."""
+    """A Dask worker plugin giving each worker process one BLAS thread (see local._init_worker)."""
     distributed = _distributed()
 
     class OneBlasThread(distributed.WorkerPlugin):  # type: ignore[misc, name-defined]
@@ -242,8 +138,6 @@ class DaskExecutor(Executor):
                                  f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
         else:
             import dask
-
-            from .parallel import launch_environment, resolve_jobs
 
             before = dict(os.environ)
             with launch_environment(), dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v

@@ -1,6 +1,6 @@
 """Local process parallelism: lazy task lists, a callback per finished task, workers that stop with us.
 
-:class:`LocalProcesses` is the default executor (see :mod:`.executors`).
+:class:`LocalProcesses` is the default executor (see :mod:`humaneval_power.executors`).
 
 * Tasks are submitted a few at a time, so a huge (lazy) task list costs no memory.
 * Ctrl-C (KeyboardInterrupt) or any error: the results already finished are
@@ -26,14 +26,16 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
-from .errors import InputError
-from .executors import Executor
+from ..errors import InputError
+from ..io import pid_alive
+from .base import Executor
 
 _RUN_DIR_PREFIX = "hepower-run-"
 _PR_SET_PDEATHSIG = 1
@@ -84,22 +86,12 @@ def _init_worker(parent: int, tmp: str) -> None:
     threadpool_limits(1)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_run_dirs(root: str | None = None) -> list[Path]:
     """Remove the worker temp folders of runs whose process no longer exists."""
     removed = []
     for folder in Path(root or tempfile.gettempdir()).glob(_RUN_DIR_PREFIX + "*"):
         pid = folder.name[len(_RUN_DIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
