@@ -31,10 +31,11 @@ from scipy import optimize, special, stats
 from .designs import Layout
 from .errors import InputError
 from .fitting.clmm import check_link
+from .params import ORDINAL_SD_NAMES
 from .processes import _effects
 from .validation import check_number
 
-ORDINAL_SDS = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system")
+ORDINAL_SDS = ORDINAL_SD_NAMES  #: the latent SDs, as a parameter file names them
 ORDINAL_TESTS = ("t", "lrt", "z")
 DEFAULT_TEST = "t"
 _GH_NODES = 80
@@ -56,6 +57,12 @@ class OrdinalProcess:
     sd_item_system: float = 0.0
     lowest: int = 1
     name: str = "ordinal"
+
+    @classmethod
+    def from_params(cls, params: Any) -> OrdinalProcess:
+        """The process of a fitted or typed :class:`~humaneval_power.params.OrdinalParams`."""
+        return cls(tuple(params.thresholds), params.link, lowest=params.scale[0], name=params.name,
+                   **{k: float(params.sds[k]) for k in ORDINAL_SDS})
 
     def __post_init__(self) -> None:
         check_link(self.link)

@@ -444,13 +444,6 @@ class OrdinalParams:
                 raise InputError(f"posterior_draws: draw {d + 1} of the thresholds is not {len(self.thresholds)} "
                                  "increasing numbers")
 
-    def process(self) -> Any:
-        """The data-generating process of these parameters (:class:`~humaneval_power.ordinal_process.OrdinalProcess`)."""
-        from .ordinal_process import OrdinalProcess
-
-        return OrdinalProcess(tuple(self.thresholds), self.link, lowest=self.scale[0], name=self.name,
-                              **{k: float(self.sds[k]) for k in ORDINAL_SD_NAMES})
-
     def to_json(self) -> dict[str, Any]:
         """The parameter-file document."""
         return {

@@ -22,6 +22,7 @@ from humaneval_power.fitting.ordinal_fit import (
     identified_terms,
 )
 from humaneval_power.fitting.ratings import read_ordinal_ratings
+from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.params import ORDINAL_SD_NAMES, OrdinalParams, load_ordinal_params
 
 #: acceptance tolerances (issue 26): thresholds and effects absolute, SDs absolute, log-likelihood relative
@@ -133,7 +134,7 @@ def test_ordinal_cli_equals_api_and_round_trips(real_fits: dict, data_dir: Path,
         assert rec["threshold_1|2"] == pytest.approx(want["threshold_1|2"], abs=1e-6)
     params = load_ordinal_params(tmp_path / "p.json")
     assert params.thresholds == pytest.approx(tuple(api.fit.thresholds), abs=1e-6)
-    assert params.process().scale == (1, 5)
+    assert OrdinalProcess.from_params(params).scale == (1, 5)
 
 
 def _synthetic(seed: int = 3, workers: int = 6, items: int = 12) -> pd.DataFrame:
@@ -163,7 +164,7 @@ def test_parameter_file_round_trip(synthetic_fit: OrdinalFitResult, tmp_path: Pa
     assert list(doc["sds"]) == list(ORDINAL_SD_NAMES) and doc["systems"] == ["A", "B"] and set(doc["effects"]) == {"B"}
     lo, hi = doc["provenance"]["intervals"]["effects"]["B"]
     assert lo < doc["effects"]["B"] < hi
-    proc = back.process()
+    proc = OrdinalProcess.from_params(back)
     assert proc.thresholds == tuple(doc["thresholds"]) and proc.sd_item == doc["sds"]["sd_item"]
 
 
