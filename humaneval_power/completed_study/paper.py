@@ -101,7 +101,8 @@ def reliability_rows(components: pd.DataFrame, k: int, target: float) -> tuple[p
             f"residual), the reliability of a single rating is {a.icc1:.3f} (absolute agreement, ICC(2,1)-style; "
             f"consistency {table.icc1.iloc[1]:.3f}) and of the mean of this study's {k} ratings per item output "
             f"{a.icck:.3f} (ICC(2,k)); a reliability of {target:g} needs {reach}. The same components plan the next "
-            "study: `hepower likert` with `--design-from` or `--components-from` this study.")
+            "study: `hepower fit` of these ratings gives them as a parameter file for `hepower likert --params` "
+            "(with `--design-from` for this study's layout).")
     return table, text
 
 
@@ -120,7 +121,7 @@ def systems_table(means: pd.DataFrame, estimate: str, contrasts: pd.DataFrame, f
         table.insert(3, "cluster", clusters.set_index("system").loc[order, "cluster"].to_numpy())
         letters_text = (f"Letters: systems sharing a letter are not significantly different (Piepho's compact letter "
                         f"display, as multcompView) by the {adjust}-adjusted p-values of all pairs at alpha = "
-                        f"{alpha:g}; ``a`` marks the group of the best mean. Clusters (WMT style): an ordered "
+                        f"{alpha:g}; `a` marks the group of the best mean. Clusters (WMT style): an ordered "
                         "partition where every system is significantly better than every system of every later "
                         "cluster (the finest such cut of the ranking, by the same p-values).")
     ranks_text = (f"Ranks (1 = best) with {level:.0%} intervals and P(best) from {draws_text}.")
