@@ -80,8 +80,8 @@ def reliability_rows(components: pd.DataFrame, k: int, target: float) -> tuple[p
     var = dict(zip(components["component"], components["variance"]))
     if not set(TARGET_PARTS + RATER_PARTS) >= set(var) - {"residual"}:
         return (pd.DataFrame(columns=["kind", "k", "icc1", "icck", "target", "ratings_needed"]),
-                "Reliability from the variance components needs the invariant model's five components; this fit has "
-                "system-specific ones, so it is not derived.")
+                ("Reliability from the variance components needs the invariant model's five components; this fit "
+                 "has system-specific ones, so it is not derived."))
     sds = [float(np.sqrt(sum(var.get(c, 0.0) for c in parts))) for parts in (TARGET_PARTS, RATER_PARTS)]
     sds.append(float(np.sqrt(var["residual"])))
     rel = reliability(*sds, k=k)
@@ -134,7 +134,7 @@ def paper_tables(frame: pd.DataFrame, components: pd.DataFrame, means: pd.DataFr
     """Everything :class:`PaperTables` holds, for one analysis (``frame``: its ratings, with worker, item, system,
     score; ``draws``: draws x systems of the means, in ``means`` order)."""
     agreement_ = agreement_row(frame, metric, level, seed)
-    k = int(round(float(frame.groupby(["item", "system"]).size().median())))
+    k = round(float(frame.groupby(["item", "system"]).size().median()))
     rel, rel_text = reliability_rows(components, k, target)
     systems, letters_text, ranks_text = systems_table(means, estimate, contrasts, family, adjust, level, draws,
                                                       draws_text)
@@ -250,8 +250,8 @@ class AgreementResult:
 
     def __str__(self) -> str:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
-        parts = [f"{self.source}: Krippendorff's alpha (unit: an item's output of one system; cluster bootstrap "
-                 "over units)", self.alpha.to_string(**fmt), "", "alpha per system:", self.alpha_system.to_string(**fmt),
+        parts = [(f"{self.source}: Krippendorff's alpha (unit: an item's output of one system; cluster bootstrap "
+                  "over units)"), self.alpha.to_string(**fmt), "", "alpha per system:", self.alpha_system.to_string(**fmt),
                  "", ("ICC from the ANOVA components of the complete targets x raters table (target: item x system; "
                       "agreement = psych's ICC2/ICC2k, consistency = ICC3/ICC3k):"), self.icc.to_string(**fmt)]
         return "\n".join(parts + [f"note: {n}" for n in self.notes])

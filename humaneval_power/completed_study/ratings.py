@@ -36,6 +36,7 @@ from ..contrasts import get_family
 from ..errors import InputError
 from ..fitting.ratings import PilotData, read_ratings
 from ..multiplicity import ADJUSTMENTS
+from ..rankings import parametric_draws
 from ..validation import check_choice
 from .backends import REGISTRY, get_backend
 from .bayesian import BayesianAnalysis, bayesian_analysis
@@ -62,7 +63,6 @@ from .model_ladder import (
     singular_text,
     system_rows,
 )
-from ..rankings import parametric_draws
 from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
 from .report import markdown_table
 
