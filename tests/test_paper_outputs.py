@@ -206,3 +206,29 @@ def test_agreement_refusals(tmp_path):
         agreement(single, n_boot=0)
     with pytest.raises(InputError, match="no column 'judge'"):
         agreement(table, worker="judge")
+
+
+def test_analysis_without_pairable_ratings_says_why_alpha_is_missing(shared_analysis_fits):
+    table = pd.read_csv(EXPERT)
+    small = table[(table.dimension == "relevance") & table.system.isin(["A", "B", "C"])]
+    small = small[small.item.isin(small.item.unique()[:30])]
+    repeated = pd.concat([small, small[small.worker == small.worker.iloc[0]]])
+    r = analyze(repeated, backend="statsmodels", duplicates="keep")
+    assert r.paper.agreement.empty and "rated unit" in r.paper.agreement_text
+    assert "not computed" in str(r) and "% agreement" not in latex_text(r)
+    assert [rec["record"] for rec in r.records(paper=True)].count("agreement") == 0
+
+
+def test_by_groups_each_have_their_paper_tables(shared_analysis_fits):
+    table = pd.read_csv(EXPERT)
+    two = table[table.dimension.isin(["coherence", "fluency"]) & table.system.isin(["A", "B", "C"])]
+    g = analyze(two, backend="statsmodels", by="dimension")
+    for name, res in g.results.items():
+        a = krippendorff_alpha(two[two.dimension == name], "interval", unit=["item", "system"])
+        assert res.paper.agreement.alpha.iloc[0] == pytest.approx(a.alpha)
+    records = g.records(paper=True)
+    assert {(rec["group"], rec["record"]) for rec in records if rec["record"] == "agreement"} == {
+        ("coherence", "agreement"), ("fluency", "agreement")}
+    tex = latex_text(g)
+    _balanced(tex)
+    assert tex.count("% ===== dimension = ") == 2

@@ -47,8 +47,12 @@ class PaperTables:
     reliability_text: str
     ranks_text: str
 
+    agreement_text: str = ""   #: why alpha was not computed ('' when it was)
+
     def text(self) -> str:
         """The section in plain text (the summary) and Markdown (the report)."""
+        if self.agreement_text:
+            return f"{self.agreement_text} {self.reliability_text}"
         a = self.agreement.iloc[0]
         return (f"Krippendorff's alpha ({a.metric}) of the ratings (a unit: an item's output of one system) = "
                 f"{a.alpha:.3f}, {a.level:.0%} bootstrap interval [{a.lower:.3f}, {a.upper:.3f}] ({N_BOOT} resamples "
@@ -68,10 +72,15 @@ class PaperTables:
                 + [{"record": "system", **r} for r in self.systems.to_dict("records")])
 
 
-def agreement_row(frame: pd.DataFrame, metric: str, level: float, seed: int) -> pd.DataFrame:
-    """Krippendorff's alpha of the analysed ratings (unit: item x system; rater: worker), with its interval."""
-    return alpha_table(frame, by=(), metric=metric, unit=["item", "system"], rater="worker", score="score",
-                       n_boot=N_BOOT, level=level, seed=seed)
+def agreement_row(frame: pd.DataFrame, metric: str, level: float, seed: int) -> tuple[pd.DataFrame, str]:
+    """Krippendorff's alpha of the analysed ratings (unit: item x system; rater: worker), with its interval; or an
+    empty table and why it is not defined for these ratings (no unit rated twice, a worker rating a unit twice)."""
+    try:
+        table = alpha_table(frame, by=(), metric=metric, unit=["item", "system"], rater="worker", score="score",
+                            n_boot=N_BOOT, level=level, seed=seed)
+    except InputError as exc:
+        return pd.DataFrame(), f"Krippendorff's alpha is not computed for these ratings: {exc}."
+    return table, ""
 
 
 def reliability_rows(components: pd.DataFrame, k: int, target: float) -> tuple[pd.DataFrame, str]:
@@ -111,12 +120,16 @@ def systems_table(means: pd.DataFrame, estimate: str, contrasts: pd.DataFrame, f
     """Each system's mean, letters and cluster (all pairs only) and rank with interval and P(best), best first."""
     ranks = rank_table(draws, list(means["system"]), estimate=means[estimate].to_numpy(float), level=level)
     table = ranks.rename(columns={"estimate": "mean"})
+    ranks_text = f"Ranks (1 = best) with {level:.0%} intervals and P(best) from {draws_text}."
     letters_text = ""
     if family == "pairs" and "p_adjusted" in contrasts:
         alpha = 1 - level
         order = list(table["system"])
-        letters = compact_letters(contrasts, systems=order, alpha=alpha)
-        clusters = wmt_clusters(pd.Series(table["mean"].to_numpy(), index=order), contrasts, alpha=alpha)
+        try:
+            letters = compact_letters(contrasts, systems=order, alpha=alpha)
+            clusters = wmt_clusters(pd.Series(table["mean"].to_numpy(), index=order), contrasts, alpha=alpha)
+        except InputError as exc:  # e.g. a contrast without a p-value
+            return table, f"No letters or clusters: {exc}.", ranks_text
         table.insert(2, "letters", [letters[s] for s in order])
         table.insert(3, "cluster", clusters.set_index("system").loc[order, "cluster"].to_numpy())
         letters_text = (f"Letters: systems sharing a letter are not significantly different (Piepho's compact letter "
@@ -124,7 +137,6 @@ def systems_table(means: pd.DataFrame, estimate: str, contrasts: pd.DataFrame, f
                         f"{alpha:g}; `a` marks the group of the best mean. Clusters (WMT style): an ordered "
                         "partition where every system is significantly better than every system of every later "
                         "cluster (the finest such cut of the ranking, by the same p-values).")
-    ranks_text = (f"Ranks (1 = best) with {level:.0%} intervals and P(best) from {draws_text}.")
     return table, letters_text, ranks_text
 
 
@@ -133,12 +145,12 @@ def paper_tables(frame: pd.DataFrame, components: pd.DataFrame, means: pd.DataFr
                  draws_text: str, metric: str = "interval", target: float = RELIABILITY_TARGET) -> PaperTables:
     """Everything :class:`PaperTables` holds, for one analysis (``frame``: its ratings, with worker, item, system,
     score; ``draws``: draws x systems of the means, in ``means`` order)."""
-    agreement_ = agreement_row(frame, metric, level, seed)
+    agreement_, agreement_text = agreement_row(frame, metric, level, seed)
     k = round(float(frame.groupby(["item", "system"]).size().median()))
     rel, rel_text = reliability_rows(components, k, target)
     systems, letters_text, ranks_text = systems_table(means, estimate, contrasts, family, adjust, level, draws,
                                                       draws_text)
-    return PaperTables(agreement_, rel, systems, letters_text, rel_text, ranks_text)
+    return PaperTables(agreement_, rel, systems, letters_text, rel_text, ranks_text, agreement_text)
 
 
 def check_paper_options(metric: str, target: float) -> None:
@@ -173,16 +185,17 @@ def _latex_tables(result: Any, digits: int) -> list[str]:
                              "effect_size"]]
     pc = {c: digits for c in ("estimate", "se", "t", "ci_low", "ci_high", "effect_size")} | {"df": 1, "p_adjusted": 4}
     comp = result.components.rename(columns={"icc": "share"})
-    agree = paper.agreement[["metric", "alpha", "lower", "upper", "units", "raters"]]
     blocks = [
         f"% means ({result.level:.0%} intervals), letters, clusters and ranks; numbers to {digits} decimals",
         booktabs_table(means, p, header=head),
         f"% contrasts ({result.family}); adjustment: {escape(result.adjustment_text())}",
         booktabs_table(cons, pc, header={"p_adjusted": "$p_{adj}$", "effect_size": "effect size"}),
         "% variance components", booktabs_table(comp, {"sd": digits, "variance": digits, "share": digits}),
-        "% agreement (Krippendorff's alpha with its bootstrap interval)",
-        booktabs_table(agree, {"alpha": digits, "lower": digits, "upper": digits}),
     ]
+    if len(paper.agreement):
+        agree = paper.agreement[["metric", "alpha", "lower", "upper", "units", "raters"]]
+        blocks += ["% agreement (Krippendorff's alpha with its bootstrap interval)",
+                   booktabs_table(agree, {"alpha": digits, "lower": digits, "upper": digits})]
     if len(paper.reliability):
         blocks += ["% reliability from the variance components",
                    booktabs_table(paper.reliability.astype({"ratings_needed": float}),

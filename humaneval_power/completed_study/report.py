@@ -191,7 +191,7 @@ def paper_sections(result: Any) -> list[Section]:
     paper = getattr(result, "paper", None)
     if paper is None:
         return []
-    agreement = [paper.text(), paper.agreement] + ([paper.reliability] if len(paper.reliability) else [])
+    agreement = [paper.text(), *(t for t in (paper.agreement, paper.reliability) if len(t))]
     ranking = [paper.systems, *(t for t in (paper.letters_text, paper.ranks_text) if t)]
     return [("Agreement and reliability", agreement),
             ("Ranking" + (" and significance groups" if paper.letters_text else ""), ranking)]
