@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..contrasts import get_family
@@ -91,7 +93,21 @@ class AnalysisResult:
     random: str = "invariant"         #: the structure asked for (``model`` is the one fitted)
     steps: tuple[str, ...] = ()       #: the convergence ladder's steps, in words (maximal)
     data: PilotData | None = field(default=None, repr=False)  #: the ratings analysed (the report's design check)
-    paper: PaperTables | None = field(default=None, repr=False)  #: agreement, reliability, letters, ranks
+    means_covariance: np.ndarray | None = field(default=None, repr=False)  #: the means' covariance (m V m')
+    agreement_metric: str = "interval"   #: Krippendorff's alpha's metric (interval or ordinal)
+    reliability_target: float = 0.8      #: the reliability whose ratings per item the paper tables give
+
+    @cached_property
+    def paper(self) -> PaperTables | None:
+        """Agreement, reliability, letters, clusters and ranks (:mod:`.paper`), computed on first use (None without
+        the ratings or the means' covariance)."""
+        if self.data is None or self.means_covariance is None:
+            return None
+        draws = parametric_draws(self.means["emmean"].to_numpy(float), self.means_covariance, N_RANK_DRAWS, self.seed)
+        return paper_tables(self.data.frame, self.components, self.means, "emmean", self.contrasts, self.family,
+                            self.adjust, self.level, self.seed, draws,
+                            f"{N_RANK_DRAWS} parametric draws of the means from their estimated covariance (a normal "
+                            f"approximation; seed {self.seed})", self.agreement_metric, self.reliability_target)
 
     @property
     def fitted_structure(self) -> str:
@@ -270,12 +286,7 @@ def analyze(
     omnibus = pd.DataFrame([{"test": "all systems equal", **fit.inference.f_test(anova_rows(design, fit.frame))}])
     means = marginal_means(fit.inference, m, names, data.frame.groupby("system").size(), level)
     table = contrast_table(fit.inference, m, names, contrasts, adjust_used, level, seed, rating_sd, report)
-    report("agreement, letters and ranks")
     cov = m @ fit.inference.vcov @ m.T
-    mean_draws = parametric_draws(means["emmean"].to_numpy(float), (cov + cov.T) / 2, N_RANK_DRAWS, seed)
-    paper = paper_tables(data.frame, components, means, "emmean", table, contrasts, adjust_used, level, seed,
-                         mean_draws, f"{N_RANK_DRAWS} parametric draws of the means from their estimated covariance "
-                         f"(a normal approximation; seed {seed})", agreement_metric, reliability_target)
 
     notes = list(data.notes) + list(fit.unidentified) + list(raw.warnings)
     coding = coding_note(design)
@@ -289,7 +300,8 @@ def analyze(
         model=model_text(design, fit.spec), backend=backend, adjust=adjust_used, family=contrasts, level=level,
         seed=seed, source=data.source, scale=data.scale, singular=bool(raw.singular or zeros),
         notes=tuple(dict.fromkeys(notes)), versions=dict(raw.versions), df_method=df,
-        random=random, steps=fit.steps, data=data, paper=paper)
+        random=random, steps=fit.steps, data=data, means_covariance=(cov + cov.T) / 2,
+        agreement_metric=agreement_metric, reliability_target=reliability_target)
 
 
 # -- one analysis per group (--by) -----------------------------------------------------------------
