@@ -232,3 +232,29 @@ def test_by_groups_each_have_their_paper_tables(shared_analysis_fits):
     tex = latex_text(g)
     _balanced(tex)
     assert tex.count("% ===== dimension = ") == 2
+
+
+@pytest.mark.slow
+def test_bambi_ranks_come_from_the_posterior_draws(monkeypatch):
+    """With bambi the ranks are rank_table of the posterior draws of the means (no letters: no p-values)."""
+    pytest.importorskip("bambi")
+    from humaneval_power.completed_study import paper as paper_module
+
+    captured = {}
+    tables = paper_module.paper_tables
+
+    def capture(*args, **kwargs):
+        captured["draws"] = args[9]
+        return tables(*args, **kwargs)
+
+    monkeypatch.setattr("humaneval_power.completed_study.bayesian.paper_tables", capture)
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame([(f"w{w}", f"i{i}", s, 2.5 + 0.8 * k + rng.normal(0, 0.5)) for w in range(4)
+                          for i in range(6) for k, s in enumerate("ABC")], columns=["worker", "item", "system", "score"])
+    r = analyze(frame, backend="bambi", draws=60, chains=2, seed=5)
+    draws = captured["draws"]
+    assert draws.shape == (120, 3)
+    assert draws.mean(axis=0) == pytest.approx(r.means["mean"].to_numpy())
+    expected = rank_table(draws, ["A", "B", "C"], estimate=r.means["mean"].to_numpy())
+    pd.testing.assert_frame_equal(r.paper.systems[expected.columns.drop("estimate")], expected.drop(columns="estimate"))
+    assert "letters" not in r.paper.systems and "Ranking" in report_text(r, "r.md")

@@ -273,7 +273,7 @@ class AgreementResult:
 def agreement(ratings: str | Path | pd.DataFrame, worker: str = "worker", item: str = "item", system: str = "system",
               score: str = "score", by: Sequence[str] = ("dimension",), where: dict[str, str] | None = None,
               metric: str = "interval", levels: Sequence[float] | None = None, n_boot: int = N_BOOT,
-              level: float = 0.95, seed: int = 1, target: float = RELIABILITY_TARGET) -> AgreementResult:
+              level: float = 0.95, seed: int = 0, target: float = RELIABILITY_TARGET) -> AgreementResult:
     """Krippendorff's alpha per group of ``by`` (a column absent from the data is skipped with a note) and per
     system, and the ICCs from the ANOVA components of each group's targets x raters table.
 
