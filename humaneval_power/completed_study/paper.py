@@ -83,6 +83,21 @@ def agreement_row(frame: pd.DataFrame, metric: str, level: float, seed: int) -> 
     return table, ""
 
 
+def reliability_records(sds: tuple[float, float, float], k: int, target: float) -> list[dict[str, Any]]:
+    """Per kind (agreement, consistency): k, the ICC of one rating, of the mean of k, and the ratings per item that
+    reach ``target`` (NaN when none does: no target variance), from the target, rater and residual SDs."""
+    rel = reliability(*sds, k=k)
+    rows = []
+    for kind in KINDS:
+        one, mean = (rel.icc1, rel.icck) if kind == "agreement" else (rel.icc1_consistency, rel.icck_consistency)
+        try:
+            needed: float = ratings_needed(*sds, target=target, kind=kind)
+        except InputError:  # no target variance: no k reaches it
+            needed = np.nan
+        rows.append({"kind": kind, "k": k, "icc1": one, "icck": mean, "target": target, "ratings_needed": needed})
+    return rows
+
+
 def reliability_rows(components: pd.DataFrame, k: int, target: float) -> tuple[pd.DataFrame, str]:
     """Reliability of one rating and of the mean of ``k`` from the invariant model's components, and the ratings
     per item that reach ``target`` (absolute agreement and consistency); with the text that says so."""
@@ -91,18 +106,9 @@ def reliability_rows(components: pd.DataFrame, k: int, target: float) -> tuple[p
         return (pd.DataFrame(columns=["kind", "k", "icc1", "icck", "target", "ratings_needed"]),
                 ("Reliability from the variance components needs the invariant model's five components; this fit "
                  "has system-specific ones, so it is not derived."))
-    sds = [float(np.sqrt(sum(var.get(c, 0.0) for c in parts))) for parts in (TARGET_PARTS, RATER_PARTS)]
-    sds.append(float(np.sqrt(var["residual"])))
-    rel = reliability(*sds, k=k)
-    rows = []
-    for kind in KINDS:
-        one, mean = (rel.icc1, rel.icck) if kind == "agreement" else (rel.icc1_consistency, rel.icck_consistency)
-        try:
-            needed: float = ratings_needed(*sds, target=target, kind=kind)
-        except InputError:  # no item variance: no k reaches it
-            needed = np.nan
-        rows.append({"kind": kind, "k": k, "icc1": one, "icck": mean, "target": target, "ratings_needed": needed})
-    table = pd.DataFrame(rows)
+    target_sd, rater_sd = (float(np.sqrt(sum(var.get(c, 0.0) for c in parts))) for parts in (TARGET_PARTS, RATER_PARTS))
+    sds = (target_sd, rater_sd, float(np.sqrt(var["residual"])))
+    table = pd.DataFrame(reliability_records(sds, k, target))
     a = table.iloc[0]
     reach = (f"{int(a.ratings_needed)} ratings per item output" if np.isfinite(a.ratings_needed)
              else "no number of ratings (the item variance is zero)")
@@ -233,7 +239,10 @@ def write_latex(result: Any, path: str | Path, digits: int = 3) -> None:
     if Path(path).suffix.lower() != ".tex":
         raise InputError(f"--latex needs a .tex file, got {path}")
     text = latex_text(result, digits)
-    write_outputs([(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))])
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    write_outputs([(path, write)])
 
 
 # -- hepower agreement ------------------------------------------------------------------------------------------
@@ -248,13 +257,6 @@ class AgreementResult:
     icc: pd.DataFrame          #: per group: targets, raters, kind, icc1, icck, k, target, ratings_needed
     source: str
     notes: tuple[str, ...] = ()
-
-    def summary(self) -> list[str]:
-        """The lines of the text summary (after the contrasts)."""
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
-        return ["", "agreement and reliability: " + self.text(), "",
-                "ranking" + (" and significance groups" if self.letters_text else "") + ":",
-                self.systems.to_string(**fmt), *(t for t in (self.letters_text, self.ranks_text) if t)]
 
     def records(self) -> list[dict[str, Any]]:
         """Records of kinds ``alpha``, ``alpha_system`` and ``icc``."""
@@ -307,14 +309,6 @@ def agreement(ratings: str | Path | pd.DataFrame, worker: str = "worker", item: 
             raise InputError(f"{label}: not every worker rated every item output (ICCs here need a complete table; "
                              "`hepower analyze` gives the reliability from REML components)")
         comp = anova_components(wide.to_numpy(float))
-        k = comp.raters
-        rel = reliability(*comp.two_way, k=k)
-        for kind in KINDS:
-            one, mean = (rel.icc1, rel.icck) if kind == "agreement" else (rel.icc1_consistency, rel.icck_consistency)
-            try:
-                needed: float = ratings_needed(*comp.two_way, target=target, kind=kind)
-            except InputError:
-                needed = np.nan
-            rows.append({**dict(zip(groups, key)), "targets": comp.targets, "raters": k, "kind": kind, "icc1": one,
-                         "icck": mean, "target": target, "ratings_needed": needed})
+        rows += [{**dict(zip(groups, key)), "targets": comp.targets, "raters": comp.raters, **rec}
+                 for rec in reliability_records(comp.two_way, comp.raters, target)]
     return AgreementResult(per_group, per_system, pd.DataFrame(rows), name, notes)
