@@ -7,10 +7,13 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from humaneval_power.agreement import krippendorff_alpha
 from humaneval_power.completed_study import (
@@ -258,3 +261,15 @@ def test_bambi_ranks_come_from_the_posterior_draws(monkeypatch):
     expected = rank_table(draws, ["A", "B", "C"], estimate=r.means["mean"].to_numpy())
     pd.testing.assert_frame_equal(r.paper.systems[expected.columns.drop("estimate")], expected.drop(columns="estimate"))
     assert "letters" not in r.paper.systems and "Ranking" in report_text(r, "r.md")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.text(max_size=12).filter(lambda t: t not in ("interval", "ordinal")))
+def test_analyze_refuses_any_other_agreement_metric(metric):
+    with pytest.raises(InputError, match="agreement metric"):
+        analyze(EXPERT, agreement_metric=metric)
+
+
+def test_latex_refuses_an_analysis_without_the_frequentist_tables():
+    with pytest.raises(InputError, match="frequentist"):
+        latex_text(SimpleNamespace(means=None))
