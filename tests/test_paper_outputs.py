@@ -3,6 +3,7 @@
 themselves are tested in test_agreement, test_rating_reliability, test_significance_groups, test_rankings)."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from humaneval_power.completed_study import (
 )
 from humaneval_power.completed_study.paper import N_BOOT, N_RANK_DRAWS
 from humaneval_power.errors import InputError
+from humaneval_power.io import json_records
 from humaneval_power.rankings import parametric_draws, rank_table
 from humaneval_power.rating_reliability import (
     anova_components,
@@ -104,6 +106,8 @@ def test_records_unchanged_by_default_and_new_kinds_behind_paper(relevance):
     kinds = pd.Series([rec["record"] for rec in full]).value_counts().to_dict()
     assert kinds == {"contrast": 10, "system": 5, "reliability": 2, "agreement": 1}
     assert [{k: v for k, v in rec.items() if k != "record"} for rec in full[:10]] == plain
+    table = pd.DataFrame(full)  # as the CLI's --json and --out tabulate records
+    assert json.loads(json.dumps(json_records(table)))[-1]["letters"] == full[-1]["letters"]
 
 
 def test_summary_and_report_show_agreement_letters_and_ranks(relevance, tmp_path):
