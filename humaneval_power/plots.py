@@ -267,7 +267,8 @@ def plot_intervals(panels: Sequence[tuple[pd.DataFrame, str, str, float | None]]
     contrasts (``hepower analyze --plot``).
 
     Each panel is ``(table, panel title, x label, reference)``: ``table`` has columns ``label``,
-    ``estimate``, ``ci_low``, ``ci_high`` and optionally ``significant`` (drawn filled; others hollow);
+    ``estimate``, ``ci_low``, ``ci_high`` and optionally ``significant`` (drawn filled; others hollow) and
+    ``annotation`` (text right of the panel on each row, e.g. compact letters);
     ``reference`` draws a vertical line there (e.g. 0 for differences), or None.
     """
     for table, *_ in panels:
@@ -287,6 +288,10 @@ def plot_intervals(panels: Sequence[tuple[pd.DataFrame, str, str, float | None]]
         if ref is not None:
             ax.axvline(ref, color="0.5", lw=0.8, ls="--")
         ax.set_yticks(y, [str(v) for v in table["label"]], fontsize=8 if len(table) < 30 else 6)
+        if "annotation" in table:
+            for row, text in zip(y, table["annotation"]):
+                ax.annotate(str(text), (1.02, row), xycoords=("axes fraction", "data"), va="center", ha="left",
+                            fontsize=8 if len(table) < 30 else 6, family="monospace")
         ax.set_ylim(-0.7, len(table) - 0.3)
         ax.set_title(textwrap.fill(name, TITLE_CHARS), fontsize=9, loc="left")  # a long title wraps, never cut
         ax.set_xlabel(x_label, fontsize=9)

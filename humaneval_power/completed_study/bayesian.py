@@ -21,6 +21,7 @@ from .model_ladder import (
     system_rows,
     term_values,
 )
+from .paper import RELIABILITY_TARGET, PaperTables, paper_tables
 from .report import markdown_table
 
 
@@ -42,16 +43,21 @@ class BayesianAnalysis:
     notes: tuple[str, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     backend: str = "bambi"
+    paper: PaperTables | None = field(default=None, repr=False)  #: agreement, reliability, ranks (no letters)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The four tables by name: design, components, means, contrasts."""
         return {"design": self.design, "components": self.components, "means": self.means,
                 "contrasts": self.contrasts}
 
-    def records(self) -> list[dict[str, Any]]:
-        """One record per contrast (``--json``): posterior summaries, ``inference: posterior``, no p-value fields."""
+    def records(self, paper: bool = False) -> list[dict[str, Any]]:
+        """One record per contrast (``--json``): posterior summaries, ``inference: posterior``, no p-value fields;
+        with ``paper``, marked ``record: contrast`` and followed by the agreement, reliability and rank records."""
         extra = {"inference": "posterior", "level": self.level, "model": self.model, "backend": self.backend}
-        return [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
+        contrasts = [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
+        if not paper:
+            return contrasts
+        return [{"record": "contrast", **rec} for rec in contrasts] + (self.paper.records() if self.paper else [])
 
     def methods(self) -> str:
         """A methods paragraph for the paper."""
@@ -82,6 +88,8 @@ class BayesianAnalysis:
                  "", f"posterior mean rating of each system ({self.level:.0%} HDI):", self.means.to_string(**fmt),
                  "", (f"posterior of each contrast: mean, SD, {self.level:.0%} HDI, prob_greater = "
                  "P(system > versus | data):"), self.contrasts.to_string(**fmt)]
+        if self.paper is not None:
+            parts += self.paper.summary()
         if self.notes:
             parts += ["", *(f"note: {n}" for n in self.notes)]
         return "\n".join(parts)
@@ -97,7 +105,8 @@ def hdi(draws: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def bayesian_analysis(data: PilotData, random: str, contrasts: str, level: float, seed: int, draws: int, chains: int,
-                      report: Callable[[str], None]) -> BayesianAnalysis:
+                      report: Callable[[str], None], metric: str = "interval",
+                      target: float = RELIABILITY_TARGET) -> BayesianAnalysis:
     """The posterior of every system mean and contrast from one bambi fit of the ``random`` structure."""
     from ..fitting.bambi_fit import fit_bambi
 
@@ -126,6 +135,8 @@ def bayesian_analysis(data: PilotData, random: str, contrasts: str, level: float
         rows.append({"system": names[a], "versus": names[b], "estimate": rec.pop("mean"), **rec,
                      "prob_greater": float((diff > 0).mean()), "effect_size": float((diff / rating_sd).mean())})
     components, _ = components_table(design, raw, m)
+    paper = paper_tables(data.frame, components, means, "mean", pd.DataFrame(rows), contrasts, "none", level, seed,
+                         beta @ m.T, f"the {len(beta)} posterior draws of the means", metric, target)
     notes = list(data.notes) + list(unidentified) + list(raw.warnings)
     coding = coding_note(design)
     if coding:
@@ -133,4 +144,4 @@ def bayesian_analysis(data: PilotData, random: str, contrasts: str, level: float
     return BayesianAnalysis(
         design=design_summary(data), components=components, means=means, contrasts=pd.DataFrame(rows),
         model=model_text(design, spec), level=level, seed=seed, draws=draws, chains=chains, source=data.source,
-        scale=data.scale, notes=tuple(dict.fromkeys(notes)), versions=dict(raw.versions))
+        scale=data.scale, notes=tuple(dict.fromkeys(notes)), versions=dict(raw.versions), paper=paper)

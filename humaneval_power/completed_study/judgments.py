@@ -63,8 +63,11 @@ class JudgmentAnalysis:
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"design": self.design, "pairs": self.pairs, "ranking": self.ranking}
 
-    def records(self) -> list[dict[str, Any]]:
-        """One record per pair (the CLI's ``--json``)."""
+    def records(self, paper: bool = False) -> list[dict[str, Any]]:
+        """One record per pair (the CLI's ``--json``); ``paper`` (agreement, letters, ranks) is refused: those
+        are computed for ratings."""
+        if paper:
+            raise InputError("--paper-records applies to ratings (--family gaussian), not to head-to-head judgments")
         return [{**r, "adjust": self.adjust, "ties_policy": self.ties} for r in self.pairs.to_dict("records")]
 
     def methods(self) -> str:

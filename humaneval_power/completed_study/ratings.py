@@ -27,15 +27,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..contrasts import get_family
 from ..errors import InputError
 from ..fitting.ratings import PilotData, read_ratings
 from ..multiplicity import ADJUSTMENTS
+from ..rankings import parametric_draws
 from ..validation import check_choice
 from .backends import REGISTRY, get_backend
 from .bayesian import BayesianAnalysis, bayesian_analysis
@@ -62,6 +65,7 @@ from .model_ladder import (
     singular_text,
     system_rows,
 )
+from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
 from .report import markdown_table
 
 
@@ -89,6 +93,21 @@ class AnalysisResult:
     random: str = "invariant"         #: the structure asked for (``model`` is the one fitted)
     steps: tuple[str, ...] = ()       #: the convergence ladder's steps, in words (maximal)
     data: PilotData | None = field(default=None, repr=False)  #: the ratings analysed (the report's design check)
+    means_covariance: np.ndarray | None = field(default=None, repr=False)  #: the means' covariance (m V m')
+    agreement_metric: str = "interval"   #: Krippendorff's alpha's metric (interval or ordinal)
+    reliability_target: float = 0.8      #: the reliability whose ratings per item the paper tables give
+
+    @cached_property
+    def paper(self) -> PaperTables | None:
+        """Agreement, reliability, letters, clusters and ranks (:mod:`.paper`), computed on first use (None without
+        the ratings or the means' covariance)."""
+        if self.data is None or self.means_covariance is None:
+            return None
+        draws = parametric_draws(self.means["emmean"].to_numpy(float), self.means_covariance, N_RANK_DRAWS, self.seed)
+        return paper_tables(self.data.frame, self.components, self.means, "emmean", self.contrasts, self.family,
+                            self.adjust, self.level, self.seed, draws,
+                            f"{N_RANK_DRAWS} parametric draws of the means from their estimated covariance (a normal "
+                            f"approximation; seed {self.seed})", self.agreement_metric, self.reliability_target)
 
     @property
     def fitted_structure(self) -> str:
@@ -105,10 +124,14 @@ class AnalysisResult:
         """Which family the adjustment covers, in words."""
         return ADJUST_TEXT[self.adjust].format(n=len(self.contrasts), k=len(self.means), seed=self.seed)
 
-    def records(self) -> list[dict[str, Any]]:
-        """One record per contrast (the CLI's ``--json``)."""
+    def records(self, paper: bool = False) -> list[dict[str, Any]]:
+        """One record per contrast (the CLI's ``--json``); with ``paper``, each marked ``record: contrast`` and
+        followed by the ``agreement``, ``reliability`` and ``system`` (letters, cluster, rank) records."""
         extra = {"adjust": self.adjust, "model": self.model, "backend": self.backend, "df_method": self.df_method}
-        return [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
+        contrasts = [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
+        if not paper:
+            return contrasts
+        return [{"record": "contrast", **rec} for rec in contrasts] + (self.paper.records() if self.paper else [])
 
     def methods(self) -> str:
         """A methods paragraph for the paper."""
@@ -156,6 +179,8 @@ class AnalysisResult:
             "", f"contrasts ({self.family}); adjustment: {self.adjustment_text()}:",
             self.contrasts.to_string(**fmt),
         ]
+        if self.paper is not None:
+            parts += self.paper.summary()
         if self.notes:
             parts += ["", *(f"note: {n}" for n in self.notes)]
         return "\n".join(parts)
@@ -219,6 +244,8 @@ def analyze(
     draws: int = 1000,
     chains: int = 2,
     keep_singular: bool = False,
+    agreement_metric: str = "interval",
+    reliability_target: float = 0.8,
 ) -> AnalysisResult | BayesianAnalysis | GroupedAnalysis:
     """Analyse a completed study: F test, marginal means and adjusted contrasts (see the module docs).
 
@@ -232,19 +259,25 @@ def analyze(
     :class:`BayesianAnalysis`, ``draws`` per chain, ``chains``). ``by``: a column; each of its
     values is analysed separately (:class:`GroupedAnalysis`; adjustments within each group).
     ``keep_singular`` (with ``random="maximal"``): keep a singular maximal fit, as lme4 does, instead of
-    stepping down (a fit that did not converge still steps down).
+    stepping down (a fit that did not converge still steps down). The result also holds (``paper``) Krippendorff's
+    alpha of the ratings (``agreement_metric``: ``interval`` or ``ordinal``), the reliability of the mean of k
+    ratings from the components with the ratings per item that reach ``reliability_target``, letters and clusters
+    (``contrasts="pairs"``) and ranks with intervals and P(best) (:mod:`.paper`).
     """
     adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
+    check_paper_options(agreement_metric, reliability_target)
     if by is not None:
         return _analyze_by(ratings, by, where, {
             "worker": worker, "item": item, "system": system, "score": score, "baseline": baseline, "scale": scale, "random": random,
             "contrasts": contrasts, "adjust": adjust, "backend": backend, "level": level, "seed": seed, "systems": systems,
-            "duplicates": duplicates, "progress": progress, "df": df, "draws": draws, "chains": chains, "keep_singular": keep_singular})
+            "duplicates": duplicates, "progress": progress, "df": df, "draws": draws, "chains": chains, "keep_singular": keep_singular,
+            "agreement_metric": agreement_metric, "reliability_target": reliability_target})
     data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
     check_data(data)
     report = progress or (lambda message: None)
     if get_backend(backend).posterior:
-        return bayesian_analysis(data, random, contrasts, level, seed, draws, chains, report)
+        return bayesian_analysis(data, random, contrasts, level, seed, draws, chains, report, agreement_metric,
+                                 reliability_target)
     fit = fit_ladder(data, random, backend, df == "kenward-roger", report, progress, keep_singular)
     design, raw = fit.design, fit.raw
     m = system_rows(design, fit.frame)
@@ -253,6 +286,7 @@ def analyze(
     omnibus = pd.DataFrame([{"test": "all systems equal", **fit.inference.f_test(anova_rows(design, fit.frame))}])
     means = marginal_means(fit.inference, m, names, data.frame.groupby("system").size(), level)
     table = contrast_table(fit.inference, m, names, contrasts, adjust_used, level, seed, rating_sd, report)
+    cov = m @ fit.inference.vcov @ m.T
 
     notes = list(data.notes) + list(fit.unidentified) + list(raw.warnings)
     coding = coding_note(design)
@@ -266,7 +300,8 @@ def analyze(
         model=model_text(design, fit.spec), backend=backend, adjust=adjust_used, family=contrasts, level=level,
         seed=seed, source=data.source, scale=data.scale, singular=bool(raw.singular or zeros),
         notes=tuple(dict.fromkeys(notes)), versions=dict(raw.versions), df_method=df,
-        random=random, steps=fit.steps, data=data)
+        random=random, steps=fit.steps, data=data, means_covariance=(cov + cov.T) / 2,
+        agreement_metric=agreement_metric, reliability_target=reliability_target)
 
 
 # -- one analysis per group (--by) -----------------------------------------------------------------
@@ -284,9 +319,9 @@ class GroupedAnalysis:
         return (f"each group ({self.by} = {', '.join(self.results)}) is analysed separately: its own model, and each "
                 f"adjustment covers the contrasts within one {self.by} only (no adjustment across groups)")
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every group's records, each with ``group`` (the value of ``by``)."""
-        return [{"group": g, **rec} for g, res in self.results.items() for rec in res.records()]
+    def records(self, paper: bool = False) -> list[dict[str, Any]]:
+        """Every group's records, each with ``group`` (the value of ``by``); ``paper`` as each group's."""
+        return [{"group": g, **rec} for g, res in self.results.items() for rec in res.records(paper)]
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Each table of every group stacked, with a ``group`` column first."""

@@ -159,7 +159,7 @@ def analysis_figure(result: Any) -> Any:
     label = result.contrasts["system"] + " - " + result.contrasts["versus"]
     if not hasattr(result, "omnibus"):  # the posterior: HDIs, filled where P(greater) is beyond the level
         hdi = {"hdi_low": "ci_low", "hdi_high": "ci_high"}
-        means = result.means.rename(columns={"system": "label", "mean": "estimate", **hdi})
+        means = _with_letters(result.means, result).rename(columns={"system": "label", "mean": "estimate", **hdi})
         p = result.contrasts["prob_greater"]
         con = result.contrasts.rename(columns=hdi).assign(label=label, significant=(p >= result.level) |
                                                           (p <= 1 - result.level))
@@ -167,12 +167,34 @@ def analysis_figure(result: Any) -> Any:
                                (con, f"contrasts, {result.level:.0%} HDI", f"difference in {unit}", 0.0)],
                               title=Path(result.source).name)
     alpha = 1 - result.level
-    means = result.means.rename(columns={"system": "label", "emmean": "estimate"})
+    means = _with_letters(result.means, result).rename(columns={"system": "label", "emmean": "estimate"})
+    letters = " (right: letters; shared letter = not significantly different)" if "letters" in means else ""
+    if "letters" in means:
+        means = means.assign(annotation=means["letters"])
     con = result.contrasts.assign(label=label, significant=result.contrasts["p_adjusted"] <= alpha)
     return plot_intervals([
-        (means, f"estimated marginal means, {result.level:.0%} CIs", unit, None),
+        (means, f"estimated marginal means, {result.level:.0%} CIs{letters}", unit, None),
         (con, f"contrasts, {INTERVAL_TEXT[result.adjust]} {result.level:.0%} CIs (filled: p_adj <= {alpha:g})",
          f"difference in {unit}", 0.0)], title=Path(result.source).name)
+
+
+def _with_letters(means: pd.DataFrame, result: Any) -> pd.DataFrame:
+    """The means table with each system's compact letters (when the analysis has them), in its own order."""
+    paper = getattr(result, "paper", None)
+    if paper is None or "letters" not in paper.systems:
+        return means
+    return means.assign(letters=means["system"].map(dict(zip(paper.systems["system"], paper.systems["letters"]))))
+
+
+def paper_sections(result: Any) -> list[Section]:
+    """The report's "Agreement and reliability" and "Ranking" sections (none for an analysis without them)."""
+    paper = getattr(result, "paper", None)
+    if paper is None:
+        return []
+    agreement = [paper.text(), *(t for t in (paper.agreement, paper.reliability) if len(t))]
+    ranking = [paper.systems, *(t for t in (paper.letters_text, paper.ranks_text) if t)]
+    return [("Agreement and reliability", agreement),
+            ("Ranking" + (" and significance groups" if paper.letters_text else ""), ranking)]
 
 
 def figure_png(fig: Any, dpi: float = 110) -> bytes:
@@ -243,14 +265,14 @@ def report_sections(result: Any, check: DesignCheck | None = None, skipped: str 
                     (f"Posterior of each system's mean rating ({result.level:.0%} HDI)",
                      [result.means, analysis_figure(result)]),
                     ("Posterior of each contrast", [result.contrasts]),
-                    ("Variance components (posterior medians)", [result.components])]
+                    ("Variance components (posterior medians)", [result.components]), *paper_sections(result)]
         if result.notes:
             sections.append(("Warnings", ["\n".join(f"- {n}" for n in result.notes)]))
         return f"Bayesian analysis of {Path(result.source).name}", sections
     o = result.omnibus.iloc[0]
     model_text = _model_paragraph(result)
     methods = result.methods() + (" " + check.sentences() if check else "")
-    means = result.means.rename(columns={"emmean": "mean"})
+    means = _with_letters(result.means, result).rename(columns={"emmean": "mean"})
     scale = (f" Scores were rescaled from [{result.scale[0]:g}, {result.scale[1]:g}] to [0, 1]."
              if result.scale else "")
     sections = [
@@ -266,6 +288,7 @@ def report_sections(result: Any, check: DesignCheck | None = None, skipped: str 
                        ("The figure above shows the contrasts' adjusted intervals (right; filled: significant "
                        "after adjustment).")]),
         ("Variance components", [result.components]),
+        *paper_sections(result),
     ]
     if check:
         sections.append(("Design check: Type-I error and sensitivity", [check.sentences()]))
