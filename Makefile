@@ -9,7 +9,7 @@ R_PACKAGES := r-base-dev $(shell grep -v "^#" r_bridge/DEPENDENCIES)
 PYTEST_SELECT ?= $(if $(CI),,-m "not slow")
 PYTEST_JOBS ?= 2
 
-.PHONY: setup r-setup sparse-setup chromium-setup demo test test-all bench example wheel-check clean
+.PHONY: setup r-setup sparse-setup chromium-setup latex-setup demo test test-all bench example wheel-check clean
 
 # R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
 # (the lme4 backend and its tests then skip with that reason).
@@ -47,10 +47,23 @@ chromium-setup:
 	  echo "NOTE: cannot install chromium here (needs apt-get as root): the browser tests will skip"; \
 	fi
 
+# Debian's pdflatex (texlive-latex-base + -recommended for booktabs) to check that `analyze --latex` tables
+# compile; without it that one test skips with the reason.
+latex-setup:
+	@if command -v pdflatex >/dev/null 2>&1; then echo "pdflatex: present"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing texlive-latex-base texlive-latex-recommended with apt-get"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends texlive-latex-base texlive-latex-recommended >/dev/null) \
+	    || echo "NOTE: could not install pdflatex: the LaTeX compile test will skip"; \
+	else \
+	  echo "NOTE: cannot install pdflatex here (needs apt-get as root): the LaTeX compile test will skip"; \
+	fi
+
 $(STAMP): pyproject.toml
 	$(MAKE) --no-print-directory r-setup
 	$(MAKE) --no-print-directory sparse-setup
 	$(MAKE) --no-print-directory chromium-setup
+	$(MAKE) --no-print-directory latex-setup
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,bayes,serve,dask]'
