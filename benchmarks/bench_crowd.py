@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from humaneval_power.analyses import MixedModelAnalysis, pad_layouts
+from humaneval_power.analyses import InvariantLMM
+from humaneval_power.analyses.lmm import pad_layouts
 from humaneval_power.designs import CrowdDesign, PilotDesign
 from humaneval_power.fitting import batched, lme4
 
@@ -36,17 +37,17 @@ def _pilot(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
 
     frame = pd.read_csv(PILOT)
     layout = PilotDesign.from_ratings(frame[frame.dimension == "coherence"], systems=["A", "F"]).draw(rng, 1)
-    return MixedModelAnalysis().design(layout)
+    return InvariantLMM().component_design(layout)
 
 
 def _crowd(design: CrowdDesign, n: int, rng: np.random.Generator) -> batched.ComponentDesign:
-    return MixedModelAnalysis().design(design.draw(rng, n))
+    return InvariantLMM().component_design(design.draw(rng, n))
 
 
 def _missing(n: int, rng: np.random.Generator) -> batched.ComponentDesign:
     layouts = CrowdDesign(200, 30, 3, missing=0.1).draw(rng, n)
     layout, weights, _ = pad_layouts(layouts, [np.zeros(lay.size) for lay in layouts])
-    return MixedModelAnalysis().design(layout, weights)
+    return InvariantLMM().component_design(layout, weights)
 
 
 DESIGNS = {

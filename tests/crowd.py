@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from humaneval_power.analyses import MixedModelAnalysis
+from humaneval_power.analyses import get_analysis
 from humaneval_power.designs import CrowdDesign
 from humaneval_power.fitting.batched import ComponentDesign
 
@@ -34,7 +34,7 @@ def crowd_ratings(items: int = 250, systems: int = 20, raters: int = 3, pool: in
 def crowd_component_design(systems: int, items: int, workers: int, k: int, presentation: str = "within",
                            assignment: str = "balanced", model: str = "invariant", n_studies: int | None = None,
                            rng: np.random.Generator | None = None) -> ComponentDesign:
-    """The planner's own design and analysis model (designs.CrowdDesign, analyses.MixedModelAnalysis) as a
+    """The planner's own design and analysis model (designs.CrowdDesign, an analyses model by name) as a
     component design blocked by item; ``random`` with ``n_studies=None``: one drawn layout for every study.
 
     With k = 1 the item:system component is confounded with the residual and is left out (lme4 refuses it).
@@ -43,7 +43,7 @@ def crowd_component_design(systems: int, items: int, workers: int, k: int, prese
         rng or np.random.default_rng(), n_studies or 1)
     if n_studies is None and layout.worker.ndim == 2:
         layout = dataclasses.replace(layout, worker=layout.worker[0])
-    design = dataclasses.replace(MixedModelAnalysis(model).design(layout), block="item")
+    design = dataclasses.replace(get_analysis(model).component_design(layout), block="item")
     if k == 1 and model == "invariant":
         design = dataclasses.replace(design, components=design.components[:3])
     return design

@@ -20,7 +20,7 @@ from humaneval_power.fitting import batched as B
 from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 from humaneval_power.params import LikertParams
-from humaneval_power.scenarios.likert import simulate_ratings
+from humaneval_power.processes import simulate_ratings
 
 from .crowd import crowd_component_design
 

@@ -30,13 +30,12 @@ from ..params import LikertParams, as_params, beyond_scale_note
 from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
 from ..validation import check_choice, check_number, check_target_power
-from .crossed import FORMULA, METHODS, LikertScenario, long_design, simulate_long, simulate_ratings
+from .crossed import CrossedLikertScenario
 from .crowd import CrowdScenario, cell_factory
 
 Params = LikertParams | InvariantProcess | str
 
-__all__ = ["FORMULA", "METHODS", "LikertScenario", "CrowdScenario", "likert_power", "likert_sample_size",
-           "likert_mde", "likert_budget", "long_design", "simulate_long", "simulate_ratings"]
+__all__ = ["likert_power", "likert_sample_size", "likert_mde", "likert_budget"]
 
 
 def _params(params: Params) -> LikertParams | InvariantProcess:
@@ -185,7 +184,7 @@ def likert_sample_size(
                                    "conditional_high": plain.high})
 
 
-def _crossed_limit(cell: LikertScenario, vary: str, n_sims: int, seed: int, jobs: Jobs) -> tuple[float, str]:
+def _crossed_limit(cell: CrossedLikertScenario, vary: str, n_sims: int, seed: int, jobs: Jobs) -> tuple[float, str]:
     """The power of a crossed design as ``vary`` grows without bound, and why it stays there."""
     method = "analytic" if cell.method == "analytic" else "fast"
     limit = replace(cell, method=method, **{vary: 10**8 if method == "analytic" else 10**6})
