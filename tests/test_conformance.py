@@ -54,8 +54,9 @@ from .conftest import mc_tolerance
 
 HIGH = get_preset("card2020-high")
 INVARIANT = InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8, systems=3)
-PILOT = PilotDesign.from_ratings(pd.DataFrame({"worker": [0, 1, 2, 0, 1, 2, 1, 2], "item": [0, 0, 1, 1, 2, 2, 3, 3],
-                                               "system": ["A", "B", "A", "B", "A", "B", "B", "A"]}), items=8)
+#: a pilot: items 0-3, each rated under both systems by two of three workers
+PILOT = PilotDesign.from_ratings(pd.DataFrame({"worker": [0, 1, 1, 2, 2, 0, 0, 1] * 2, "item": [0, 0, 1, 1, 2, 2, 3, 3] * 2,
+                                               "system": ["A"] * 8 + ["B"] * 8}), items=8)
 
 #: scenario name -> a cell with the given (positive) effect; simulated methods only; tiny designs
 CELLS: dict[str, Callable[[float], Scenario]] = {
@@ -66,9 +67,9 @@ CELLS: dict[str, Callable[[float], Scenario]] = {
                                                200, 0, 0.8, "prior")(e),
     "crowd-invariant-baseline": lambda e: CrowdScenario(CrowdDesign(8, 6, 2, systems=3), INVARIANT,
                                                         InvariantLMM(compare="baseline", pair=(0, 2)), e),
-    "crowd-slopes-random": lambda e: CrowdScenario(CrowdDesign(8, 6, 2, assignment="random"), SlopeProcess(HIGH),
-                                                   "slopes", e),
-    "crowd-pilot-missing": lambda e: CrowdScenario(PILOT, InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8),
+    "crowd-slopes-random-missing": lambda e: CrowdScenario(CrowdDesign(8, 6, 2, assignment="random", missing=0.1),
+                                                           SlopeProcess(HIGH), "slopes", e),
+    "crowd-pilot": lambda e: CrowdScenario(PILOT, InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8),
                                                    InvariantLMM(), e),
     "h2h-glmm-fast": lambda e: MixedJudgments(H2HParams(0.3, 0.3), 4, 6, 4 * e, per_item=3),
     "h2h-simulate": lambda e: IndependentJudgments(60, (1 + e) / 2 - 0.05, 0.1, "split", "simulate"),

@@ -10,7 +10,9 @@ item under both systems) and the closed-form tiers of :mod:`.crossed` apply;
 ``items_per_hit``, ``missing``, ``workload`` or ``design_from`` describe crowd
 designs (:mod:`humaneval_power.designs`), fitted per study by the batched fast
 tier or lme4. Design options (``**design``) are those of
-:func:`.crowd.cell_factory`.
+:func:`.crowd.cell_factory`; among them ``model``, the analysis of each
+simulated study: a registered name (``slopes``, ``invariant``:
+:mod:`humaneval_power.analyses`) or an analysis instance.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from ..analyses.lmm import GaussianLMM
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, CrowdDesign, check_budget
 from ..engine import PowerResult, Progress, run_cells
@@ -317,7 +320,7 @@ def approximate_variance(cell: Any) -> float | None:
         return None
     d, a = cell.design, cell.analysis
     if (d.systems != 2 or d.presentation != "within" or d.missing or d.workload is not None
-            or d.assignment == "random" or a.test == "card2020"):
+            or d.assignment == "random" or not isinstance(a, GaussianLMM) or a.test == "card2020"):
         return None
     p = cell.process
     if isinstance(p, SlopeProcess):
