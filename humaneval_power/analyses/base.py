@@ -44,14 +44,31 @@ class FamilyFit:
     p: np.ndarray | None = None
 
 
+def fit_each(analysis: Analysis, layouts: list[Layout], ys: list[np.ndarray]) -> FamilyFit:
+    """The fits of studies with their own layouts, one by one, as one family fit."""
+    fits = [analysis.fit(lay, yj, analysis.prepare(lay)) for lay, yj in zip(layouts, ys)]
+
+    def cat(name: str) -> Any:
+        parts = [getattr(f, name) for f in fits]
+        return None if parts[0] is None else np.concatenate(parts)
+
+    return FamilyFit(*(cat(f) for f in FamilyFit.__dataclass_fields__))
+
+
 @runtime_checkable
 class Analysis(Protocol):
     """The analysis applied to every simulated study of a cell (see the module docs)."""
 
     name: ClassVar[str]
     location_invariant: ClassVar[bool]
-    alpha: float
-    pair: tuple[int, int]  #: the pair of interest (the effect is B - A of this pair)
+
+    @property
+    def alpha(self) -> float:
+        """The significance level of each test."""
+
+    @property
+    def pair(self) -> tuple[int, int]:
+        """The pair of interest (the effect is B - A of this pair)."""
 
     @property
     def chunk_size(self) -> int:
@@ -71,8 +88,9 @@ class Analysis(Protocol):
     def prepare(self, layout: Layout, weights: np.ndarray | None = None) -> Any:
         """What the fits of studies with this layout share (None when nothing)."""
 
-    def fit(self, layout: Layout, y: np.ndarray, prepared: Any = None) -> FamilyFit:
-        """Fit every column of ``y`` (N x n): the family's estimates and their uncertainty."""
+    def fit(self, layout: Layout | list[Layout], y: np.ndarray | list[np.ndarray], prepared: Any = None) -> FamilyFit:
+        """Fit every column of ``y`` (N x n): the family's estimates and their uncertainty; or studies with
+        their own layouts: a list of layouts and one ``y`` (N_j x 1) each."""
 
     def decide(self, fit: FamilyFit, means: np.ndarray, fitted_means: np.ndarray) -> StudyOutcomes:
         """Each study's decisions at the true system ``means`` from a fit of data simulated at ``fitted_means``."""

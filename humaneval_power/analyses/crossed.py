@@ -42,7 +42,7 @@ from ..significance.coef_test import (
     uses_reml,
 )
 from ..validation import check_alpha, check_choice
-from .base import FamilyFit
+from .base import FamilyFit, fit_each
 
 TIERS = ("fast", "analytic", "lme4", "statsmodels")
 FORMULA = "y ~ x + (1 + x || worker) + (1 + x || item)"
@@ -116,8 +116,12 @@ class CrossedSlopes:
         fit: BalancedFit = fit_reml(stats) if uses_reml(self.test) else fit_ml(stats)
         return FamilyFit(fit.estimate[:, None], fit.se[:, None], fit.df[:, None], fit.singular, ~fit.converged, None)
 
-    def fit(self, layout: Layout, y: np.ndarray, prepared: Any = None) -> FamilyFit:
+    def fit(self, layout: Layout | list[Layout], y: np.ndarray | list[np.ndarray], prepared: Any = None) -> FamilyFit:
         """The refit tiers: every column of ``y`` (ratings of the crossed ``layout``) refitted by lme4 or statsmodels."""
+        if isinstance(layout, list):
+            assert isinstance(y, list)
+            return fit_each(self, layout, y)
+        assert isinstance(y, np.ndarray)
         columns = {"worker": layout.worker + 1, "item": layout.item + 1, "x": np.where(layout.system == 1, 0.5, -0.5)}
         if self.tier == "lme4":
             from ..fitting.lme4 import refit_many

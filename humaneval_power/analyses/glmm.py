@@ -19,7 +19,7 @@ from ..designs import Design, Layout
 from ..engine import StudyOutcomes
 from ..errors import InputError
 from ..validation import check_alpha, check_choice
-from .base import FamilyFit
+from .base import FamilyFit, fit_each
 
 TESTS = ("z", "lrt", "t")
 TIERS = ("fast", "lme4")  #: fast: fitting/glmm_laplace.py (glmer's fit without R); lme4: glmer refits
@@ -62,8 +62,12 @@ class JudgmentGLMM:
     def prepare(self, layout: Layout, weights: np.ndarray | None = None) -> Any:
         return None
 
-    def fit(self, layout: Layout, y: np.ndarray, prepared: Any = None) -> FamilyFit:
+    def fit(self, layout: Layout | list[Layout], y: np.ndarray | list[np.ndarray], prepared: Any = None) -> FamilyFit:
         """Fit every column of ``y`` (judgments x studies; 1 = B preferred) on the layout's workers and items."""
+        if isinstance(layout, list):
+            assert isinstance(y, list)
+            return fit_each(self, layout, y)
+        assert isinstance(y, np.ndarray)
         lrt = self.test == "lrt"
         if self.tier == "fast":
             from ..fitting.glmm_laplace import fit_glmm_laplace

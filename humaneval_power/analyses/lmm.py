@@ -29,7 +29,7 @@ from ..errors import InputError
 from ..multiplicity import adjust_pvalues
 from ..significance.coef_test import check_test, coefficient_test, uses_reml
 from ..validation import check_alpha, check_choice
-from .base import FamilyFit
+from .base import FamilyFit, fit_each
 from .crossed import CrossedSlopes
 
 #: analytic, statsmodels: the closed-form crossed cell only (fully crossed two-system slope designs)
@@ -118,11 +118,9 @@ class GaussianLMM:
         ``y`` (N_j x 1 each) are fitted together on one padded layout.
         """
         if isinstance(layout, list):
+            assert isinstance(y, list)
             if self.tier != "fast":
-                fits = [self.fit(lay, yj) for lay, yj in zip(layout, y)]
-                return FamilyFit(*(None if getattr(fits[0], f) is None else
-                                   np.concatenate([getattr(r, f) for r in fits])
-                                   for f in ("estimate", "se", "df", "singular", "failed", "warned")))
+                return fit_each(self, layout, y)
             layout, weights, y = pad_layouts(layout, y)
             prepared = self.component_design(layout, weights)
         assert isinstance(y, np.ndarray)

@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..analyses import Analysis, get_analysis
-from ..designs import Costs, CrowdDesign, Design, PilotDesign
+from ..analyses import Analysis, CrossedSlopes, get_analysis
+from ..designs import Costs, CrowdDesign, Design, Layout, PilotDesign
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..params import LikertParams
@@ -75,7 +75,7 @@ class CrowdScenario:
         if closed is None:
             return None
         d = self.design
-        assert isinstance(d, CrowdDesign) and isinstance(self.process, SlopeProcess)
+        assert isinstance(closed, CrossedSlopes) and isinstance(d, CrowdDesign) and isinstance(self.process, SlopeProcess)
         return CrossedLikertScenario.of(self.process.params, d.workers, d.items, self.effect, closed)
 
     @property
@@ -115,6 +115,7 @@ class CrowdScenario:
         if not self.design.fixed:
             return None
         layout = self.design.draw(np.random.default_rng(0), 1)
+        assert isinstance(layout, Layout)
         return layout, self.analysis.prepare(layout)
 
     def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
@@ -150,7 +151,7 @@ _FITS: dict[tuple[Any, ...], list[Any]] = {}
 
 def _concat(parts: Sequence[StudyOutcomes]) -> StudyOutcomes:
     """The outcomes of several chunks of studies as one."""
-    def cat(name: str) -> np.ndarray | None:
+    def cat(name: str) -> Any:
         vals = [getattr(p, name) for p in parts]
         return None if any(v is None for v in vals) else np.concatenate(vals)
 
