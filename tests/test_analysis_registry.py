@@ -61,6 +61,8 @@ def test_a_registered_model_is_planned_with_by_name_without_other_changes() -> N
 
 
 def test_options_an_analysis_does_not_have_are_refused() -> None:
+    with pytest.raises(InputError, match="judgment-glmm analysis has no option adjust, compare"):
+        cell_factory("card2020-high", model="judgment-glmm")
     with pytest.raises(InputError):
         get_analysis("judgment-glmm", test="satterthwaite")
     with pytest.raises(InputError, match="two systems"):

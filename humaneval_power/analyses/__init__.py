@@ -16,9 +16,10 @@ here with :func:`register` (docs/architecture.md, "Adding an analysis").
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
+from ..errors import InputError
 from ..validation import check_choice
 from .base import Analysis, FamilyFit
 from .crossed import CrossedSlopes
@@ -37,10 +38,15 @@ def register(cls: type) -> type:
 def get_analysis(analysis: str | Analysis, **options: Any) -> Analysis:
     """The analysis named ``analysis`` built with ``options`` (tier, test, alpha, ...), or the instance
     given (with ``options`` replacing its fields); InputError naming the choices for an unknown name."""
+    if isinstance(analysis, str):
+        check_choice("analysis model", analysis, tuple(REGISTRY))
+    cls = REGISTRY[analysis] if isinstance(analysis, str) else type(analysis)
+    unknown = sorted(set(options) - {f.name for f in fields(cls)})
+    if unknown:
+        raise InputError(f"the {cls.name} analysis has no option {', '.join(unknown)}")
     if not isinstance(analysis, str):
         return replace(analysis, **options) if options else analysis  # type: ignore[type-var]
-    check_choice("analysis model", analysis, tuple(REGISTRY))
-    return REGISTRY[analysis](**options)  # type: ignore[no-any-return]
+    return cls(**options)  # type: ignore[no-any-return]
 
 
 for _cls in (InvariantLMM, SlopesLMM, CrossedSlopes, JudgmentGLMM):
