@@ -26,12 +26,12 @@ from .crossed import CrossedSlopes
 from .glmm import JudgmentGLMM
 from .lmm import ADJUSTMENTS, InvariantLMM, SlopesLMM
 
-REGISTRY: dict[str, type] = {}
+REGISTRY: dict[str, Any] = {}  #: name -> analysis class
 
 
-def register(cls: type) -> type:
-    """Add (or replace) an analysis class under its ``name``."""
-    REGISTRY[cls.name] = cls  # type: ignore[attr-defined]
+def register(cls: Any) -> Any:
+    """Add (or replace) an analysis class (a frozen dataclass following :class:`Analysis`) under its ``name``."""
+    REGISTRY[cls.name] = cls
     return cls
 
 
@@ -40,13 +40,13 @@ def get_analysis(analysis: str | Analysis, **options: Any) -> Analysis:
     given (with ``options`` replacing its fields); InputError naming the choices for an unknown name."""
     if isinstance(analysis, str):
         check_choice("analysis model", analysis, tuple(REGISTRY))
-    cls = REGISTRY[analysis] if isinstance(analysis, str) else type(analysis)
+    cls: Any = REGISTRY[analysis] if isinstance(analysis, str) else type(analysis)
     unknown = sorted(set(options) - {f.name for f in fields(cls)})
     if unknown:
         raise InputError(f"the {cls.name} analysis has no option {', '.join(unknown)}")
     if not isinstance(analysis, str):
         return replace(analysis, **options) if options else analysis  # type: ignore[type-var]
-    return cls(**options)  # type: ignore[no-any-return]
+    return cls(**options)
 
 
 for _cls in (InvariantLMM, SlopesLMM, CrossedSlopes, JudgmentGLMM):
