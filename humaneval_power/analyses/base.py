@@ -46,7 +46,7 @@ class FamilyFit:
 
 def fit_each(analysis: Analysis, layouts: list[Layout], ys: list[np.ndarray]) -> FamilyFit:
     """The fits of studies with their own layouts, one by one, as one family fit."""
-    fits = [analysis.fit(lay, yj, analysis.prepare(lay)) for lay, yj in zip(layouts, ys)]
+    fits = [analysis.fit(lay, yj, analysis.prepare(lay)) for lay, yj in zip(layouts, ys, strict=True)]
 
     def cat(name: str) -> Any:
         parts = [getattr(f, name) for f in fits]
