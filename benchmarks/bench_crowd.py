@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from humaneval_power.analyses import MixedModelAnalysis, pad_layouts
+from humaneval_power.analyses import InvariantLMM
+from humaneval_power.analyses.lmm import pad_layouts
 from humaneval_power.designs import CrowdDesign, Layout, PilotDesign
 from humaneval_power.fitting import batched, lme4
 from humaneval_power.processes import InvariantProcess
@@ -37,18 +38,18 @@ def _pilot(n: int, rng: np.random.Generator) -> tuple[Layout, batched.ComponentD
 
     frame = pd.read_csv(PILOT)
     layout = PilotDesign.from_ratings(frame[frame.dimension == "coherence"], systems=["A", "F"]).draw(rng, 1)
-    return layout, MixedModelAnalysis().design(layout)
+    return layout, InvariantLMM().component_design(layout)
 
 
 def _crowd(design: CrowdDesign, n: int, rng: np.random.Generator) -> tuple[Layout, batched.ComponentDesign]:
     layout = design.draw(rng, n)
-    return layout, MixedModelAnalysis().design(layout)
+    return layout, InvariantLMM().component_design(layout)
 
 
 def _missing(n: int, rng: np.random.Generator) -> tuple[Layout, batched.ComponentDesign]:
     layouts = CrowdDesign(200, 30, 3, missing=0.1).draw(rng, n)
     layout, weights, _ = pad_layouts(layouts, [np.zeros(lay.size) for lay in layouts])
-    return layout, MixedModelAnalysis().design(layout, weights)
+    return layout, InvariantLMM().component_design(layout, weights)
 
 
 DESIGNS = {

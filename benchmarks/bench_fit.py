@@ -27,7 +27,7 @@ from humaneval_power.fitting import lme4
 from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.params import LikertParams
-from humaneval_power.scenarios.likert import simulate_long
+from humaneval_power.processes import simulate_long
 
 import pandas as pd
 

@@ -29,7 +29,9 @@ import numpy as np
 
 from humaneval_power.engine import run_cells
 from humaneval_power.params import get_preset
-from humaneval_power.scenarios.likert import FORMULA, LikertScenario, long_design, simulate_ratings
+from humaneval_power.analyses.crossed import FORMULA
+from humaneval_power.processes import long_design, simulate_ratings
+from humaneval_power.scenarios.crossed import CrossedLikertScenario
 from humaneval_power.significance.coef_test import coefficient_test
 from humaneval_power.fitting.balanced import (BalancedFit, BalancedStats, draw_stats, fit_ml, fit_reml,
                                             stats_from_ratings, strata_df)
@@ -40,8 +42,8 @@ GRID = dict(presets=("card2020-high", "card2020-low"), workers=(3, 10), items=(5
             effects=(0.1, 0.2, 0.3, 0.4))
 
 
-def grid_cells(test: str) -> list[LikertScenario]:
-    return [LikertScenario(get_preset(p), w, i, e, "fast", test)
+def grid_cells(test: str) -> list[CrossedLikertScenario]:
+    return [CrossedLikertScenario(get_preset(p), w, i, e, "fast", test)
             for p in GRID["presets"] for w in GRID["workers"] for i in GRID["items"] for e in GRID["effects"]]
 
 

@@ -24,7 +24,7 @@ _EXPORTS = {
     "get_preset": "params",
     "load_params": "params",
     "save_params": "params",
-    "LikertScenario": "scenarios.likert",
+    "CrossedLikertScenario": "scenarios.crossed",
     "likert_power": "scenarios.likert",
     "likert_sample_size": "scenarios.likert",
     "likert_mde": "scenarios.likert",

@@ -58,7 +58,9 @@ class Layout:
 class Design(Protocol):
     """What every design offers the planner."""
 
-    systems: int
+    @property
+    def systems(self) -> int:
+        """The number of systems compared."""
 
     @property
     def fixed(self) -> bool:

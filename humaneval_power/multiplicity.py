@@ -20,6 +20,8 @@ from .validation import check_choice
 ADJUSTMENTS = ("holm", "tukey", "dunnett", "bonferroni", "fdr", "none")
 #: the adjustments computed from the p-values alone (:func:`adjust_pvalues`): any family of tests
 SEPARATE = ("holm", "bonferroni", "fdr", "none")
+#: the adjustments the planner applies to each simulated study's family of tests
+PER_STUDY = ("holm", "bonferroni", "none")
 #: the adjustments that need the contrasts' joint t distribution (:func:`adjusted`): one model's contrasts
 SIMULTANEOUS = ("tukey", "dunnett")
 
@@ -106,4 +108,4 @@ def adjusted(t: np.ndarray, df: np.ndarray, p: np.ndarray, corr: np.ndarray, adj
     return p_adj, np.array([np.quantile(dist[d], level) for d in fixed])
 
 
-__all__ = ["ADJUSTMENTS", "MVT_DRAWS", "SEPARATE", "SIMULTANEOUS", "adjust_pvalues", "adjusted", "emmeans_df", "max_abs_t"]
+__all__ = ["ADJUSTMENTS", "MVT_DRAWS", "PER_STUDY", "SEPARATE", "SIMULTANEOUS", "adjust_pvalues", "adjusted", "emmeans_df", "max_abs_t"]

@@ -14,15 +14,20 @@ sd_intercept >= sd_slope / 2 (:meth:`InvariantProcess.from_likert`).
 
 Every process draws its random effects from the stream first and adds the
 system means last, so studies that differ only in the effect share their
-random numbers (common random numbers).
+random numbers (common random numbers). The fully crossed two-system cell
+draws whole data sets in one array (:func:`simulate_ratings`, rows in the order
+of :func:`long_design`); :func:`simulate_long` draws one study of any pilot's
+(worker, item) pairs as a data frame. (The ordinal process lives in
+:mod:`humaneval_power.ordinal_process`.)
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import pandas as pd
 
 from .designs import Layout
 from .errors import InputError
@@ -30,6 +35,21 @@ from .params import LikertParams
 from .validation import check_magnitude
 
 INVARIANT_SDS = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system", "sd_residual")
+
+
+class Process(Protocol):
+    """What a rating is, given who rated what: what the Likert cell needs of a process."""
+
+    systems: int
+
+    def key(self) -> list[Any]:
+        """What identifies its random stream (not the system means)."""
+
+    def record(self) -> dict[str, Any]:
+        """Its part of the result record."""
+
+    def simulate(self, layout: Layout, means: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Ratings (N, n) of n studies, the random effects drawn before the ``means`` are added."""
 
 
 def system_means(systems: int, effect: float, pair: tuple[int, int], means: tuple[float, ...] | None) -> np.ndarray:
@@ -144,3 +164,44 @@ class InvariantProcess:
     def standardized(self, difference: float) -> float:
         """A difference in units of the SD of a single rating."""
         return difference / math.sqrt(sum(v * v for v in self.sds.values()))
+
+
+def simulate_ratings(
+    params: LikertParams, workers: int, items: int, effect: float, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Fully crossed data sets of the slope model: shape (n, W, I, 2), last axis system A then B."""
+    x = np.array([-0.5, 0.5])
+    u = rng.normal(0.0, params.sd_worker_intercept, (n, workers, 1, 1))
+    a = rng.normal(0.0, params.sd_worker_slope, (n, workers, 1, 1))
+    v = rng.normal(0.0, params.sd_item_intercept, (n, 1, items, 1))
+    b = rng.normal(0.0, params.sd_item_slope, (n, 1, items, 1))
+    e = rng.normal(0.0, params.sd_residual, (n, workers, items, 2))
+    return params.intercept + u + v + (effect + a + b) * x + e
+
+
+def long_design(workers: int, items: int) -> dict[str, np.ndarray]:
+    """Design columns (worker, item from 1; x = -1/2, +1/2) of the long format matching
+    ``simulate_ratings(...).reshape(n, -1)``."""
+    w, i, s = np.meshgrid(np.arange(workers), np.arange(items), np.arange(2), indexing="ij")
+    return {"worker": w.ravel() + 1, "item": i.ravel() + 1, "x": np.where(s.ravel() == 1, 0.5, -0.5)}
+
+
+def simulate_long(
+    params: LikertParams, pairs: pd.DataFrame, effect: float, rng: np.random.Generator, baseline: str = "A",
+    other: str = "B",
+) -> pd.DataFrame:
+    """One simulated study of the slope model in long format for any design: each (worker, item) row of
+    ``pairs`` rates the item under both systems. Columns worker, item, system, score."""
+    workers = pd.factorize(pairs["worker"])[0]
+    items = pd.factorize(pairs["item"])[0]
+    n_w, n_i = workers.max() + 1, items.max() + 1
+    u, a = rng.normal(0, params.sd_worker_intercept, n_w), rng.normal(0, params.sd_worker_slope, n_w)
+    v, b = rng.normal(0, params.sd_item_intercept, n_i), rng.normal(0, params.sd_item_slope, n_i)
+    rows = []
+    for x, system in ((-0.5, baseline), (0.5, other)):
+        mean = params.intercept + u[workers] + v[items] + (effect + a[workers] + b[items]) * x
+        rows.append(pd.DataFrame({
+            "worker": pairs["worker"].astype(str).to_numpy(), "item": pairs["item"].astype(str).to_numpy(),
+            "system": system, "score": mean + rng.normal(0, params.sd_residual, len(pairs)),
+        }))
+    return pd.concat(rows, ignore_index=True)

@@ -6,9 +6,10 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from humaneval_power.analyses import MixedModelAnalysis
+from humaneval_power.analyses import get_analysis
 from humaneval_power.designs import CrowdDesign, Layout
 from humaneval_power.fitting.batched import ComponentDesign
+from humaneval_power.processes import InvariantProcess
 
 
 def crowd_ratings(items: int = 250, systems: int = 20, raters: int = 3, pool: int = 100, seed: int = 1,
@@ -16,17 +17,17 @@ def crowd_ratings(items: int = 250, systems: int = 20, raters: int = 3, pool: in
                   sd_item_system: float = 0.15, sd_residual: float = 0.8, spread: float = 0.1) -> pd.DataFrame:
     """Each (item, system) output rated by its own ``raters`` workers drawn from a pool (a 'between' crowd design).
 
-    Scores follow the coding-invariant model ``y = mu_s + u_w + u_ws + v_i + v_is + e``; system means
-    are drawn with SD ``spread``. Systems are named S00, S01, ... (S00 sorts first: the baseline).
+    Scores follow the coding-invariant model (:class:`~humaneval_power.processes.InvariantProcess`,
+    intercept 3); system means are drawn with SD ``spread``. Systems are named S00, S01, ... (S00 sorts
+    first: the baseline).
     """
     rng = np.random.default_rng(seed)
     item = np.repeat(np.arange(items), systems * raters)
     system = np.tile(np.repeat(np.arange(systems), raters), items)
     worker = np.concatenate([rng.choice(pool, raters, replace=False) for _ in range(items * systems)])
-    mu = 3 + rng.normal(0, spread, systems)
-    y = (mu[system] + rng.normal(0, sd_worker, pool)[worker] + rng.normal(0, sd_worker_system, (pool, systems))[worker, system]
-         + rng.normal(0, sd_item, items)[item] + rng.normal(0, sd_item_system, (items, systems))[item, system]
-         + rng.normal(0, sd_residual, len(item)))
+    means = rng.normal(0, spread, systems)
+    process = InvariantProcess(sd_worker, sd_worker_system, sd_item, sd_item_system, sd_residual, systems, 3.0)
+    y = process.simulate(Layout(worker, item, system, pool, items, systems), means, 1, rng)[:, 0]
     return pd.DataFrame({"worker": [f"w{w}" for w in worker], "item": [f"i{i}" for i in item],
                          "system": [f"S{s:02d}" for s in system], "score": y})
 
@@ -43,12 +44,12 @@ def crowd_layout(systems: int, items: int, workers: int, k: int, presentation: s
 
 
 def layout_component_design(layout: Layout, model: str = "invariant") -> ComponentDesign:
-    """The planner's analysis model (analyses.MixedModelAnalysis) of a layout as a component design blocked by item.
+    """The planner's analysis model (an analyses model by name) of a layout as a component design blocked by item.
 
     With one rating per output the item:system component is confounded with the residual and is left out
     (lme4 refuses it).
     """
-    design = dataclasses.replace(MixedModelAnalysis(model).design(layout), block="item")
+    design = dataclasses.replace(get_analysis(model).component_design(layout), block="item")
     k = layout.size // (layout.n_items * layout.n_systems)
     if k == 1 and model == "invariant":
         design = dataclasses.replace(design, components=design.components[:3])

@@ -20,7 +20,7 @@ from scipy import stats
 from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.params import SD_NAMES, LikertParams
-from humaneval_power.scenarios.likert import simulate_long
+from humaneval_power.processes import simulate_long
 
 TRUTH = LikertParams(0.5, sd_worker_intercept=0.15, sd_worker_slope=0.12, sd_item_intercept=0.10,
                      sd_item_slope=0.15, sd_residual=0.20)

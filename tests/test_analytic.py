@@ -9,7 +9,7 @@ from scipy import stats
 
 from humaneval_power.engine import run_cells
 from humaneval_power.params import LikertParams, get_preset
-from humaneval_power.scenarios.likert import LikertScenario
+from humaneval_power.scenarios.crossed import CrossedLikertScenario
 from humaneval_power.significance.t_test import t_power
 
 from .conftest import mc_tolerance
@@ -22,7 +22,7 @@ def westfall_defaults() -> LikertParams:
 
 
 def test_westfall_exact_satterthwaite() -> None:
-    r = LikertScenario(westfall_defaults(), 20, 20, 0.5, method="analytic").exact()
+    r = CrossedLikertScenario(westfall_defaults(), 20, 20, 0.5, method="analytic").exact()
     assert r.df == pytest.approx(35.39, abs=0.005)
     assert r.power == pytest.approx(0.6655, abs=5e-5)
     assert r.extra["ncp"] == pytest.approx(2.4544, abs=5e-5)
@@ -63,11 +63,11 @@ def test_t_power_against_simulation(ncp: float, df: float) -> None:
 def test_analytic_agrees_with_fast_where_boundary_is_rare(test: str) -> None:
     """Westfall defaults (all SDs sizeable), 20 x 20: variance estimates rarely hit zero."""
     params = westfall_defaults()
-    cells = [LikertScenario(params, 20, 20, e, "fast", test) for e in (0.3, 0.5)]
+    cells = [CrossedLikertScenario(params, 20, 20, e, "fast", test) for e in (0.3, 0.5)]
     n = 20_000
     fast = run_cells(cells, n, seed=3, jobs=1)
     for cell, f in zip(cells, fast):
-        a = LikertScenario(params, 20, 20, cell.effect, "analytic", test).exact()
+        a = CrossedLikertScenario(params, 20, 20, cell.effect, "analytic", test).exact()
         assert f.n_singular / n < 0.01
         assert abs(f.power - a.power) < mc_tolerance(a.power, n)
 
@@ -79,7 +79,7 @@ def test_sample_size_is_the_smallest_reaching_target() -> None:
     r = likert_sample_size(params, 0.1, workers=10, method="analytic")
 
     def power(n: int) -> float:
-        return LikertScenario(params, 10, n, 0.1, "analytic").exact().power
+        return CrossedLikertScenario(params, 10, n, 0.1, "analytic").exact().power
 
     assert r.attainable and power(r.value) >= 0.8 > power(r.value - 1)
     assert r.low == r.high == r.value

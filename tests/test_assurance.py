@@ -83,7 +83,7 @@ def test_likert_assurance_agrees_with_nested_simulation() -> None:
     """Fast tier (sufficient statistics, 200 draws x 2,000 studies) against brute force: 1,500 draws
     of the SDs, each with 4 full data sets simulated, fitted by REML and tested."""
     from humaneval_power.fitting.balanced import fit_reml, stats_from_ratings
-    from humaneval_power.scenarios.crossed import simulate_ratings
+    from humaneval_power.processes import simulate_ratings
     from humaneval_power.scenarios.likert import likert_power
     from humaneval_power.significance.coef_test import coefficient_test
 
@@ -146,7 +146,7 @@ def test_bootstrap_draws_start_from_the_fit(tmp_path: Path) -> None:
     from humaneval_power.fitting.model import fit_pilot
     from humaneval_power.fitting.ratings import read_ratings
     from humaneval_power.fitting.statsmodels_lmm import _model, bootstrap_sd_draws
-    from humaneval_power.scenarios.crossed import simulate_ratings
+    from humaneval_power.processes import simulate_ratings
 
     y = simulate_ratings(get_preset("card2020-high"), 5, 12, 0.2, 1, np.random.default_rng(3))[0]
     rows = [(f"w{w}", f"i{i}", "AB"[s], y[w, i, s]) for w in range(5) for i in range(12) for s in range(2)]
@@ -176,7 +176,7 @@ def test_bootstrap_draws_of_an_lme4_fit(lme4_backend: object) -> None:
     optimum to 1e-3) within the optimisers' tolerance."""
     from humaneval_power.fitting.model import fit_pilot
     from humaneval_power.fitting.ratings import read_ratings
-    from humaneval_power.scenarios.crossed import simulate_ratings
+    from humaneval_power.processes import simulate_ratings
 
     y = simulate_ratings(get_preset("card2020-high"), 6, 15, 0.2, 1, np.random.default_rng(4))[0]
     rows = [(f"w{w}", f"i{i}", "AB"[s], y[w, i, s]) for w in range(6) for i in range(15) for s in range(2)]

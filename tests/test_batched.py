@@ -21,8 +21,7 @@ from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_rating
 from humaneval_power.fitting.batched.structure import BlockStructure, build_structure
 from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 from humaneval_power.params import LikertParams
-from humaneval_power.processes import InvariantProcess, SlopeProcess
-from humaneval_power.scenarios.likert import simulate_ratings
+from humaneval_power.processes import InvariantProcess, SlopeProcess, simulate_ratings
 
 from .crowd import crowd_component_design, crowd_layout, layout_component_design
 

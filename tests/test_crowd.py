@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from humaneval_power.analyses import MixedModelAnalysis
+from humaneval_power.analyses import SlopesLMM
 from humaneval_power.multiplicity import adjust_pvalues
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs, CrowdDesign, PilotDesign
@@ -17,7 +17,8 @@ from humaneval_power.errors import InputError
 from humaneval_power.params import get_preset
 from humaneval_power.processes import InvariantProcess, SlopeProcess, system_means
 from humaneval_power.scenarios.crowd import CrowdScenario
-from humaneval_power.scenarios.likert import LikertScenario, likert_budget, likert_power, likert_sample_size
+from humaneval_power.scenarios.crossed import CrossedLikertScenario
+from humaneval_power.scenarios.likert import likert_budget, likert_power, likert_sample_size
 
 from .conftest import mc_tolerance
 
@@ -108,12 +109,12 @@ def test_crossed_batched_fits_equal_the_closed_form_tier_on_fig6_cells() -> None
     """The full-data batched fit of a crossed design vs the sufficient-statistics tier: same power
     within Monte-Carlo error (two independent runs: the SE of a difference)."""
     n = 600
-    analysis = MixedModelAnalysis("slopes", "fast", "card2020")
+    analysis = SlopesLMM("fast", "card2020")
     for effect in FIG6:
         design = CrowdDesign(items=100, workers=3, ratings_per_item=3, assignment="crossed")
         full = CrowdScenario(design, SlopeProcess(HIGH), analysis, effect, sufficient=False)
         assert full.closed_form is None
-        closed = LikertScenario(HIGH, 3, 100, effect, "fast", "card2020")
+        closed = CrossedLikertScenario(HIGH, 3, 100, effect, "fast", "card2020")
         a, b = run_cells([full], n, seed=4)[0], run_cells([closed], 20_000, seed=4)[0]
         se = math.sqrt(b.power * (1 - b.power) * (1 / n + 1 / 20_000))
         assert abs(a.power - b.power) < 3.5 * max(se, 1e-3), (effect, a.power, b.power)
@@ -121,7 +122,7 @@ def test_crossed_batched_fits_equal_the_closed_form_tier_on_fig6_cells() -> None
 
 def test_crossed_designs_use_the_closed_form_and_crowd_designs_the_batched_fits() -> None:
     t = likert_power(HIGH, 3, 100, 0.4, test="card2020", n_sims=2000, seed=1)
-    ref = run_cells([LikertScenario(HIGH, 3, 100, 0.4, "fast", "card2020")], 2000, seed=1)[0]
+    ref = run_cells([CrossedLikertScenario(HIGH, 3, 100, 0.4, "fast", "card2020")], 2000, seed=1)[0]
     assert t.power[0] == ref.power and t.assignment[0] == "crossed" and t.ratings_per_item[0] == 3
     with pytest.raises(InputError, match="crossed"):
         likert_power(HIGH, 10, 100, 0.4, ratings_per_item=3, method="analytic")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from humaneval_power.analyses import JudgmentGLMM
 from humaneval_power.fitting import glmm_laplace as gl
 from humaneval_power.params import H2HParams
 from humaneval_power.scenarios.headtohead import MixedJudgments
@@ -230,7 +231,7 @@ def test_type_one_error_of_the_tests(design: tuple) -> None:
 
     workers, items, per_item, sd_worker = design
     sims = 2000
-    cells = [MixedJudgments(H2HParams(sd_worker, 0.5), workers, items, 0.0, per_item=per_item, test=t)
+    cells = [MixedJudgments(H2HParams(sd_worker, 0.5), workers, items, 0.0, per_item=per_item, analysis=JudgmentGLMM(test=t))
              for t in ("z", "t")]
     z, t = run_cells(cells, sims, seed=8)
     assert z.ci_low > 0.05, z.power

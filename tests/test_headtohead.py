@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from humaneval_power.analyses import JudgmentGLMM
 from humaneval_power.cli import main
 from humaneval_power.engine import run_cells
 from humaneval_power.params import H2HParams, load_h2h_params
@@ -121,8 +122,8 @@ def test_glmm_without_random_effects_matches_independent_judgments(lme4_backend)
     (On small designs the GLMM pays for estimating the variances: see docs/headtohead.md.)
     """
     sims = 400
-    glmm = run_cells([MixedJudgments(H2HParams(0.0, 0.0), 10, 100, float(np.log(0.55 / 0.45)), test="z",
-                                     method="lme4")], sims, seed=3, jobs=sim_jobs())[0]
+    glmm = run_cells([MixedJudgments(H2HParams(0.0, 0.0), 10, 100, float(np.log(0.55 / 0.45)),
+                                     analysis=JudgmentGLMM("lme4", "z"))], sims, seed=3, jobs=sim_jobs())[0]
     exact = exact_power(1000, 0.55, 0.0)[0]
     assert abs(glmm.power - exact) < mc_tolerance(exact, sims), (glmm.power, exact)
     assert glmm.n_failed == 0
@@ -133,7 +134,7 @@ def test_glmm_without_random_effects_matches_independent_judgments(lme4_backend)
 @pytest.mark.parametrize("test", ["z", "lrt"])
 def test_glmm_null_rejection_rate(lme4_backend, test: str) -> None:
     sims = 600
-    r = run_cells([MixedJudgments(H2HParams(0.5, 0.5), 10, 40, 0.0, per_item=5, test=test, method="lme4")], sims,
+    r = run_cells([MixedJudgments(H2HParams(0.5, 0.5), 10, 40, 0.0, per_item=5, analysis=JudgmentGLMM("lme4", test))], sims,
                   seed=5, jobs=sim_jobs())[0]
     print(f"\nGLMM {test} test, null rejection rate {r.power:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]")
     if test == "lrt":

@@ -7,7 +7,9 @@ from scipy import stats
 
 from humaneval_power.engine import run_cells
 from humaneval_power.params import get_preset
-from humaneval_power.scenarios.likert import FORMULA, LikertScenario, long_design, simulate_ratings
+from humaneval_power.analyses.crossed import FORMULA
+from humaneval_power.processes import long_design, simulate_ratings
+from humaneval_power.scenarios.crossed import CrossedLikertScenario
 from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 from humaneval_power.fitting.statsmodels_lmm import fit_crossed_many
 
@@ -62,8 +64,8 @@ def _agree(fast, slow) -> None:
 @pytest.mark.parametrize("workers,items,effect", [(3, 20, 0.3), (5, 30, 0.2), (10, 20, 0.15)])
 def test_fast_and_lme4_power_agree(lme4_backend, workers: int, items: int, effect: float) -> None:
     params = get_preset("card2020-high")
-    fast = run_cells([LikertScenario(params, workers, items, effect, "fast")], 20_000, seed=1, jobs=1)[0]
-    slow = run_cells([LikertScenario(params, workers, items, effect, "lme4")], 300, seed=1, jobs=sim_jobs())[0]
+    fast = run_cells([CrossedLikertScenario(params, workers, items, effect, "fast")], 20_000, seed=1, jobs=1)[0]
+    slow = run_cells([CrossedLikertScenario(params, workers, items, effect, "lme4")], 300, seed=1, jobs=sim_jobs())[0]
     _agree(fast, slow)
 
 
@@ -72,8 +74,8 @@ def test_fast_and_lme4_power_agree(lme4_backend, workers: int, items: int, effec
 @pytest.mark.parametrize("test", ["satterthwaite", "card2020"])
 def test_null_rejection_rates_agree(lme4_backend, workers: int, test: str) -> None:
     params = get_preset("card2020-high")
-    fast = run_cells([LikertScenario(params, workers, 20, 0.0, "fast", test)], 20_000, seed=2, jobs=1)[0]
-    slow = run_cells([LikertScenario(params, workers, 20, 0.0, "lme4", test)], 250, seed=2, jobs=sim_jobs())[0]
+    fast = run_cells([CrossedLikertScenario(params, workers, 20, 0.0, "fast", test)], 20_000, seed=2, jobs=1)[0]
+    slow = run_cells([CrossedLikertScenario(params, workers, 20, 0.0, "lme4", test)], 250, seed=2, jobs=sim_jobs())[0]
     _agree(fast, slow)
 
 

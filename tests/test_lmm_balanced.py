@@ -12,7 +12,7 @@ import pytest
 from scipy import optimize
 
 from humaneval_power.params import LikertParams
-from humaneval_power.scenarios.likert import long_design, simulate_ratings
+from humaneval_power.processes import long_design, simulate_ratings
 from humaneval_power.fitting.balanced import (
     draw_stats,
     expected_lambdas,

@@ -5,7 +5,7 @@ import pytest
 
 from humaneval_power.engine import run_cells
 from humaneval_power.params import get_preset
-from humaneval_power.scenarios.likert import LikertScenario
+from humaneval_power.scenarios.crossed import CrossedLikertScenario
 
 from .conftest import mc_tolerance, sim_jobs
 
@@ -14,8 +14,8 @@ from .conftest import mc_tolerance, sim_jobs
 @pytest.mark.parametrize("test", ["z", "satterthwaite"])
 def test_statsmodels_and_fast_power_agree(test: str) -> None:
     params = get_preset("card2020-high").with_sds(sd_worker_intercept=0.1, sd_item_intercept=0.1)
-    fast = run_cells([LikertScenario(params, 5, 12, 0.3, "fast", test)], 20_000, seed=1, jobs=1)[0]
-    slow = run_cells([LikertScenario(params, 5, 12, 0.3, "statsmodels", test)], 600, seed=1, jobs=sim_jobs())[0]
+    fast = run_cells([CrossedLikertScenario(params, 5, 12, 0.3, "fast", test)], 20_000, seed=1, jobs=1)[0]
+    slow = run_cells([CrossedLikertScenario(params, 5, 12, 0.3, "statsmodels", test)], 600, seed=1, jobs=sim_jobs())[0]
     tol = mc_tolerance(fast.power, fast.n_sims) + mc_tolerance(slow.power, slow.n_sims)
     assert abs(fast.power - slow.power) < tol, (fast.power, slow.power)
     assert slow.n_failed == 0

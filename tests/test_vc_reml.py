@@ -102,7 +102,7 @@ def test_statsmodels_backend_equals_lme4_on_unbalanced_designs(lme4_backend) -> 
     from humaneval_power.fitting.model import fit_pilot
     from humaneval_power.fitting.ratings import read_ratings
     from humaneval_power.params import SD_NAMES
-    from humaneval_power.scenarios.likert import simulate_long
+    from humaneval_power.processes import simulate_long
 
     rng = np.random.default_rng(11)
     singular = 0

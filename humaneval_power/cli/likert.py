@@ -13,6 +13,7 @@ from typing import Any
 
 from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS
 from ..errors import InputError
+from ..multiplicity import PER_STUDY
 from ..params import PRESETS, SD_NAMES, LikertParams, beyond_scale_note, get_preset, load_params
 from .assurance_options import add_assurance_options, assurance_kwargs, draws_from_args
 from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
@@ -172,7 +173,7 @@ def _add_method_options(p: argparse.ArgumentParser) -> None:
                    help="analysis model (default: slopes for two systems with slope parameters, else invariant)")
     g.add_argument("--compare", choices=("pair", "baseline", "pairs"), default="pair",
                    help="contrasts tested: the pair of interest, every system vs the first, or all pairs")
-    g.add_argument("--adjust", choices=("holm", "bonferroni", "none"), default="holm",
+    g.add_argument("--adjust", choices=PER_STUDY, default="holm",
                    help="multiplicity adjustment over the compared contrasts")
     g.add_argument("--pair", type=positive, nargs=2, metavar=("A", "B"),
                    help="the pair of interest, systems numbered from 1 (default: 1 and the last)")

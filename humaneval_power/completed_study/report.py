@@ -113,7 +113,7 @@ def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callab
     """Simulate the analysed design under its fitted components: Type-I error of one pair's t test and the
     MDE at 80% power of the analysis' adjusted test (``holm``/``bonferroni``/``none`` as analysed; the
     others, which the planner does not simulate, by Bonferroni, a conservative stand-in)."""
-    from ..analyses import ADJUSTMENTS
+    from ..multiplicity import PER_STUDY
     from ..designs import PilotDesign
     from ..processes import InvariantProcess
     from ..scenarios.likert import likert_mde, likert_power
@@ -137,7 +137,7 @@ def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callab
     report(f"design check: Type-I error on this layout ({n_sims} simulated studies)")
     null = likert_power(process, 0, design.items, 0.0, design_from=design, alpha=alpha, n_sims=n_sims, seed=seed,
                         jobs=1)
-    adjust = result.adjust if result.adjust in ADJUSTMENTS else "bonferroni"
+    adjust = result.adjust if result.adjust in PER_STUDY else "bonferroni"
     report(f"design check: sensitivity ({TARGET_POWER:.0%} power, {adjust}, {n_sims} simulated studies per effect)")
     mde = likert_mde(process, 0, design.items, target_power=TARGET_POWER, alpha=alpha, n_sims=n_sims, seed=seed,
                      design_from=design, compare=result.family, adjust=adjust)

@@ -3,11 +3,12 @@
 :class:`CrowdScenario` composes the three parts the planner keeps apart —
 :mod:`~humaneval_power.designs` (who rates what), :mod:`~humaneval_power.processes`
 (what a rating is) and :mod:`~humaneval_power.analyses` (model, tier, test,
-contrasts) — into one engine cell. A fully crossed two-system design analysed
-with Card et al.'s slope model is computed by the closed-form cell of
-:mod:`.crossed` (sufficient statistics; ``analytic`` and ``statsmodels`` too);
-every other design is simulated in full and fitted by the batched fast tier or
-by lme4. :func:`cell_factory` binds everything but the design sizes and the
+contrasts) — into one engine cell, asking the analysis (never reading its
+fields). Where the analysis names a closed form for the design (Card et al.'s
+slope model on a fully crossed two-system design), the cell is computed by the
+closed-form cell of :mod:`.crossed` (sufficient statistics; ``analytic`` and
+``statsmodels`` too); every other design is simulated in full and fitted by the
+analysis. :func:`cell_factory` binds everything but the design sizes and the
 effect, for :mod:`humaneval_power.planning`.
 """
 from __future__ import annotations
@@ -19,40 +20,39 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..analyses import MixedModelAnalysis
-from ..designs import Costs, CrowdDesign, Design, PilotDesign
+from ..analyses import Analysis, CrossedSlopes, get_analysis
+from ..designs import Costs, CrowdDesign, Design, Layout, PilotDesign
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..params import LikertParams
-from ..processes import InvariantProcess, SlopeProcess, system_means
+from ..processes import InvariantProcess, Process, SlopeProcess, system_means
 from ..validation import check_number
-from .crossed import LikertScenario
-
-Process = SlopeProcess | InvariantProcess
-
+from .crossed import CrossedLikertScenario
 
 def default_model(params: Any, systems: int) -> str:
     """Card et al.'s slopes for two systems with slope parameters; the coding-invariant model otherwise."""
     return "slopes" if systems == 2 and isinstance(params, LikertParams) else "invariant"
 
 
-def make_process(params: LikertParams | InvariantProcess, systems: int, model: str) -> Process:
-    """The process behind ``params`` for ``systems`` systems (slope parameters become invariant ones
-    for more than two systems or an invariant analysis, where that mapping exists)."""
-    if isinstance(params, InvariantProcess):
+def make_process(params: Any, systems: int, analysis: Analysis) -> Any:
+    """The process behind ``params`` for ``systems`` systems: slope parameters analysed by the slope model
+    stay slope parameters; for more than two systems or another analysis they become invariant ones (where
+    that mapping exists); a process (a dataclass with ``systems``) is used as it is, for ``systems``."""
+    if not isinstance(params, LikertParams):
         return replace(params, systems=systems)
-    if systems == 2 and model == "slopes":
+    if systems == 2 and analysis.name == "slopes":
         return SlopeProcess(params)
     return InvariantProcess.from_likert(params, systems)
 
 
 @dataclass(frozen=True)
 class CrowdScenario:
-    """One cell: a design, a process, an analysis, the effect (B - A for the pair of interest) and costs."""
+    """One cell: a design, a process, an analysis (an instance or a registered name), the effect (B - A for
+    the pair of interest) and costs."""
 
     design: Design
     process: Process
-    analysis: MixedModelAnalysis
+    analysis: Analysis
     effect: float
     means: tuple[float, ...] | None = None
     costs: Costs = field(default_factory=Costs)
@@ -60,32 +60,29 @@ class CrowdScenario:
     sufficient: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.analysis, str):
+            object.__setattr__(self, "analysis", get_analysis(self.analysis))
         check_number("effect", self.effect)
         if self.process.systems != self.design.systems:
             raise InputError(f"the parameters describe {self.process.systems} systems, the design {self.design.systems}")
-        self.analysis.check(self.design.systems)
-        if self.analysis.test == "card2020" and self.effect < 0:
-            raise InputError("the card2020 test counts only positive detections (B > A): give a positive effect")
+        self.analysis.check(self.design.systems, self.effect)
         self.closed_form  # noqa: B018  (checks the tier against the design)
 
     @cached_property
-    def closed_form(self) -> LikertScenario | None:
-        """The closed-form cell of a fully crossed two-system slope-model design (None otherwise)."""
-        d, a = self.design, self.analysis
-        if (self.sufficient and isinstance(self.process, SlopeProcess) and isinstance(d, CrowdDesign)
-                and d.assignment == "crossed" and d.presentation == "within" and d.items_per_hit == 1
-                and d.missing == 0 and a.model == "slopes" and self.means is None):
-            return LikertScenario(self.process.params, d.workers, d.items, self.effect, a.tier, a.test, a.alpha)
-        if a.tier in ("analytic", "statsmodels"):
-            raise InputError(f"the {a.tier} method covers fully crossed two-system designs with the slopes model; "
-                             "use --method fast or lme4")
-        return None
+    def closed_form(self) -> CrossedLikertScenario | None:
+        """The closed-form cell where the analysis has a closed form on this design (None otherwise)."""
+        closed = self.analysis.closed_form(self.design, self.process, self.means, self.sufficient)
+        if closed is None:
+            return None
+        d = self.design
+        assert isinstance(closed, CrossedSlopes) and isinstance(d, CrowdDesign) and isinstance(self.process, SlopeProcess)
+        return CrossedLikertScenario.of(self.process.params, d.workers, d.items, self.effect, closed)
 
     @property
     def chunk_size(self) -> int:
         if self.closed_form is not None:
             return self.closed_form.chunk_size
-        return 10 if self.analysis.tier == "lme4" else 200
+        return self.analysis.chunk_size
 
     def study_bytes(self) -> int:
         """Memory one simulated study needs: its ratings in several copies (none for closed forms)."""
@@ -118,15 +115,18 @@ class CrowdScenario:
         if not self.design.fixed:
             return None
         layout = self.design.draw(np.random.default_rng(0), 1)
-        return layout, (self.analysis.design(layout) if self.analysis.tier == "fast" else None)
+        assert isinstance(layout, Layout)
+        return layout, self.analysis.prepare(layout)
 
     def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
         if self.closed_form is not None:
             return self.closed_form.simulate(n, rng)
+        if not self.analysis.location_invariant:
+            return _concat([self.analysis.decide(f, self._means, self._means) for f in self._fit(n, rng, self._means)])
         zero = system_means(self.design.systems, 0.0, self.analysis.pair, None)
         key = (self.stream_key(), repr(self.analysis), n, repr(rng.bit_generator.state))
         fits = _FITS.get(key)
-        if fits is None:  # fits at effect 0 serve every effect (see MixedModelAnalysis.fit)
+        if fits is None:  # fits at effect 0 serve every effect (see analyses.lmm.GaussianLMM.fit)
             fits = self._fit(n, rng, zero)
             _FITS[key] = fits
             while len(_FITS) > 64:
@@ -136,8 +136,8 @@ class CrowdScenario:
     def _fit(self, n: int, rng: np.random.Generator, means: np.ndarray) -> list[Any]:
         """Simulate n studies at ``means`` and fit them (a list of family fits)."""
         if self._fixed is not None:
-            layout, design = self._fixed
-            return [self.analysis.fit(layout, self.process.simulate(layout, means, n, rng), design)]
+            layout, prepared = self._fixed
+            return [self.analysis.fit(layout, self.process.simulate(layout, means, n, rng), prepared)]
         drawn = self.design.draw(rng, n)
         if not isinstance(drawn, list):
             return [self.analysis.fit(drawn, self.process.simulate(drawn, means, n, rng))]
@@ -151,7 +151,7 @@ _FITS: dict[tuple[Any, ...], list[Any]] = {}
 
 def _concat(parts: Sequence[StudyOutcomes]) -> StudyOutcomes:
     """The outcomes of several chunks of studies as one."""
-    def cat(name: str) -> np.ndarray | None:
+    def cat(name: str) -> Any:
         vals = [getattr(p, name) for p in parts]
         return None if any(v is None for v in vals) else np.concatenate(vals)
 
@@ -174,21 +174,28 @@ def crowd_design(items: int, workers: int, ratings_per_item: int | None = None, 
 
 def cell_factory(params: LikertParams | InvariantProcess | str, systems: int = 2, assignment: str | None = None,
                  presentation: str = "within", missing: float = 0.0, workload: Sequence[float] | None = None,
-                 design_from: PilotDesign | None = None, model: str | None = None, method: str = "fast",
+                 design_from: PilotDesign | None = None, model: str | Analysis | None = None, method: str = "fast",
                  test: str = "satterthwaite", alpha: float = 0.05, compare: str = "pair", adjust: str = "holm",
                  pair: tuple[int, int] | None = None, means: Sequence[float] | None = None,
                  costs: Costs | None = None) -> Callable[..., CrowdScenario]:
     """``make(items, workers, ratings_per_item, items_per_hit, effect) -> CrowdScenario`` with
-    everything else bound (``design_from`` replaces the crowd design: only ``items`` varies it)."""
+    everything else bound (``design_from`` replaces the crowd design: only ``items`` varies it).
+
+    ``model``: a registered analysis name (:mod:`humaneval_power.analyses`; default :func:`default_model`),
+    built with ``method``, ``test``, ``alpha``, ``compare``, ``adjust`` and ``pair``; or an analysis
+    instance, used as it is (those options are then ignored)."""
     from ..params import as_params
 
     if isinstance(params, str):
         params = as_params(params)
     if design_from is not None:
         systems = design_from.systems
-    model = model or default_model(params, systems)
-    process = make_process(params, systems, model)
-    analysis = MixedModelAnalysis(model, method, test, alpha, compare, adjust, pair or (0, systems - 1))
+    if model is None or isinstance(model, str):
+        analysis = get_analysis(model or default_model(params, systems), tier=method, test=test, alpha=alpha,
+                                compare=compare, adjust=adjust, pair=pair or (0, systems - 1))
+    else:
+        analysis = model
+    process = make_process(params, systems, analysis)
     fixed_means = tuple(means) if means is not None else None
     costs = costs or Costs()
 

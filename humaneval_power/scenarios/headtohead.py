@@ -13,23 +13,23 @@ from a parameter file. Effect = b0 (log-odds that B wins a decisive judgment,
 for a typical worker and item); ``--effect`` gives it as that probability.
 Ties are analysed as the pilot's fit did: dropped, or split (half a win, half a
 loss: the analysed log-odds is then logit((1 - p_tie) p + p_tie / 2), towards 0,
-and Type-M is relative to it). Tests: glmer Wald ``z``, ``lrt`` (against b0 = 0)
-or ``t`` (z against t, Satterthwaite df capped at workers - 1, fast tier only); every
-study refitted by the batched Laplace fit (``fast``, :mod:`..fitting.glmm_laplace`) or by
-glmer inside R (``lme4``).
+and Type-M is relative to it). Every study is analysed by the logistic GLMM
+:class:`~humaneval_power.analyses.glmm.JudgmentGLMM` (glmer Wald ``z``, ``lrt`` or
+``t``; the batched Laplace fit ``fast`` or glmer inside R ``lme4``).
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from ..analyses import Analysis, JudgmentGLMM, get_analysis
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
+from ..designs import Layout
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..executors import Jobs, one_executor
@@ -40,8 +40,6 @@ from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_pow
 from ..validation import check_alpha, check_choice, check_count
 
 INDEPENDENT_METHODS = ("exact", "simulate")
-MIXED_TESTS = ("z", "lrt", "t")
-MIXED_METHODS = ("fast", "lme4")  #: fast: fitting/glmm_laplace.py (glmer's fit without R); lme4: glmer refits
 
 
 @dataclass(frozen=True)
@@ -204,16 +202,15 @@ def _logit(p: float) -> float:
 
 @dataclass(frozen=True)
 class MixedJudgments:
-    """W workers x I items, k judgments per item, logistic GLMM with worker and item intercepts."""
+    """W workers x I items, k judgments per item, analysed by a GLMM (an instance or a registered name;
+    default: the logistic GLMM with worker and item intercepts, fast tier, z test)."""
 
     params: H2HParams
     workers: int
     items: int
     log_odds: float
     per_item: int | None = None  #: judgments per item; None = every worker judges every item
-    test: str = "z"
-    alpha: float = 0.05
-    method: str = "fast"
+    analysis: Analysis = field(default_factory=JudgmentGLMM)
 
     def __post_init__(self) -> None:
         check_count("workers", self.workers, 2)
@@ -224,12 +221,9 @@ class MixedJudgments:
                 raise InputError(f"judgments per item ({self.per_item}) exceed the workers ({self.workers})")
         if not math.isfinite(self.log_odds):
             raise InputError("the effect must be finite")
-        if self.test not in MIXED_TESTS:
-            raise InputError(f"test must be one of {', '.join(MIXED_TESTS)}")
-        check_choice("method", self.method, MIXED_METHODS)
-        if self.test == "t" and self.method != "fast":
-            raise InputError("the t test (Satterthwaite df) is computed by the fast tier: use --method fast")
-        check_alpha(self.alpha)
+        if isinstance(self.analysis, str):
+            object.__setattr__(self, "analysis", get_analysis(self.analysis))
+        self.analysis.check(2, self.log_odds)
 
     @property
     def effect(self) -> float:
@@ -244,8 +238,8 @@ class MixedJudgments:
         return self.per_item or self.workers
 
     @property
-    def chunk_size(self) -> int:  # a few seconds of refits: progress and Ctrl-C stay responsive
-        return 10 if self.method == "lme4" else 500
+    def chunk_size(self) -> int:
+        return self.analysis.chunk_size
 
     def study_bytes(self) -> int:
         """Memory one simulated study needs: its judgments, in several copies (R's included)."""
@@ -255,7 +249,7 @@ class MixedJudgments:
         ties = {"p_tie": self.params.p_tie, "ties": self.params.ties} if self.params.p_tie else {}
         return {"workers": self.workers, "items": self.items, "judgments_per_item": self.k,
                 "effect": self.effect, "p_win": 1 / (1 + math.exp(-self.log_odds)), **ties,
-                "method": self.method, "test": self.test, "alpha": self.alpha}
+                **self.analysis.record()}
 
     def stream_key(self) -> str:
         ties = [self.params.p_tie] if self.params.p_tie else []  # not the policy: drop and split see the same studies
@@ -279,26 +273,16 @@ class MixedJudgments:
             y[rng.random(eta.shape) < self.params.p_tie] = np.nan if self.params.ties == "drop" else 0.5
         return y
 
-    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
-        from ..fitting.lme4 import refit_glmm_many
-
+    def layout(self) -> Layout:
+        """The judgments as a layout (:meth:`design`; every judgment compares system B with A)."""
         w, i = self.design()
-        y = self.responses(n, rng)
-        if self.method == "fast":
-            from ..fitting.glmm_laplace import fit_glmm_laplace
+        return Layout(w, i, np.ones_like(i), self.workers, self.items, 2)
 
-            dropped = np.isnan(y)  # dropped ties: weight 0; split ties are scores of 1/2
-            fit = fit_glmm_laplace(w, i, np.where(dropped, 0.0, y), weights=(~dropped).astype(float),
-                                   lrt=self.test == "lrt")
-            p = {"z": fit.p, "t": fit.p_t}.get(self.test, fit.p_lrt)
-            assert p is not None
-            return StudyOutcomes(fit.estimate, (p <= self.alpha) & ~fit.failed, fit.failed, fit.singular,
-                                 fit.fallback)
-        res = refit_glmm_many({"worker": w + 1, "item": i + 1}, y.T, lrt=self.test == "lrt")
-        est, se = res["estimate"].to_numpy(), res["se"].to_numpy()
-        p = res["p_lrt"].to_numpy() if self.test == "lrt" else 2 * stats.norm.sf(np.abs(est / se))
-        return StudyOutcomes(est, p <= self.alpha, res["failed"].to_numpy() > 0, res["singular"].to_numpy() > 0,
-                             res["warned"].to_numpy() > 0)
+    def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
+        means = np.array([0.0, self.log_odds])
+        layout = self.layout()
+        fit = self.analysis.fit(layout, self.responses(n, rng).T, self.analysis.prepare(layout))
+        return self.analysis.decide(fit, means, means)
 
     def exact(self) -> None:
         return None
@@ -363,9 +347,10 @@ def h2h_mixed_power(
 def _mixed(params: H2HParams, test: str, alpha: float, assurance: ParamDraws | None, draws: int | None, n_sims: int,
            seed: int, jobs: Jobs, target_power: float, progress: Progress | None, method: str = "fast") -> Any:
     """``make(workers, items, per_item, log_odds)``: one GLMM cell, or the assurance cell over the draws."""
+    analysis = JudgmentGLMM(method, test, alpha)
     def make_for(p: H2HParams) -> Any:
         def make(workers: int, items: int, per_item: int | None, log_odds: float) -> MixedJudgments:
-            return MixedJudgments(p, workers, items, log_odds, per_item, test, alpha, method)
+            return MixedJudgments(p, workers, items, log_odds, per_item, analysis)
         return make
 
     if assurance is None:

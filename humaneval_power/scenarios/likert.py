@@ -10,7 +10,9 @@ item under both systems) and the closed-form tiers of :mod:`.crossed` apply;
 ``items_per_hit``, ``missing``, ``workload`` or ``design_from`` describe crowd
 designs (:mod:`humaneval_power.designs`), fitted per study by the batched fast
 tier or lme4. Design options (``**design``) are those of
-:func:`.crowd.cell_factory`.
+:func:`.crowd.cell_factory`; among them ``model``, the analysis of each
+simulated study: a registered name (``slopes``, ``invariant``:
+:mod:`humaneval_power.analyses`) or an analysis instance.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from ..analyses.lmm import GaussianLMM
 from ..assurance import DEFAULT_DRAWS, ParamDraws, apply_draws, assured
 from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Costs, CrowdDesign, check_budget
 from ..engine import PowerResult, run_cells
@@ -31,13 +34,12 @@ from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
 from ..progress import Progress
 from ..validation import check_choice, check_number, check_target_power
-from .crossed import FORMULA, METHODS, LikertScenario, long_design, simulate_long, simulate_ratings
+from .crossed import CrossedLikertScenario
 from .crowd import CrowdScenario, cell_factory
 
 Params = LikertParams | InvariantProcess | str
 
-__all__ = ["FORMULA", "METHODS", "LikertScenario", "CrowdScenario", "likert_power", "likert_sample_size",
-           "likert_mde", "likert_budget", "long_design", "simulate_long", "simulate_ratings"]
+__all__ = ["likert_power", "likert_sample_size", "likert_mde", "likert_budget"]
 
 
 def _params(params: Params) -> LikertParams | InvariantProcess:
@@ -186,7 +188,7 @@ def likert_sample_size(
                                    "conditional_high": plain.high})
 
 
-def _crossed_limit(cell: LikertScenario, vary: str, n_sims: int, seed: int, jobs: Jobs) -> tuple[float, str]:
+def _crossed_limit(cell: CrossedLikertScenario, vary: str, n_sims: int, seed: int, jobs: Jobs) -> tuple[float, str]:
     """The power of a crossed design as ``vary`` grows without bound, and why it stays there."""
     method = "analytic" if cell.method == "analytic" else "fast"
     limit = replace(cell, method=method, **{vary: 10**8 if method == "analytic" else 10**6})
@@ -319,7 +321,7 @@ def approximate_variance(cell: Any) -> float | None:
         return None
     d, a = cell.design, cell.analysis
     if (d.systems != 2 or d.presentation != "within" or d.missing or d.workload is not None
-            or d.assignment == "random" or a.test == "card2020"):
+            or d.assignment == "random" or not isinstance(a, GaussianLMM) or a.test == "card2020"):
         return None
     p = cell.process
     if isinstance(p, SlopeProcess):
