@@ -48,7 +48,7 @@ def test_analyze_refuses_before_fitting(backend: str, monkeypatch: pytest.Monkey
     def never(*args, **kwargs):
         raise AssertionError("fitting started")
 
-    monkeypatch.setattr(lme4, "_r", never)
+    monkeypatch.setattr(lme4, "r_session", never)
     monkeypatch.setattr(statsmodels_lmm, "fit_components", never)
     n = KR_MAX_RATINGS[backend] + 30
     with pytest.raises(InputError, match=r"dense \d+ x \d+ matrices .* GB"):
