@@ -5,7 +5,7 @@ import argparse
 from typing import Any, Mapping, Sequence
 
 from ..errors import InputError
-from .common import positive, target_power
+from ..interface.values import positive, target_power
 
 
 def add_assurance_options(p: argparse.ArgumentParser, solve: bool) -> None:

@@ -6,13 +6,17 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..errors import InputError
+from ..interface import Command, Group, Option, choices_of, default_of, help_of
+from ..interface.values import (
+    non_negative,
+    number_list,
+)
 
-RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
-MAX_RANGE = 10_000  #: values one START:STOP:STEP may expand to (a grid cell each)
 DEFAULT_SEED = 0  #: the API's default seed (tests/test_cli_surface.py checks every command against its function)
 
 
@@ -41,85 +45,72 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
-def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[Any]]:
-    """Parse '3', '0.1' or a range 'START:STOP:STEP' (STOP included)."""
-
-    def parse(text: str) -> list[Any]:
-        try:
-            if ":" not in text:
-                return [kind(text)]
-            parts = [kind(p) for p in text.split(":")]
-            if len(parts) != 3 or parts[2] <= 0 or parts[1] < parts[0]:
-                raise ValueError
-            start, stop, step = parts
-            n = int((stop - start) / step + 1e-9) + 1
-        except (ValueError, OverflowError, argparse.ArgumentTypeError):
-            raise argparse.ArgumentTypeError(f"{name} takes {RANGE_HELP}, got {text!r}") from None
-        if n > MAX_RANGE:
-            raise argparse.ArgumentTypeError(f"{name} {text} has {n:,} values, more than {MAX_RANGE:,} design "
-                                             "cells; use a coarser STEP")
-        return [kind(round(start + k * step, 12)) for k in range(n)]
-
-    return parse
-
-
 def flatten(groups: Sequence[Sequence[Any]] | None) -> list[Any] | None:
     """The values of an option given as several lists (``nargs='+'`` of ranges)."""
     return None if groups is None else [v for g in groups for v in g]
 
 
-def finite_float(text: str) -> float:
-    """A finite number."""
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(text)
-    return value
+def add_group(sub: Any, name: str, text: str) -> None:
+    """A command group whose commands are all described in :mod:`humaneval_power.interface.commands`."""
+    from ..interface.commands import COMMANDS
+
+    if (name,) in COMMANDS:  # a group that is one command (``analyze``)
+        add_options(sub.add_parser(name, help=text, description=text), COMMANDS[name,])
+        return
+    group = sub.add_parser(name, help=text, description=text)
+    commands = group.add_subparsers(dest="action", metavar="COMMAND", parser_class=type(group))
+    for path, command in COMMANDS.items():
+        if path[:-1] == (name,):
+            add_command(commands, command)
 
 
-def integer(text: str) -> int:
-    """An integer; '1e6'-style notation is accepted when it is a whole number."""
-    try:
-        return int(text)
-    except ValueError:
-        value = float(text)
-        if not value.is_integer():
-            raise ValueError(text) from None
-        return int(value)
+def add_command(sub: Any, command: Command) -> argparse.ArgumentParser:
+    """The argparse parser of a described command (its options generated from the description)."""
+    parser = sub.add_parser(command.path[-1], help=command.help, description=command.description)
+    add_options(parser, command)
+    return parser
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An integer type that refuses values below ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = integer(text)
-        except (ValueError, OverflowError):
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
-        return value
-
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
+def add_options(target: Any, command: Command, items: Sequence[Option | Group] | None = None) -> None:
+    """Add the described options (default: all of ``command``'s) to a parser or argument group."""
+    for item in command.options if items is None else items:
+        if isinstance(item, Group):
+            group = target.add_mutually_exclusive_group() if item.exclusive else target.add_argument_group(item.title)
+            add_options(group, command, item.options)
+        else:
+            target.add_argument(item.flag, **argparse_keywords(item, command))
 
 
-positive = at_least(1)
-non_negative = at_least(0)
-
-
-def add_run_options(p: argparse.ArgumentParser, sims: int | None, jobs: bool = True) -> None:
-    """--sims (if ``sims``), --seed, --jobs and --json: the options every simulating command shares."""
-    if sims is not None:
-        p.add_argument("--sims", type=positive, default=sims, metavar="N",
-                       help="simulated studies per design cell (Monte-Carlo repetitions)")
-    add_seed(p)
-    if jobs:
-        p.add_argument("--jobs", type=positive, default=None, metavar="N",
-                       help="worker processes (default: all cores); results do not depend on it")
-        p.add_argument("--scheduler", metavar="WHERE",
-                       help="where chunks run: 'processes' (local, the default), 'dask' (a Dask LocalCluster of "
-                            "--jobs workers) or a Dask scheduler address tcp://HOST:PORT; results do not depend on it")
-    add_json_option(p)
+def argparse_keywords(option: Option, command: Command) -> dict[str, Any]:
+    """``add_argument``'s keywords for ``option``: a grid option takes several values or ranges
+    (its default a list of lists), a hidden one (a former spelling) sets nothing unless given."""
+    kw: dict[str, Any] = {"help": argparse.SUPPRESS if option.hidden else help_of(option)}
+    if option.action is not None:
+        kw["action"] = option.action
+    if option.action == "store_true" and option.default is not None:  # a switch whose default is the API's
+        return {**kw, "default": default_of(option, command)}
+    if option.action != "store_true":
+        default = argparse.SUPPRESS if option.hidden else default_of(option, command)
+        if option.grid and default is not None:
+            default = [list(default) if isinstance(default, (list, tuple)) else [default]]
+        elif isinstance(default, tuple) and option.nargs is not None:
+            default = list(default)
+        if default is not None:
+            kw["default"] = default
+        if option.kind is not None:
+            kw["type"] = number_list(option.kind, option.flag) if option.grid else option.kind
+        kw["nargs"] = "+" if option.grid else option.nargs
+    for key in ("metavar", "const"):
+        if getattr(option, key) is not None:
+            kw[key] = getattr(option, key)
+    if option.dest is not None and not option.positional:
+        kw["dest"] = option.dest
+    if option.required:
+        kw["required"] = True
+    choices = choices_of(option)
+    if choices is not None:
+        kw["choices"] = choices
+    return {k: v for k, v in kw.items() if v is not None}
 
 
 def add_seed(p: argparse.ArgumentParser, what: str = "; one seed reproduces a whole run",
@@ -136,55 +127,6 @@ def add_old_spelling(p: argparse.ArgumentParser, option: str, dest: str, kind: C
 def add_json_option(p: argparse.ArgumentParser) -> None:
     """--json: one JSON array of records on stdout, nothing else."""
     p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
-
-
-def add_alpha(p: argparse.ArgumentParser) -> None:
-    """--alpha, the significance level."""
-    p.add_argument("--alpha", type=finite_float, default=0.05, help="significance level of the test")
-
-
-def target_power(text: str) -> float:
-    """A power to reach, in (0, 1) (checked by :func:`humaneval_power.validation.check_target_power`)."""
-    from ..validation import check_target_power
-
-    try:
-        return check_target_power(finite_float(text))
-    except (ValueError, InputError):
-        raise argparse.ArgumentTypeError(f"expected a power in (0, 1), got {text!r}") from None
-
-
-def add_target_power(p: argparse.ArgumentParser, what: str = "") -> None:
-    """--target-power, a power in (0, 1)."""
-    p.add_argument("--target-power", type=target_power, default=0.8, help=f"power to reach{what}")
-
-
-def add_out(p: argparse.ArgumentParser) -> None:
-    """--out FILE for a table."""
-    p.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
-
-
-def add_plot_options(p: argparse.ArgumentParser, what: str, type_m: bool = True) -> None:
-    """--plot FILE, --dpi and (when the plot does not always show it) --type-m."""
-    g = p.add_argument_group("plot")
-    g.add_argument("--plot", metavar="FILE", help=f"also draw {what} to FILE (.png, .pdf or .svg)")
-    g.add_argument("--dpi", type=dpi, default=120, help="resolution of the plot, dots per inch (10-2400)")
-    if type_m:
-        g.add_argument("--type-m", action="store_true",
-                       help="add a Type-M (exaggeration) panel under each power panel of the plot")
-
-
-def dpi(text: str) -> float:
-    """A plot resolution (checked by :func:`humaneval_power.plots.check_dpi`)."""
-    from ..plots import check_dpi
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    try:
-        return check_dpi(value)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: Callable[[Any], None]) -> None:
@@ -247,7 +189,8 @@ FILE_METAVARS = ("FILE", "RATINGS", "PREDICTIONS")
 
 
 def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The (sub)parser of the command ``args`` was parsed for, e.g. ``likert power``'s."""
+    """The (sub)parser of a hand-written command ``args`` was parsed for, e.g. ``fit``'s (argparse has no
+    public way to reach a subparser or list its options: this reads its private ``_actions``)."""
     for dest in ("command", "action"):
         sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
         if sub is None or getattr(args, dest, None) not in sub.choices:
@@ -256,18 +199,30 @@ def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     return parser
 
 
+def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, str, Any]]:
+    """(name, dest, metavar) of every option of the command ``args`` was parsed for: from its description,
+    or (a hand-written command) from its parser."""
+    from ..interface.commands import COMMANDS
+
+    command = COMMANDS.get(tuple(v for v in (args.command, getattr(args, "action", None)) if v))
+    if command is not None:
+        return [(str(o.metavar) if o.positional else o.flag, o.dest_name, o.metavar)
+                for o in command.all_options() if not o.hidden]
+    return [(max(a.option_strings, key=len) if a.option_strings else str(a.metavar), a.dest, a.metavar)
+            for a in command_parser(parser, args)._actions]
+
+
 def file_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[tuple[str, str]], ...]:
     """``(inputs, outputs)``: (option, path) of every file the command line names, read or written
     (``--store`` is read, so it counts as an input); an option given several files is listed once per file."""
     inputs: list[tuple[str, str]] = []
     outputs: list[tuple[str, str]] = []
-    for action in command_parser(parser, args)._actions:
-        value = getattr(args, action.dest, None)
-        if action.metavar not in FILE_METAVARS or value is None or not isinstance(value, (str, list)):
+    for name, dest, metavar in _options_of(parser, args):
+        value = getattr(args, dest, None)
+        if metavar not in FILE_METAVARS or value is None or not isinstance(value, (str, list)):
             continue
-        name = max(action.option_strings, key=len) if action.option_strings else str(action.metavar)
         for path in value if isinstance(value, list) else [value]:
-            (outputs if action.dest in OUTPUT_DESTS else inputs).append((name, path))
+            (outputs if dest in OUTPUT_DESTS else inputs).append((name, path))
     return inputs, outputs
 
 
@@ -327,28 +282,10 @@ def check_command_line(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 
 def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
-    """The input of ``fit`` and ``analyze``: the ratings file, its columns, row filters, systems,
-    scale and duplicate policy (the keywords of ``fitting.ratings.read_ratings``)."""
-    p.add_argument("data", metavar="RATINGS", help=f"tidy CSV or Parquet, one row per {what}")
-    for role in ("worker", "item", "system", "score"):
-        p.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
-    p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE (repeatable)")
-    p.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems (default: all)")
-    p.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
-                   help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
-    p.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
-                   help="several ratings of one (worker, item, system): error (default); average them into one "
-                        "rating; keep each as its own rating (the model then treats repeats as independent errors: "
-                        "no worker x item x system effect, so agreeing repeats make the SEs too small)")
+    """The input of ``fit`` (hand-written): the ratings options of ``analyze``'s description."""
+    from ..interface.commands import ANALYZE, ratings_input
 
-
-def add_checkpoint(p: argparse.ArgumentParser) -> None:
-    """--store FILE (--checkpoint: its former name) and --restart."""
-    p.add_argument("--store", metavar="FILE",
-                   help="result store (SQLite): finished chunks are saved there and not run again; rerun the "
-                        "same command to resume; several runs may share one store")
-    add_old_spelling(p, "--checkpoint", "store", str)
-    p.add_argument("--restart", action="store_true", help="recompute this run's cells in the --store FILE")
+    add_options(p, ANALYZE, ratings_input(what))
 
 
 def prepare_run(args: argparse.Namespace) -> list[Any]:
@@ -425,7 +362,7 @@ class StageNotes:
     def __enter__(self) -> StageNotes:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -535,7 +472,7 @@ class ProgressBar:
     def __enter__(self) -> ProgressBar:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join()
