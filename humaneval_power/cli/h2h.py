@@ -6,30 +6,23 @@ from typing import Any
 
 from ..errors import InputError
 from ..interface.commands import h2h_sims
+from ..plan_inputs import h2h_mode, h2h_params
 from .assurance_options import assurance_kwargs, draws_from_args
 from .common import ProgressBar, emit, emit_solve, flatten
 
 
 def _h2h_params(args: argparse.Namespace) -> Any:
-    from ..params import H2HParams, load_h2h_params
-
-    if args.params:
-        if args.sd_worker is not None or args.sd_item is not None:
-            raise InputError("give --params or --sd-worker/--sd-item, not both")
-        if args.p_tie is not None or args.ties is not None:
-            raise InputError("the parameter file carries the pilot's tie rate and policy: drop --p-tie/--ties")
-        return load_h2h_params(args.params, args.comparison, allow_separation=args.force)
-    if args.sd_worker is None or args.sd_item is None:
-        raise InputError("a GLMM design needs --params FILE or both --sd-worker and --sd-item")
-    p_tie = flatten(args.p_tie) if isinstance(args.p_tie, list) else [args.p_tie]
-    if len(p_tie) > 1:
-        raise InputError("a GLMM design takes one --p-tie")
-    return H2HParams(args.sd_worker, args.sd_item, name="command-line", p_tie=p_tie[0] or 0.0,
-                     ties=args.ties or "drop")
+    p_tie = args.p_tie
+    if not args.params and args.sd_worker is not None and args.sd_item is not None:
+        values = flatten(p_tie) if isinstance(p_tie, list) else [p_tie]
+        if len(values) > 1:
+            raise InputError("a GLMM design takes one --p-tie")
+        p_tie = values[0]
+    return h2h_params(args.params, args.comparison, args.force, args.sd_worker, args.sd_item, p_tie, args.ties)
 
 
 def _is_mixed(args: argparse.Namespace) -> bool:
-    return any(getattr(args, k, None) is not None for k in ("params", "sd_worker", "sd_item", "workers"))
+    return h2h_mode(args.params, args.sd_worker, args.sd_item, args.workers) == "glmm"
 
 
 def _draws(args: argparse.Namespace) -> Any:

@@ -12,8 +12,14 @@ import math
 from typing import Any
 
 from ..errors import InputError
-from ..interface.commands import INVARIANT_TYPED as INVARIANT_SDS
-from ..params import SD_NAMES, LikertParams, beyond_scale_note, get_preset, load_params
+from ..params import SD_NAMES, LikertParams, beyond_scale_note
+from ..plan_inputs import (
+    GRID_SIZES,
+    crowd_design,
+    likert_params,
+    likert_systems,
+    merge_design_file,
+)
 from .assurance_options import assurance_kwargs, draws_from_args
 from .common import (
     ProgressBar,
@@ -26,48 +32,11 @@ from .common import (
 
 
 def params_from_args(args: argparse.Namespace) -> Any:
-    """The parameters named by --preset / --params / typed SDs (typed SDs override), or the
-    coding-invariant SDs when those are typed; only SDs whose ratings would vary within
-    ``validation.SCORE_SPREAD`` (the refits' tolerances are absolute; the analytic tier, exact from 1e-12 to
-    1e12, fails with an internal error below 1e-150, so one range serves every method)."""
-    import math
+    """The parameters named by --preset / --params / typed SDs (:func:`~humaneval_power.plan_inputs.likert_params`)."""
+    from ..processes import INVARIANT_SDS
 
-    from ..validation import check_spread
-
-    params = _named_params(args)
-    check_spread("ratings under these SDs", math.hypot(*params.sds.values()), "the SDs and the effect")
-    return params
-
-
-def _named_params(args: argparse.Namespace) -> Any:
-    from ..processes import InvariantProcess
-
-    invariant = {k: getattr(args, k) for k in INVARIANT_SDS if getattr(args, k, None) is not None}
-    if invariant:
-        missing = [k for k in INVARIANT_SDS if k not in invariant] + ([] if args.sd_residual is not None
-                                                                       else ["sd_residual"])
-        if missing:
-            raise InputError(f"the coding-invariant model needs all five SDs (missing {', '.join(missing)})")
-        if args.preset or args.params or any(getattr(args, k) is not None for k in SD_NAMES[:-1]):
-            raise InputError("give the coding-invariant SDs or slope parameters (--preset/--params/slope SDs), not both")
-        intercept = 0.5 if args.intercept is None else args.intercept
-        return InvariantProcess(**invariant, sd_residual=args.sd_residual, intercept=intercept,
-                                name="command-line (invariant)")
-    if args.preset and args.params:
-        raise InputError("give --preset or --params, not both")
-    overrides = {k: getattr(args, k) for k in SD_NAMES + ("intercept",) if getattr(args, k) is not None}
-    if args.params:
-        base = load_params(args.params, args.comparison)
-    elif args.preset:
-        base = get_preset(args.preset)
-    elif all(k in overrides for k in SD_NAMES):
-        return LikertParams(intercept=overrides.pop("intercept", 0.5), **overrides, name="command-line")
-    elif overrides:
-        missing = [k for k in SD_NAMES if k not in overrides]
-        raise InputError(f"give all five SDs or a --preset/--params to start from (missing {', '.join(missing)})")
-    else:
-        base = get_preset("card2020-high")
-    return base.with_sds(**overrides)
+    sds = {k: getattr(args, k) for k in dict.fromkeys(SD_NAMES + INVARIANT_SDS)}
+    return likert_params(args.preset, args.params, args.comparison, args.intercept, **sds)
 
 
 def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -75,68 +44,32 @@ def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
     from ..designs import Costs
 
     costs = Costs(args.cost_per_rating, args.cost_per_hit, args.platform_fee, args.cost_per_worker)
-    kw: dict[str, Any] = {"systems": args.systems, "assignment": args.assignment, "presentation": args.presentation,
-                          "missing": args.missing, "model": args.model, "compare": args.compare,
-                          "adjust": args.adjust, "means": args.means, "costs": costs}
-    if args.pair:
-        kw["pair"] = (args.pair[0] - 1, args.pair[1] - 1)
-    if (args.where or args.pilot_systems) and not (args.design_from or args.workload_from):
-        raise InputError("--where and --pilot-systems go with --design-from or --workload-from")
-    if args.duplicates != "error" and not args.design_from:
-        raise InputError("--duplicates goes with --design-from")
-    if args.design_from:
-        from ..designs import PilotDesign
-
-        frame = _pilot_frame(args.design_from, args.where)
-        kw["design_from"] = PilotDesign.from_ratings(frame, systems=args.pilot_systems, source=args.design_from,
-                                                     duplicates=args.duplicates)
-    if args.workload_from:
-        counts = _pilot_frame(args.workload_from, args.where)["worker"].value_counts()
-        kw["workload"] = tuple(float(c) for c in counts)
-        kw["assignment"] = "random"
-    elif getattr(args, "design_workload", None):
-        kw["workload"] = args.design_workload
-    return kw
-
-
-def _pilot_frame(path: str, where: list[str] | None) -> Any:
-    from ..io import apply_filters, read_table
-
-    frame = read_table(path)[0]
-    return apply_filters(frame, where_filters(where))
+    return crowd_design(args.systems, args.assignment, args.presentation, args.missing, args.model, args.compare,
+                        args.adjust, args.means, costs, (args.pair[0] - 1, args.pair[1] - 1) if args.pair else None,
+                        args.design_from, args.workload_from, where_filters(args.where), args.pilot_systems,
+                        args.duplicates, getattr(args, "design_workload", None))
 
 
 def apply_design_file(args: argparse.Namespace) -> None:
     """Fill the design options the command line left at their defaults from --design FILE."""
     if not getattr(args, "design", None):
         return
-    from ..designs import read_design_file
-
-    defaults = {"systems": (2,), "presentation": ("within",), "missing": (0.0,), "items_per_hit": (1, [[1]])}
     grid = args.action in ("power", "budget")
-    for key, value in read_design_file(args.design).items():
-        current = getattr(args, key, None)
+    given = {k: flatten(v) if grid and k in GRID_SIZES and v is not None else v for k, v in vars(args).items()}
+    for key, value in merge_design_file(args.design, given).items():
         if key == "workload":
             if args.workload_from:
                 raise InputError("give the workload in --design or --workload-from, not both")
-            args.design_workload = tuple(float(v) for v in value)
-        elif current is None or current in defaults.get(key, ()):
-            sizes = ("items", "workers", "ratings_per_item", "items_per_hit")
-            setattr(args, key, [[value]] if grid and key in sizes else value)
-
-
-def _params_systems(args: argparse.Namespace) -> int | None:
-    from ..params import params_systems
-
-    load_params(args.params, args.comparison)  # the file's own refusals first
-    return params_systems(args.params)
+            args.design_workload = value
+        else:
+            setattr(args, key, [[value]] if grid and key in GRID_SIZES else value)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a ``likert`` command."""
     apply_design_file(args)
     if args.systems is None:
-        args.systems = (_params_systems(args) if getattr(args, "params", None) else None) or 2
+        args.systems = likert_systems(getattr(args, "params", None), args.comparison)
     return {"power": _power, "size": _size, "mde": _mde, "budget": _budget}[args.action](args)
 
 

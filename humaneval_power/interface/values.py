@@ -6,6 +6,7 @@ argparse turns either into ``hepower: error: ...`` and the web API into HTTP 422
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +41,7 @@ def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[A
 def finite_float(text: str) -> float:
     """A finite number."""
     value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise ValueError(text)
     return value
 
