@@ -17,11 +17,12 @@ import importlib
 import signal
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import HepowerError, Interrupted
-from .common import OutputFiles, Parser, add_group, check_command_line, prepare_run
+from ..interface.parsers import Parser, add_group
+from .common import OutputFiles, check_command_line, prepare_run
 
 #: command group -> one-line help (the module ``humaneval_power.cli.<group>`` holds the rest)
 GROUPS = {
@@ -89,8 +90,9 @@ def _one_line_warning(message: Any, category: Any, filename: str, lineno: int, f
           file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``hepower`` console script."""
+def main(argv: Sequence[str] | None = None, progress: Callable[[int, int, str], None] | None = None) -> int:
+    """Entry point of the ``hepower`` console script; ``progress(done, total, label)`` receives the progress
+    instead of the bar on stderr (``hepower serve``'s workers)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     previous = (signal.getsignal(signal.SIGTERM), warnings.showwarning)
     try:
@@ -106,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "action", "") is None:
             parser.parse_args([args.command, "--help"])
         check_command_line(parser, args)
+        args.progress = progress
         args.outputs = OutputFiles(args)
         opened = prepare_run(args)
         try:

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from ..scenarios import bleu as b
 
     if args.action == "power":
-        with ProgressBar() as bar:
+        with ProgressBar(sink=args.progress) as bar:
             table = b.bleu_power(flatten(args.n), flatten(args.delta), flatten(args.p0), flatten(args.b0),
                                  args.method, args.permutations, args.alpha, args.sims, args.seed,
                                  args.jobs, bar, store=args.store)
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action in ("mde", "size"):
         common = dict(target_power=args.target_power, method=args.method, permutations=args.permutations,
                       alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs)
-        with ProgressBar() as bar:
+        with ProgressBar(sink=args.progress) as bar:
             result = (b.bleu_mde(args.n, args.p0, args.b0, **common, progress=bar) if args.action == "mde"
                       else b.bleu_sample_size(args.delta, args.p0, args.b0, **common, progress=bar))
         emit_solve(result, args)
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if len(set(names)) < len(names):
         raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
     systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
-    with ProgressBar(unit="trial") as bar:
+    with ProgressBar(unit="trial", sink=args.progress) as bar:
         rows = compare_with_baseline(stats_of(args.baseline), systems,
                                      "bootstrap" if args.paired_bs else "randomization", args.trials, args.seed,
                                      args.bs_rule, bar, args.adjust)

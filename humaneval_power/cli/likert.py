@@ -103,7 +103,7 @@ def _power(args: argparse.Namespace) -> int:
     for e in effects or []:
         check_magnitude("--effect", e)
     notes = sorted({n for e in effects or [] if (n := beyond_scale_note(getattr(params, "scale", None), e))})
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         table = likert_power(
             params, workers, items, effects,
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
@@ -170,7 +170,7 @@ def _size(args: argparse.Namespace) -> int:
 
     assure = assurance_kwargs(args, _likert_draws(args), solve=True)
     design = design_from_args(args)
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         result = likert_sample_size(
             params_from_args(args), args.effect, target_power=args.target_power,
             workers=_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
@@ -189,7 +189,7 @@ def _mde(args: argparse.Namespace) -> int:
     workers = _pool(design, args.workers)
     if items is None or workers is None:
         raise InputError("give --workers and --items (or --design-from)")
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         params = params_from_args(args)
         result = likert_mde(params, workers, items, target_power=args.target_power,
                             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed,
@@ -235,7 +235,7 @@ def _budget(args: argparse.Namespace) -> int:
         raise InputError("give the costs to minimise: --cost-per-rating, --cost-per-hit and/or --cost-per-worker")
     if design.get("design_from") is not None:
         raise InputError("budget searches crowd designs; use `likert mde --design-from` for a pilot's own design")
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         table, result = likert_budget(
             params_from_args(args), args.effect, flatten(args.items), _pool(design, flatten(args.workers)),
             flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,

@@ -19,10 +19,11 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
@@ -30,7 +31,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.requests import ClientDisconnect
 
 from ..errors import HepowerError, InputError
-from .commands import FUNCTIONS, Limits, arguments, python_snippet, shell_command, to_argv
+from .commands import (
+    FUNCTIONS,
+    Limits,
+    arguments,
+    python_snippet,
+    shell_command,
+    to_argv,
+)
 from .jobs import Busy, Jobs
 
 STATIC = resources.files("humaneval_power.serve") / "static"

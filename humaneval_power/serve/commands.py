@@ -15,32 +15,28 @@ value gives the CLI's one-line message. Three arguments are structured:
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Mapping
+from functools import cache
+from typing import Any
 
 from ..errors import InputError
+from ..interface import NAMES, Command, Option, resolve
 
-#: API function -> (its module under humaneval_power, the CLI command running it)
-FUNCTIONS: dict[str, tuple[str, tuple[str, str]]] = {
-    "likert_power": ("scenarios.likert", ("likert", "power")),
-    "likert_sample_size": ("scenarios.likert", ("likert", "size")),
-    "likert_mde": ("scenarios.likert", ("likert", "mde")),
-    "likert_budget": ("scenarios.likert", ("likert", "budget")),
-    "h2h_power": ("scenarios.headtohead", ("h2h", "power")),
-    "h2h_sample_size": ("scenarios.headtohead", ("h2h", "size")),
-    "h2h_mde": ("scenarios.headtohead", ("h2h", "mde")),
-    "mcnemar_power": ("scenarios.accuracy", ("accuracy", "power")),
-    "mcnemar_sample_size": ("scenarios.accuracy", ("accuracy", "size")),
-    "accuracy_mde": ("scenarios.accuracy", ("accuracy", "mde")),
-    "bleu_power": ("scenarios.bleu", ("bleu", "power")),
-    "bleu_sample_size": ("scenarios.bleu", ("bleu", "size")),
-    "bleu_mde": ("scenarios.bleu", ("bleu", "mde")),
+#: the commands the page runs: API function -> the command running it (described in interface.commands)
+COMMAND_OF: dict[str, tuple[str, str]] = {
+    "likert_power": ("likert", "power"), "likert_sample_size": ("likert", "size"), "likert_mde": ("likert", "mde"),
+    "likert_budget": ("likert", "budget"), "h2h_power": ("h2h", "power"), "h2h_sample_size": ("h2h", "size"),
+    "h2h_mde": ("h2h", "mde"), "mcnemar_power": ("accuracy", "power"), "mcnemar_sample_size": ("accuracy", "size"),
+    "accuracy_mde": ("accuracy", "mde"), "bleu_power": ("bleu", "power"), "bleu_sample_size": ("bleu", "size"),
+    "bleu_mde": ("bleu", "mde"),
 }
+#: API function -> (its module under humaneval_power, the command running it)
+FUNCTIONS: dict[str, tuple[str, tuple[str, str]]] = {
+    name: (NAMES[name].split(":")[0].removeprefix("humaneval_power."), path) for name, path in COMMAND_OF.items()}
 #: the crowd-design keywords the Likert functions take through ``**design`` (those of ``crowd.cell_factory``
 #: that the page can type; ``workload`` and ``design_from`` come from files)
 CROWD_DESIGN = ("systems", "assignment", "presentation", "missing", "model", "compare", "adjust", "pair", "means",
@@ -72,11 +68,10 @@ class Limits:
 def _fn(name: str) -> Any:
     if name not in FUNCTIONS:
         raise InputError(f"unknown function {name!r}; the API offers {', '.join(FUNCTIONS)}")
-    module, _ = FUNCTIONS[name]
-    return getattr(importlib.import_module(f"humaneval_power.{module}"), name)
+    return resolve(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def arguments(name: str) -> tuple[str, ...]:
     """The keyword arguments a request for ``name`` may give (the API's, less what the server sets)."""
     sig = inspect.signature(_fn(name)).parameters.values()
@@ -86,23 +81,25 @@ def arguments(name: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-@lru_cache(maxsize=None)
+def described(name: str) -> Command:
+    """The description of the command running ``name``."""
+    from ..interface.commands import COMMANDS
+
+    return COMMANDS[FUNCTIONS[name][1]]
+
+
+@cache
 def command_parser(name: str) -> argparse.ArgumentParser:
-    """The CLI's parser of the command running ``name``."""
-    from ..cli import build_parser
+    """The parser of the command running ``name``, generated from its description."""
+    from ..interface.parsers import command_parser as parser_of
 
-    group, action = FUNCTIONS[name][1]
-    sub = build_parser([group])
-    for path in (group, action):
-        sub = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices[path]
-    return sub
+    return parser_of(FUNCTIONS[name][1])
 
 
-def _option(name: str, key: str) -> argparse.Action:
-    opt = OPTION.get(key, "--" + key.replace("_", "-"))
-    for action in command_parser(name)._actions:
-        if opt in action.option_strings:
-            return action
+def _option(name: str, key: str) -> Option:
+    for option in described(name).all_options():
+        if option.api and option.name == key and not option.hidden:
+            return option
     raise InputError(f"{name}: the command line has no option for {key!r}")
 
 
@@ -119,7 +116,7 @@ def _scalar(key: str, value: Any) -> str:
 
 
 def _params_argv(params: Any) -> list[str]:
-    from ..cli.likert import INVARIANT_SDS
+    from ..interface.commands import INVARIANT_TYPED
     from ..params import SD_NAMES
 
     if isinstance(params, str):
@@ -128,7 +125,7 @@ def _params_argv(params: Any) -> list[str]:
         raise InputError(f"params must be a preset name, a parameter file (JSON object) or SDs, got {params!r}")
     if "schema" in params:
         return ["--params", PARAMS_FILE]
-    typed = ("preset", "intercept") + SD_NAMES + INVARIANT_SDS
+    typed = ("preset", "intercept") + SD_NAMES + INVARIANT_TYPED
     unknown = sorted(set(params) - set(typed))
     if unknown:
         raise InputError(f"params: unknown field(s) {', '.join(unknown)}; give a parameter file (with its "
@@ -177,20 +174,20 @@ def to_argv(name: str, kwargs: Mapping[str, Any], limits: Limits | None = None) 
         elif key == "pair":
             argv += _pair_argv(value)
         else:
-            action = _option(name, key)
-            if action.nargs == "+":
+            option = _option(name, key)
+            if option.grid or option.nargs == "+":
                 values = value if isinstance(value, (list, tuple)) else [value]
                 if not values:
                     raise InputError(f"{key} takes at least one value")
-                argv += [action.option_strings[0], *(_number(key, v) for v in values)]
+                argv += [option.flag, *(_number(key, v) for v in values)]
             elif isinstance(value, (list, tuple)):
                 raise InputError(f"{key} takes one value, got {value!r}")
-            elif action.nargs == 0:
+            elif option.action == "store_true":
                 if value is not True and value is not False:
                     raise InputError(f"{key} takes true or false, got {value!r}")
-                argv += [action.option_strings[0]] if value else []
+                argv += [option.flag] if value else []
             else:
-                argv.append(f"{action.option_strings[0]}={_scalar(key, value)}")
+                argv.append(f"{option.flag}={_scalar(key, value)}")
     command_parser(name).parse_args(argv[2:])  # the CLI's validation of every value (raises InputError)
     return argv
 
@@ -260,7 +257,7 @@ def python_snippet(name: str, kwargs: Mapping[str, Any]) -> str:
 
 
 def _params_expr(params: Any, imports: list[str]) -> str:
-    from ..cli.likert import INVARIANT_SDS
+    from ..interface.commands import INVARIANT_TYPED
 
     if isinstance(params, str):
         return repr(params)
@@ -268,7 +265,7 @@ def _params_expr(params: Any, imports: list[str]) -> str:
         imports.append("from humaneval_power.params import load_params")
         return f"load_params({PARAMS_FILE!r})"
     sds = {k: v for k, v in params.items() if k != "preset" and v is not None}
-    if any(k in INVARIANT_SDS for k in sds):
+    if any(k in INVARIANT_TYPED for k in sds):
         imports.append("from humaneval_power.processes import InvariantProcess")
         sds.setdefault("intercept", 0.5)
         return "InvariantProcess(" + ", ".join(f"{k}={v!r}" for k, v in sds.items()) + \

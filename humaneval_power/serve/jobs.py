@@ -16,10 +16,18 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from .commands import PARAMS_FILE, Limits, python_snippet, shell_command, to_argv
+from .commands import (
+    PARAMS_FILE,
+    Limits,
+    described,
+    python_snippet,
+    shell_command,
+    to_argv,
+)
 
 #: modules the fork server imports once for every worker
 PRELOAD = ["humaneval_power.serve.worker"]
@@ -135,7 +143,7 @@ class Jobs:
 
     def _supervise(self, job: Job, folder: str) -> None:
         argv = job.argv + ["--json"]
-        if any("--jobs" in a.option_strings for a in _parser_of(job.function)._actions):
+        if any(o.flag == "--jobs" for o in described(job.function).all_options()):
             argv += ["--jobs", "1"]  # one core per computation; results do not depend on it
         if job.function == "likert_budget":
             argv += ["--out", DESIGNS_FILE]
@@ -204,12 +212,6 @@ def _kill(process: Any) -> None:
     process.join()
 
 
-def _parser_of(function: str) -> Any:
-    from .commands import command_parser
-
-    return command_parser(function)
-
-
 def _noop() -> None:
     """A worker that does nothing (starts the fork server)."""
 
@@ -219,7 +221,7 @@ def _work(argv: list[str], send: Any, folder: str) -> None:
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
-    from ..cli import common, main
+    from ..cli import main
 
     os.setpgid(0, 0)  # a process group of its own: cancelling kills its pool too
     os.chdir(folder)
@@ -231,10 +233,9 @@ def _work(argv: list[str], send: Any, folder: str) -> None:
             last[0] = now
             send.send(("progress", int(done), int(total), str(label)))
 
-    common.PROGRESS_SINK = progress
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        code = main(argv)
+        code = main(argv, progress=progress)
     send.send(("done", code, out.getvalue(), err.getvalue()))
     send.close()
 
