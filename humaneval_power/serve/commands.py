@@ -2,9 +2,10 @@
 
 A call is the name of a public API function (``likert_power``, ``mcnemar_power``, ...) and
 its keyword arguments, by the API's names. :func:`to_argv` writes the ``hepower`` command
-that makes the same call (the CLI mirrors the API one to one), so the web app runs exactly
-what "show the command" prints and validates through the CLI's own parser and code: a bad
-value gives the CLI's one-line message. Three arguments are structured:
+that makes the same call and validates it with the parser generated from the command's
+description (:mod:`humaneval_power.interface`): a bad value gives the CLI's one-line message.
+The worker (:mod:`.worker`) then calls the Python API directly, as :func:`python_snippet`
+shows. Three arguments are structured:
 
 * ``params``: a preset name, a parameter-file document (as written by ``hepower fit``), or
   typed SDs ``{"sd_worker_intercept": ..., ..., "intercept": 0.5}`` (optionally with
