@@ -158,3 +158,26 @@ def h2h_params(params: str | None = None, comparison: str | None = None, force: 
     if sd_worker is None or sd_item is None:
         raise InputError("a GLMM design needs --params FILE or both --sd-worker and --sd-item")
     return H2HParams(sd_worker, sd_item, name="command-line", p_tie=p_tie or 0.0, ties=ties or "drop")
+
+
+def parameter_draws(assurance: bool | None, prior: Sequence[str] | None = None, draws: int | None = None,
+                    seed: int = 0, params: str | None = None, names: Sequence[str] = SD_NAMES,
+                    comparison: str | None = None, aliases: Mapping[str, str] | None = None,
+                    target_assurance: float | None = None) -> Any:
+    """The parameter draws an assurance request asks for (``names`` from a parameter file's stored draws, or
+    ``prior`` sampled ``draws`` times), or None without ``assurance`` (then a prior, a number of draws or a
+    target assurance is refused: it would be ignored)."""
+    from .assurance import DEFAULT_DRAWS, Prior, load_draws
+
+    if not assurance:
+        used = [o for o, v in (("--prior", prior), ("--draws", draws), ("--target-assurance", target_assurance))
+                if v is not None]
+        if used:
+            raise InputError(f"{' and '.join(used)} go{'es' if len(used) == 1 else ''} with --assurance")
+        return None
+    if prior:
+        return Prior(tuple(prior)).sample(draws or DEFAULT_DRAWS, seed)
+    if not params:
+        raise InputError("--assurance needs parameter draws: a --params file with draws (`hepower fit --draws N`) "
+                         "or --prior NAME=DIST:ARGS")
+    return load_draws(params, names, comparison, aliases)

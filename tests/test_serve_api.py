@@ -47,6 +47,10 @@ CALLS: dict[str, dict[str, Any]] = {
     "bleu_power": {"n": [400], "delta": [1.0], "p0": [0.3], "b0": [20.0], "method": "saddlepoint", "n_sims": 200},
     "bleu_sample_size": {"delta": 1.0, "p0": 0.3, "b0": 20.0, "method": "normal", "n_sims": 200},
     "bleu_mde": {"n": 500, "p0": 0.3, "b0": 20.0, "method": "normal", "n_sims": 200},
+    "h2h_mixed_power": {"params": {"sd_worker": 0.5, "sd_item": 0.8, "p_tie": 0.1}, "workers": [6], "items": [30],
+                        "log_odds": [0.6], "per_item": [3], "n_sims": 30, "seed": 2},
+    "h2h_mixed_sample_size": {"params": {"sd_worker": 0.3, "sd_item": 0.3}, "log_odds": 1.5, "workers": 8,
+                              "n_sims": 30, "target_power": 0.6},
 }
 
 

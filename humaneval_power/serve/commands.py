@@ -33,8 +33,11 @@ COMMAND_OF: dict[str, tuple[str, str]] = {
     "likert_budget": ("likert", "budget"), "h2h_power": ("h2h", "power"), "h2h_sample_size": ("h2h", "size"),
     "h2h_mde": ("h2h", "mde"), "mcnemar_power": ("accuracy", "power"), "mcnemar_sample_size": ("accuracy", "size"),
     "accuracy_mde": ("accuracy", "mde"), "bleu_power": ("bleu", "power"), "bleu_sample_size": ("bleu", "size"),
-    "bleu_mde": ("bleu", "mde"),
+    "bleu_mde": ("bleu", "mde"), "h2h_mixed_power": ("h2h", "power"), "h2h_mixed_sample_size": ("h2h", "size"),
 }
+#: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
+H2H_GLMM = ("h2h_mixed_power", "h2h_mixed_sample_size")
+H2H_FIELDS = ("sd_worker", "sd_item", "p_tie", "ties")  #: the typed fields of a GLMM design's ``params``
 #: API function -> (its module under humaneval_power, the command running it)
 FUNCTIONS: dict[str, tuple[str, tuple[str, str]]] = {
     name: (NAMES[name].split(":")[0].removeprefix("humaneval_power."), path) for name, path in COMMAND_OF.items()}
@@ -116,6 +119,19 @@ def _scalar(key: str, value: Any) -> str:
     return _number(key, value)
 
 
+def _h2h_params_argv(params: Any) -> list[str]:
+    if not isinstance(params, Mapping):
+        raise InputError(f"params must be a head-to-head parameter file (JSON object) or {', '.join(H2H_FIELDS)}, "
+                         f"got {params!r}")
+    if "schema" in params:
+        return ["--params", PARAMS_FILE]
+    unknown = sorted(set(params) - set(H2H_FIELDS))
+    if unknown:
+        raise InputError(f"params: unknown field(s) {', '.join(unknown)}; give a parameter file (with its "
+                         f"\"schema\") or any of {', '.join(H2H_FIELDS)}")
+    return [f"--{k.replace('_', '-')}={_scalar(k, params[k])}" for k in H2H_FIELDS if params.get(k) is not None]
+
+
 def _params_argv(params: Any) -> list[str]:
     from ..interface.commands import INVARIANT_TYPED
     from ..params import SD_NAMES
@@ -169,7 +185,7 @@ def to_argv(name: str, kwargs: Mapping[str, Any], limits: Limits | None = None) 
         if value is None:
             continue
         if key == "params":
-            argv += _params_argv(value)
+            argv += _h2h_params_argv(value) if name in H2H_GLMM else _params_argv(value)
         elif key == "costs":
             argv += _costs_argv(value)
         elif key == "pair":
@@ -238,7 +254,7 @@ def python_snippet(name: str, kwargs: Mapping[str, Any]) -> str:
         if value is None:
             continue
         if key == "params":
-            expr = _params_expr(value, imports)
+            expr = _h2h_params_expr(value, imports) if name in H2H_GLMM else _params_expr(value, imports)
         elif key == "costs":
             imports.append("from humaneval_power.designs import Costs")
             expr = "Costs(" + ", ".join(f"{k}={v!r}" for k, v in value.items() if v is not None) + ")"
@@ -255,6 +271,14 @@ def python_snippet(name: str, kwargs: Mapping[str, Any]) -> str:
     else:
         body = f"result = {call}\nprint(result)"
     return "\n".join(dict.fromkeys(imports)) + "\n\n" + body + "\n"
+
+
+def _h2h_params_expr(params: Any, imports: list[str]) -> str:
+    if "schema" in params:
+        imports.append("from humaneval_power.params import load_h2h_params")
+        return f"load_h2h_params({PARAMS_FILE!r})"
+    imports.append("from humaneval_power.plan_inputs import h2h_params")
+    return "h2h_params(" + ", ".join(f"{k}={v!r}" for k, v in params.items() if v is not None) + ")"
 
 
 def _params_expr(params: Any, imports: list[str]) -> str:

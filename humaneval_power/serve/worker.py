@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import HepowerError, InputError
 from ..interface import resolve
-from .commands import PARAMS_FILE
+from .commands import H2H_GLMM, PARAMS_FILE
 
 PRELOADED = ("numpy", "pandas", "scipy.stats", "humaneval_power.io", "humaneval_power.engine",
              "humaneval_power.planning", "humaneval_power.fitting.batched", "humaneval_power.scenarios.likert",
@@ -30,13 +30,16 @@ def api_arguments(name: str, arguments: Mapping[str, Any], folder: str) -> dict[
     :func:`~humaneval_power.serve.commands.to_argv`): parameters, costs and the pair built as the command
     line builds them (:mod:`humaneval_power.plan_inputs`); an uploaded parameter file is ``folder``'s
     :data:`PARAMS_FILE`."""
-    from ..plan_inputs import likert_params, likert_systems
+    from ..plan_inputs import h2h_params, likert_params, likert_systems
 
     kw = {k: v for k, v in arguments.items() if v is not None}
-    if not name.startswith("likert_"):
-        return kw
     params = kw.pop("params", None)
     path = os.path.join(folder, PARAMS_FILE) if isinstance(params, Mapping) and "schema" in params else None
+    _assurance(name, kw, path)
+    if name in H2H_GLMM:
+        kw["params"] = h2h_params(path) if path else h2h_params(**params)
+    if not name.startswith("likert_"):
+        return kw
     if path is not None:
         kw["params"] = likert_params(params=path)
     elif isinstance(params, Mapping):
@@ -53,6 +56,20 @@ def api_arguments(name: str, arguments: Mapping[str, Any], folder: str) -> dict[
     if "systems" not in kw:
         kw["systems"] = likert_systems(path)
     return kw
+
+
+def _assurance(name: str, kw: dict[str, Any], path: str | None) -> None:
+    """``assurance: true``: the draws stored in the uploaded parameter file, as ``--assurance`` takes them."""
+    from ..assurance import DEFAULT_DRAWS, H2H_DRAW_NAMES
+    from ..params import SD_NAMES
+    from ..plan_inputs import parameter_draws
+
+    if "assurance" not in kw and "draws" not in kw and "target_assurance" not in kw:
+        return
+    names, aliases = (SD_NAMES, None) if name.startswith("likert_") else (tuple(H2H_DRAW_NAMES), H2H_DRAW_NAMES)
+    draws = parameter_draws(kw.pop("assurance", None), None, kw.get("draws"), kw.get("seed", 0), path, names,
+                            None, aliases, kw.get("target_assurance"))
+    kw.update(assurance=draws, draws=kw.get("draws") or DEFAULT_DRAWS)
 
 
 def call(name: str, arguments: Mapping[str, Any], folder: str,
