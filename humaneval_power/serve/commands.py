@@ -28,18 +28,21 @@ from ..errors import InputError
 from ..interface import NAMES, Command, Option, resolve
 
 #: the commands the page runs: API function -> the command running it (described in interface.commands)
-COMMAND_OF: dict[str, tuple[str, str]] = {
+COMMAND_OF: dict[str, tuple[str, ...]] = {
     "likert_power": ("likert", "power"), "likert_sample_size": ("likert", "size"), "likert_mde": ("likert", "mde"),
     "likert_budget": ("likert", "budget"), "h2h_power": ("h2h", "power"), "h2h_sample_size": ("h2h", "size"),
     "h2h_mde": ("h2h", "mde"), "mcnemar_power": ("accuracy", "power"), "mcnemar_sample_size": ("accuracy", "size"),
     "accuracy_mde": ("accuracy", "mde"), "bleu_power": ("bleu", "power"), "bleu_sample_size": ("bleu", "size"),
     "bleu_mde": ("bleu", "mde"), "h2h_mixed_power": ("h2h", "power"), "h2h_mixed_sample_size": ("h2h", "size"),
+    "analyze": ("analyze",),
 }
+#: functions whose first argument is a file the client uploads (POST /api/upload/<function>): -> that argument
+UPLOADS = {"analyze": "ratings"}
 #: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
 H2H_GLMM = ("h2h_mixed_power", "h2h_mixed_sample_size")
 H2H_FIELDS = ("sd_worker", "sd_item", "p_tie", "ties")  #: the typed fields of a GLMM design's ``params``
 #: API function -> (its module under humaneval_power, the command running it)
-FUNCTIONS: dict[str, tuple[str, tuple[str, str]]] = {
+FUNCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     name: (NAMES[name].split(":")[0].removeprefix("humaneval_power."), path) for name, path in COMMAND_OF.items()}
 #: the crowd-design keywords the Likert functions take through ``**design`` (those of ``crowd.cell_factory``
 #: that the page can type; ``workload`` and ``design_from`` come from files)
@@ -190,13 +193,20 @@ def to_argv(name: str, kwargs: Mapping[str, Any], limits: Limits | None = None) 
             argv += _costs_argv(value)
         elif key == "pair":
             argv += _pair_argv(value)
+        elif key == "where":
+            argv += _where_argv(value)
         else:
             option = _option(name, key)
-            if option.grid or option.nargs == "+":
+            word = _number if option.kind is not None else _scalar
+            if option.positional:
+                argv.append(_scalar(key, value))
+            elif option.grid or option.nargs is not None:
                 values = value if isinstance(value, (list, tuple)) else [value]
                 if not values:
                     raise InputError(f"{key} takes at least one value")
-                argv += [option.flag, *(_number(key, v) for v in values)]
+                if any(isinstance(v, str) and v.startswith("-") for v in values):
+                    raise InputError(f"{key}: a value may not start with '-', got {values!r}")
+                argv += [option.flag, *(word(key, v) for v in values)]
             elif isinstance(value, (list, tuple)):
                 raise InputError(f"{key} takes one value, got {value!r}")
             elif option.action == "store_true":
@@ -205,8 +215,14 @@ def to_argv(name: str, kwargs: Mapping[str, Any], limits: Limits | None = None) 
                 argv += [option.flag] if value else []
             else:
                 argv.append(f"{option.flag}={_scalar(key, value)}")
-    command_parser(name).parse_args(argv[2:])  # the CLI's validation of every value (raises InputError)
+    command_parser(name).parse_args(argv[len(FUNCTIONS[name][1]):])  # the description's validation (InputError)
     return argv
+
+
+def _where_argv(where: Any) -> list[str]:
+    if not isinstance(where, Mapping) or not all(isinstance(v, (str, int, float)) for v in where.values()):
+        raise InputError(f"where takes an object of column: value, got {where!r}")
+    return [a for k, v in where.items() for a in ("--where", f"{k}={v}")]
 
 
 def check_limits(kwargs: Mapping[str, Any], limits: Limits) -> None:

@@ -58,6 +58,7 @@ class Job:
     finished: threading.Event = field(default_factory=threading.Event)
     cancel_requested: bool = False
     last_seen: float = field(default_factory=time.monotonic)  #: when a client last asked for it
+    files: dict[str, bytes] = field(default_factory=dict, repr=False)  #: uploaded files, written to its folder
 
     def view(self) -> dict[str, Any]:
         """The job as the API reports it."""
@@ -90,10 +91,10 @@ class Jobs:
         p.start()
         p.join()
 
-    def submit(self, function: str, arguments: Mapping[str, Any]) -> Job:
+    def submit(self, function: str, arguments: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> Job:
         """Validate and start a computation (InputError when bad; :class:`Busy` when too many run)."""
         argv = to_argv(function, arguments, self.limits)
-        job = Job(function, dict(arguments), argv)
+        job = Job(function, dict(arguments), argv, files=dict(files or {}))
         with self.lock:
             if sum(j.state == "running" for j in self.jobs.values()) >= self.limits.max_jobs:
                 raise Busy(f"the server is running {self.limits.max_jobs} computations already; cancel one or "
@@ -128,6 +129,9 @@ class Jobs:
     def _run(self, job: Job) -> None:
         folder = tempfile.mkdtemp(prefix="hepower-serve-")
         try:
+            for file_name, content in job.files.items():
+                with open(os.path.join(folder, file_name), "wb") as f:
+                    f.write(content)
             params = job.arguments.get("params")
             if isinstance(params, Mapping) and "schema" in params:
                 with open(os.path.join(folder, PARAMS_FILE), "w", encoding="utf-8") as f:

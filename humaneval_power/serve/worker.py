@@ -16,6 +16,9 @@ from ..errors import HepowerError, InputError
 from ..interface import resolve
 from .commands import H2H_GLMM, PARAMS_FILE
 
+STAGE_PROGRESS = ("analyze",)  #: functions whose progress callback takes one message (a stage), not counts
+REPORT_FILE = "report.html"  #: the format of the analysis report the page shows
+
 PRELOADED = ("numpy", "pandas", "scipy.stats", "humaneval_power.io", "humaneval_power.engine",
              "humaneval_power.planning", "humaneval_power.fitting.batched", "humaneval_power.scenarios.likert",
              "humaneval_power.scenarios.headtohead", "humaneval_power.scenarios.accuracy",
@@ -33,6 +36,9 @@ def api_arguments(name: str, arguments: Mapping[str, Any], folder: str) -> dict[
     from ..plan_inputs import h2h_params, likert_params, likert_systems
 
     kw = {k: v for k, v in arguments.items() if v is not None}
+    if name == "analyze":
+        return {**kw, "ratings": os.path.join(folder, kw["ratings"]),
+                **({"scale": tuple(kw["scale"])} if "scale" in kw else {})}
     params = kw.pop("params", None)
     path = os.path.join(folder, PARAMS_FILE) if isinstance(params, Mapping) and "schema" in params else None
     _assurance(name, kw, path)
@@ -83,7 +89,9 @@ def call(name: str, arguments: Mapping[str, Any], folder: str,
     function = resolve(name)
     kw = api_arguments(name, arguments, folder)
     accepted = inspect.signature(function).parameters
-    if "progress" in accepted:
+    if name in STAGE_PROGRESS:  # its progress is a stage note, ``progress(message)``
+        kw["progress"] = lambda message: progress(0, 0, str(message))
+    elif "progress" in accepted:
         kw["progress"] = progress
     if "jobs" in accepted:
         kw["jobs"] = 1  # one core per computation; results do not depend on it
@@ -96,12 +104,26 @@ def call(name: str, arguments: Mapping[str, Any], folder: str,
                 raise
             raise InputError(f"{name}: {exc}".replace(f"{name}() ", "")) from None
     out: dict[str, Any] = {"warnings": [str(w.message).splitlines()[0] for w in caught if str(w.message)]}
+    if name == "analyze":
+        return {**out, **_analysis_outcome(result)}
     if name == "likert_budget":
         designs, result = result
         out["designs"] = json_records(designs)
     table = result if isinstance(result, pd.DataFrame) else pd.DataFrame([result.record()])
     out["records"] = json_records(table)
     return out
+
+
+def _analysis_outcome(result: Any) -> dict[str, Any]:
+    """The records of a completed study's analysis and its report (HTML), as ``hepower analyze FILE --json
+    --report report.html --sims 0`` writes them (no design check: a web request's time is limited)."""
+    import pandas as pd
+
+    from ..analyze_report import report_text
+    from ..io import json_records
+
+    return {"records": json_records(pd.DataFrame(result.records())),
+            "report": report_text(result, REPORT_FILE), "summary": str(result)}
 
 
 def work(name: str, arguments: Mapping[str, Any], send: Any, folder: str) -> None:
