@@ -104,6 +104,29 @@ def pilot_frame(path: str, where: Mapping[str, str] | None = None) -> Any:
     return apply_filters(read_table(path)[0], dict(where or {}))
 
 
+def pilot_design(path: str, where: Mapping[str, str] | None = None, systems: Sequence[str] | None = None,
+                 duplicates: str = "error", source: str | None = None) -> Any:
+    """The layout a pilot or finished study used (its ratings' worker, item and system columns), to plan
+    with (``designs.PilotDesign``, scaled to the planned items)."""
+    from .designs import PilotDesign
+
+    return PilotDesign.from_ratings(pilot_frame(path, where), systems=systems, source=source or path,
+                                    duplicates=duplicates)
+
+
+def worker_pool(design: Mapping[str, Any], workers: Any) -> Any:
+    """The planned worker pool: ``workers``, or the pilot's with a workload drawn from it (which fixes it),
+    or 0 with a pilot's own layout (its workers come with it); a list stays a list."""
+    if design.get("design_from") is not None:
+        return [0] if isinstance(workers, list) or workers is None else 0
+    if "workload" not in design:
+        return workers
+    pool = len(design["workload"])
+    if workers not in (None, [pool], pool):
+        raise InputError(f"--workload-from fixes the pool at the pilot's {pool} workers; drop --workers")
+    return [pool] if isinstance(workers, list) else pool
+
+
 def crowd_design(systems: int, assignment: str | None, presentation: str, missing: float, model: str | None,
                  compare: str, adjust: str, means: Sequence[float] | None, costs: Any, pair: tuple[int, int] | None,
                  design_from: str | None = None, workload_from: str | None = None,
@@ -122,10 +145,7 @@ def crowd_design(systems: int, assignment: str | None, presentation: str, missin
     if duplicates != "error" and not design_from:
         raise InputError("--duplicates goes with --design-from")
     if design_from:
-        from .designs import PilotDesign
-
-        kw["design_from"] = PilotDesign.from_ratings(pilot_frame(design_from, where), systems=pilot_systems,
-                                                     source=design_from, duplicates=duplicates)
+        kw["design_from"] = pilot_design(design_from, where, pilot_systems, duplicates)
     if workload_from:
         counts = pilot_frame(workload_from, where)["worker"].value_counts()
         kw["workload"] = tuple(float(c) for c in counts)

@@ -87,3 +87,27 @@ def test_a_server_path_is_never_analysed(client: TestClient) -> None:
 def test_an_upload_over_the_body_limit_is_413(client: TestClient) -> None:
     r = client.post("/api/upload/analyze", files={"file": ("big.csv", b"w,i,s,x\n" * 40_000, "text/csv")})
     assert r.status_code == 413 and "limit of 200,000 bytes" in r.json()["detail"]
+
+
+def test_a_pilot_layout_plans_as_the_cli_plans_it(client: TestClient, tmp_path: Path) -> None:
+    """`likert mde --design-from`: the uploaded pilot's own layout, scaled, gives the command line's numbers."""
+    arguments = {"params": "card2020-high", "pilot_systems": ["A", "C"], "n_sims": 40, "seed": 1}
+    r = client.post("/api/upload/likert_mde", files={"file": ("pilot.csv", ratings_csv(2), "text/csv")},
+                    data={"arguments": json.dumps(arguments)})
+    assert r.status_code == 202, r.text
+    job = _finished(client, r.json())
+    assert job["state"] == "done", job
+    assert "--design-from=design_from.csv" in job["command"]
+    (tmp_path / "design_from.csv").write_bytes(ratings_csv(2))
+    out, here = io.StringIO(), Path.cwd()
+    import os
+    import shlex
+
+    os.chdir(tmp_path)
+    try:
+        with redirect_stdout(out), redirect_stderr(io.StringIO()):
+            assert main([*shlex.split(job["command"])[1:], "--json"]) == 0
+    finally:
+        os.chdir(here)
+    assert job["records"] == json.loads(out.getvalue())
+    assert job["records"][0]["items"] == 12  # the pilot's items

@@ -19,6 +19,7 @@ from ..plan_inputs import (
     likert_params,
     likert_systems,
     merge_design_file,
+    worker_pool,
 )
 from .assurance_options import assurance_kwargs, draws_from_args
 from .common import (
@@ -73,18 +74,6 @@ def run(args: argparse.Namespace) -> int:
     return {"power": _power, "size": _size, "mde": _mde, "budget": _budget}[args.action](args)
 
 
-def _pool(design: dict[str, Any], value: Any) -> Any:
-    """--workers, or the pilot's pool with --workload-from (which fixes it), or 0 with --design-from."""
-    if design.get("design_from") is not None:
-        return [0] if isinstance(value, list) or value is None else 0
-    if "workload" not in design:
-        return value
-    pool = len(design["workload"])
-    if value not in (None, [pool], pool):
-        raise InputError(f"--workload-from fixes the pool at the pilot's {pool} workers; drop --workers")
-    return [pool] if isinstance(value, list) else pool
-
-
 def _power(args: argparse.Namespace) -> int:
     from ..io import table_writer
     from ..planning import smallest_in_grid
@@ -96,7 +85,7 @@ def _power(args: argparse.Namespace) -> int:
     if not 0 < args.target_power < 1:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
     items = flatten(args.items) or [design["design_from"].items if design.get("design_from") else 100]
-    workers = _pool(design, flatten(args.workers)) or [3]
+    workers = worker_pool(design, flatten(args.workers)) or [3]
     from ..validation import check_magnitude
 
     effects = flatten(args.effect)
@@ -173,7 +162,7 @@ def _size(args: argparse.Namespace) -> int:
     with ProgressBar(sink=args.progress) as bar:
         result = likert_sample_size(
             params_from_args(args), args.effect, target_power=args.target_power,
-            workers=_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
+            workers=worker_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
             test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs, progress=bar,
             ratings_per_item=args.ratings_per_item, items_per_hit=args.items_per_hit, **assure, **design,
         )
@@ -186,7 +175,7 @@ def _mde(args: argparse.Namespace) -> int:
 
     design = design_from_args(args)
     items = args.items or (design["design_from"].items if design.get("design_from") is not None else None)
-    workers = _pool(design, args.workers)
+    workers = worker_pool(design, args.workers)
     if items is None or workers is None:
         raise InputError("give --workers and --items (or --design-from)")
     with ProgressBar(sink=args.progress) as bar:
@@ -237,7 +226,7 @@ def _budget(args: argparse.Namespace) -> int:
         raise InputError("budget searches crowd designs; use `likert mde --design-from` for a pilot's own design")
     with ProgressBar(sink=args.progress) as bar:
         table, result = likert_budget(
-            params_from_args(args), args.effect, flatten(args.items), _pool(design, flatten(args.workers)),
+            params_from_args(args), args.effect, flatten(args.items), worker_pool(design, flatten(args.workers)),
             flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,
             target_power=args.target_power, method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims,
             seed=args.seed, jobs=args.jobs, progress=bar, **assure, **design)

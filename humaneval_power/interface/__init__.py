@@ -26,6 +26,7 @@ NAMES: dict[str, str] = {
     "likert_mde": "humaneval_power.scenarios.likert:likert_mde",
     "likert_budget": "humaneval_power.scenarios.likert:likert_budget",
     "cell_factory": "humaneval_power.scenarios.crowd:cell_factory",
+    "crowd_design": "humaneval_power.plan_inputs:crowd_design",
     "Costs": "humaneval_power.designs:Costs",
     "h2h_power": "humaneval_power.scenarios.headtohead:h2h_power",
     "h2h_mixed_power": "humaneval_power.scenarios.headtohead:h2h_mixed_power",

@@ -120,14 +120,15 @@ DESIGN = Group("crowd design (default: fully crossed, two systems)", (
     Option("--workload-from", "skewed workloads: draw workers with the pilot's ratings per worker as weights (the "
            "pool is the pilot's workers; implies --assignment random)", metavar="RATINGS", api=False),
     Option("--design-from", "the design a pilot or finished study used (columns worker, item, system), scaled to "
-           "--items (default: the pilot's)", metavar="RATINGS", api=False),
+           "--items (default: the pilot's)", metavar="RATINGS", source="crowd_design"),
     Option("--where", "with --design-from/--workload-from: keep only these rows (e.g. dimension=coherence)",
-           action="append", metavar="COL=VALUE", api=False),
+           action="append", metavar="COL=VALUE", source="crowd_design"),
     Option("--pilot-systems", "with --design-from: the systems to plan for, the first being A (default: all, "
-           "sorted)", nargs="+", metavar="SYSTEM", api=False),
+           "sorted)", nargs="+", metavar="SYSTEM", source="crowd_design"),
     Option("--duplicates", "with --design-from: several ratings of one (worker, item, system) are refused "
            "(default), averaged (planned as one rating per cell, the pilot's true k) or kept (planned as independent "
-           "ratings), as in `fit` and `analyze`", default="error", choices=("error", "average", "keep"), api=False),
+           "ratings), as in `fit` and `analyze`", default=SIGNATURE, choices=("error", "average", "keep"),
+           source="crowd_design"),
 ))
 
 

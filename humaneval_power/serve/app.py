@@ -120,14 +120,14 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
         from ..io import TABLE_FORMATS
 
         if function not in UPLOADS:
-            raise InputError(f"{function} takes no file; upload the ratings to {', '.join(UPLOADS)}")
+            raise InputError(f"{function} takes no file; files go to {', '.join(UPLOADS)}")
         kwargs = _json(arguments.encode(), "arguments")
         if not isinstance(kwargs, dict):
             raise InputError("send the keyword arguments as a JSON object")
         suffix = "." + (file.filename or "").rsplit(".", 1)[-1].lower() if "." in (file.filename or "") else ""
         if suffix not in TABLE_FORMATS:
             raise InputError(f"{file.filename or 'the file'}: upload ratings as {', '.join(TABLE_FORMATS)}")
-        name = "ratings" + suffix
+        name = UPLOADS[function] + suffix
         kwargs[UPLOADS[function]] = name
         return jobs.submit(function, kwargs, files={name: await file.read()}).view()
 
@@ -198,9 +198,9 @@ async def _kwargs(request: Request) -> Any:
     """The request's JSON object of keyword arguments (a function taking an uploaded file is refused: its
     file comes with POST /api/upload/<function>, never as a path on the server)."""
     function = request.path_params.get("function")
-    if function in UPLOADS:
-        raise InputError(f"{function} analyses an uploaded file: POST it to /api/upload/{function} (multipart "
-                         "'file' and 'arguments')")
+    if function in UPLOADS and UPLOADS[function] in _json(await request.body() or b"{}", "the request body"):
+        raise InputError(f"{function}'s {UPLOADS[function]} is an uploaded file: POST it to /api/upload/{function} "
+                         "(multipart 'file' and 'arguments'), never a path on the server")
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise InputError("send the keyword arguments as a JSON object (Content-Type: application/json)")
     body = _json(await request.body() or b"{}", "the request body")

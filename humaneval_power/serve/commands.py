@@ -37,7 +37,10 @@ COMMAND_OF: dict[str, tuple[str, ...]] = {
     "analyze": ("analyze",),
 }
 #: functions whose first argument is a file the client uploads (POST /api/upload/<function>): -> that argument
-UPLOADS = {"analyze": "ratings"}
+UPLOADS = {"analyze": "ratings", "likert_power": "design_from", "likert_sample_size": "design_from",
+           "likert_mde": "design_from"}
+#: the keywords of a pilot's layout (``plan_inputs.crowd_design``'s) the Likert planners take with an uploaded pilot
+PILOT_LAYOUT = ("design_from", "where", "pilot_systems", "duplicates")
 #: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
 H2H_GLMM = ("h2h_mixed_power", "h2h_mixed_sample_size")
 H2H_FIELDS = ("sd_worker", "sd_item", "p_tie", "ties")  #: the typed fields of a GLMM design's ``params``
@@ -84,7 +87,7 @@ def arguments(name: str) -> tuple[str, ...]:
     sig = inspect.signature(_fn(name)).parameters.values()
     names = [p.name for p in sig if p.kind is not inspect.Parameter.VAR_KEYWORD and p.name not in SERVER_OWNED]
     if name.startswith("likert_"):
-        names += [k for k in CROWD_DESIGN if k not in names]
+        names += [k for k in CROWD_DESIGN + (PILOT_LAYOUT if name in UPLOADS else ()) if k not in names]
     return tuple(names)
 
 

@@ -57,11 +57,27 @@ def api_arguments(name: str, arguments: Mapping[str, Any], folder: str) -> dict[
         from ..designs import Costs
 
         kw["costs"] = Costs(**kw["costs"])
-    if "pair" in kw:
-        kw["pair"] = tuple(kw["pair"])
-    if "systems" not in kw:
-        kw["systems"] = likert_systems(path)
-    return kw
+    kw.setdefault("systems", likert_systems(path))
+    return _with_design(name, kw)
+
+
+def _with_design(name: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """The design keywords built as the command line builds them (``plan_inputs.crowd_design``; an uploaded
+    pilot's layout, its items unless given, its workers with it)."""
+    from ..interface import api_defaults
+    from ..plan_inputs import crowd_design, worker_pool
+
+    factory = api_defaults("cell_factory")
+    keys = ("systems", "assignment", "presentation", "missing", "model", "compare", "adjust", "means", "costs", "pair")
+    given = {k: kw.pop(k, factory.get(k)) for k in keys}
+    pilot = kw.pop("design_from", None)
+    design = crowd_design(**given, design_from=pilot, where=kw.pop("where", None),  # the worker runs in ``folder``
+                          pilot_systems=kw.pop("pilot_systems", None), duplicates=kw.pop("duplicates", "error"))
+    if pilot is not None:
+        items = design["design_from"].items
+        kw.setdefault("items", [items] if name == "likert_power" else items)
+        kw["workers"] = worker_pool(design, kw.get("workers"))
+    return {**kw, **design}
 
 
 def _assurance(name: str, kw: dict[str, Any], path: str | None) -> None:
