@@ -41,7 +41,7 @@ def _named_params(preset: str | None, params: str | None, comparison: str | None
     unknown = sorted(set(sds) - set(SD_NAMES) - set(INVARIANT_SDS))
     if unknown:
         raise InputError(f"unknown SD(s) {', '.join(unknown)}; known: {', '.join(dict.fromkeys(SD_NAMES + INVARIANT_SDS))}")
-    typed = {k: v for k, v in sds.items() if v is not None}
+    typed: dict[str, Any] = {k: v for k, v in sds.items() if v is not None}
     invariant = {k: typed[k] for k in INVARIANT_SDS if k in typed and k not in SD_NAMES}
     if invariant:
         missing = [k for k in INVARIANT_SDS if k not in typed]
@@ -53,7 +53,7 @@ def _named_params(preset: str | None, params: str | None, comparison: str | None
                                 name="command-line (invariant)")
     if preset and params:
         raise InputError("give --preset or --params, not both")
-    overrides = {k: typed[k] for k in SD_NAMES if k in typed}
+    overrides: dict[str, Any] = {k: typed[k] for k in SD_NAMES if k in typed}
     if intercept is not None:
         overrides["intercept"] = intercept
     if params:
