@@ -49,25 +49,18 @@ def test_one_name_per_concept() -> None:
     assert any("--method" in a.option_strings for a in bleu_power._actions)
 
 
-#: command -> (API function, {CLI dest: API parameter}); the CLI's defaults must be the API's
-API_OF = {
-    ("likert", "power"): ("scenarios.likert:likert_power", {"sims": "n_sims"}),
-    ("likert", "size"): ("scenarios.likert:likert_sample_size", {"sims": "n_sims"}),
-    ("likert", "mde"): ("scenarios.likert:likert_mde", {"sims": "n_sims"}),
-    ("likert", "budget"): ("scenarios.likert:likert_budget", {"sims": "n_sims"}),
-    ("h2h", "mde"): ("scenarios.headtohead:h2h_mde", {}),
-    ("accuracy", "power"): ("scenarios.accuracy:mcnemar_power", {"sims": "n_sims"}),
-    ("accuracy", "size"): ("scenarios.accuracy:mcnemar_sample_size", {}),
-    ("accuracy", "mde"): ("scenarios.accuracy:accuracy_mde", {}),
-    ("accuracy", "table"): ("scenarios.accuracy:mde_table", {"method": "methods"}),
-    ("accuracy", "estimate"): ("scenarios.accuracy:estimate_accuracy", {}),
-    ("bleu", "power"): ("scenarios.bleu:bleu_power", {"sims": "n_sims"}),
-    ("bleu", "mde"): ("scenarios.bleu:bleu_mde", {"sims": "n_sims"}),
-    ("bleu", "size"): ("scenarios.bleu:bleu_sample_size", {"sims": "n_sims"}),
-    ("bleu", "estimate"): ("fitting.swap_effects:estimate_swap_parameters", {}),
-    ("bleu", "test"): ("significance.paired:compare_with_baseline", {"bs_rule": "rule"}),
-    ("fit",): ("fitting.model:fit_pilot", {"n_boot": "n_boot"}),
-}
+def _described() -> dict[tuple[str, ...], tuple[str, dict[str, str]]]:
+    """Described command -> (its API function, {CLI dest: API parameter}), read from the description."""
+    from humaneval_power.interface import NAMES
+    from humaneval_power.interface.commands import COMMANDS
+
+    return {path: (NAMES[c.function].removeprefix("humaneval_power."),
+                   {o.dest_name: o.name for o in c.all_options() if o.param})
+            for path, c in COMMANDS.items() if not c.modes}
+
+
+#: command -> (API function, {CLI dest: API parameter}); the CLI's defaults must be the API's (fit: hand-written)
+API_OF = {**_described(), ("fit",): ("fitting.model:fit_pilot", {"n_boot": "n_boot"})}
 #: commands whose CLI default (None) stands for a per-mode API default, given here as mode -> function
 MODES = {
     ("h2h", "power"): {"independent": "scenarios.headtohead:h2h_power", "glmm": "scenarios.headtohead:h2h_mixed_power"},
@@ -105,10 +98,11 @@ def test_cli_defaults_are_the_api_defaults(path: tuple[str, ...]) -> None:
     """Every option the API also takes has the same default on both sides (the seed included)."""
     parser = dict(_commands())[path]
     if path in MODES:
-        from humaneval_power.cli.h2h import SIMS
+        from humaneval_power.interface.commands import H2H_FUNCTIONS, h2h_sims
 
         for mode, target in MODES[path].items():
-            assert SIMS.get((path[-1], mode)) == _api_defaults(target).get("n_sims"), (path, mode)
+            if (path[-1], mode) in H2H_FUNCTIONS and "n_sims" in _api_defaults(target):
+                assert h2h_sims(path[-1], mode) == _api_defaults(target)["n_sims"], (path, mode)
         targets = list(MODES[path].values())
         renames: dict[str, str] = {}
     else:
@@ -179,7 +173,7 @@ def test_counts_are_checked_when_parsed(argv: list[str], capsys: pytest.CaptureF
 
 
 def test_scientific_notation_for_whole_numbers() -> None:
-    from humaneval_power.cli.common import integer
+    from humaneval_power.interface.values import integer
 
     assert integer("1e3") == 1000 and integer("12") == 12
     with pytest.raises(ValueError):

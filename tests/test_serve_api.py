@@ -23,7 +23,14 @@ from humaneval_power.cli import main  # noqa: E402
 from humaneval_power.io import json_records  # noqa: E402
 from humaneval_power.params import PRESETS, LikertParams  # noqa: E402
 from humaneval_power.serve.app import create_app  # noqa: E402
-from humaneval_power.serve.commands import FUNCTIONS, Limits, arguments, python_snippet, to_argv  # noqa: E402
+from humaneval_power.serve.commands import (  # noqa: E402
+    FUNCTIONS,
+    UPLOADS,
+    Limits,
+    arguments,
+    python_snippet,
+    to_argv,
+)
 
 FIT_DOC = LikertParams(0.55, 0.02, 0.05, 0.03, 0.08, 0.2, scale=None, name="B vs A").to_json()
 
@@ -47,6 +54,10 @@ CALLS: dict[str, dict[str, Any]] = {
     "bleu_power": {"n": [400], "delta": [1.0], "p0": [0.3], "b0": [20.0], "method": "saddlepoint", "n_sims": 200},
     "bleu_sample_size": {"delta": 1.0, "p0": 0.3, "b0": 20.0, "method": "normal", "n_sims": 200},
     "bleu_mde": {"n": 500, "p0": 0.3, "b0": 20.0, "method": "normal", "n_sims": 200},
+    "h2h_mixed_power": {"params": {"sd_worker": 0.5, "sd_item": 0.8, "p_tie": 0.1}, "workers": [6], "items": [30],
+                        "log_odds": [0.6], "per_item": [3], "n_sims": 30, "seed": 2},
+    "h2h_mixed_sample_size": {"params": {"sd_worker": 0.3, "sd_item": 0.3}, "log_odds": 1.5, "workers": 8,
+                              "n_sims": 30, "target_power": 0.6},
 }
 
 
@@ -83,7 +94,7 @@ def _api_records(name: str, kwargs: dict[str, Any], folder: Any) -> list[dict[st
 
 def test_api_lists_every_function_with_the_api_names(client: TestClient) -> None:
     doc = client.get("/api").json()
-    assert set(doc["functions"]) == set(FUNCTIONS) and set(CALLS) == set(FUNCTIONS)
+    assert set(doc["functions"]) == set(FUNCTIONS) and set(CALLS) | set(UPLOADS) == set(FUNCTIONS)
     assert doc["functions"]["likert_power"][:4] == ["params", "workers", "items", "effect"]
     assert "n_sims" in doc["functions"]["bleu_power"] and "jobs" not in doc["functions"]["bleu_power"]
     assert doc["limits"]["max_body"] == Limits().max_body

@@ -309,3 +309,31 @@ def test_long_run_shows_progress_and_cancels(page: Any, server: str) -> None:
     assert page.locator("#progress").is_hidden()
     status, _ = _post(server, "/api/h2h_mde", {"n": 100})  # the worker is gone: the server takes new work
     assert status == 200
+
+
+def test_a_completed_study_uploads_and_its_report_shows(page: Any, server: str, tmp_path: Path) -> None:
+    """A user uploads ratings and reads the report in the page: the contrasts are `hepower analyze`'s; a file
+    that is not ratings shows the one-line message."""
+    from tests.test_serve_uploads import ratings_csv
+
+    page.goto(server + "/")
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not ratings")
+    page.set_input_files("#ratings-file", str(bad))
+    page.click("#analysis-run")
+    page.wait_for_selector("#analysis-error:not([hidden])")
+    assert "upload ratings as" in page.text_content("#analysis-error")
+    study = tmp_path / "study.csv"
+    study.write_bytes(ratings_csv())
+    page.set_input_files("#ratings-file", str(study))
+    page.select_option("#analysis-backend", "statsmodels")
+    page.click("#analysis-run")
+    page.wait_for_selector("#analysis-report:not([hidden])")
+    records = json.loads(page.locator("#analysis-report").get_attribute("data-records"))
+    assert page.is_hidden("#analysis-error")
+    command = page.text_content("#analysis-command")
+    assert command == "hepower analyze --contrasts=pairs --backend=statsmodels ratings.csv"
+    (tmp_path / "ratings.csv").write_bytes(ratings_csv())
+    assert records == _cli_records(command, tmp_path)
+    frame = page.frame_locator("#analysis-report")
+    assert "C" in frame.locator("body").inner_text() and frame.locator("table").count() > 0

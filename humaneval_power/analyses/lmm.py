@@ -30,10 +30,7 @@ from ..multiplicity import PER_STUDY, adjust_pvalues
 from ..significance.coef_test import check_test, coefficient_test, uses_reml
 from ..validation import check_alpha, check_choice
 from .base import FamilyFit, fit_each
-from .crossed import CrossedSlopes
-
-#: analytic, statsmodels: the closed-form crossed cell only (fully crossed two-system slope designs)
-TIERS = ("fast", "analytic", "lme4", "statsmodels")
+from .crossed import TIERS, CrossedSlopes  # TIERS: analytic, statsmodels through the closed-form crossed cell
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """``hepower``: the command line, a thin layer over the Python API.
 
 One module per command group (``likert``, ``h2h``, ``accuracy``, ``bleu``,
-``fit``, ``analyze``, ``store``), each with ``add_parser(subparsers)`` and ``run(args)``; a group's
-module (and the library behind it) is imported only when that group runs, so
-``hepower --help`` starts at once.
+``fit``, ``analyze``, ``store``), each with ``run(args)``. The parsers of the commands described in
+:mod:`humaneval_power.interface.commands` are generated from that description; a group not (yet)
+described there has its own ``add_parser(subparsers, name, text)``. A group's module (and the library
+behind it) is imported only when that group runs, so ``hepower --help`` starts at once.
 
 Exit codes: 0 success, 2 bad input or usage (one line on stderr), 1 an
 internal error, 130 interrupted. Tables go to stdout (``--json``: exactly one
@@ -16,10 +17,12 @@ import importlib
 import signal
 import sys
 import warnings
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import HepowerError, Interrupted
-from .common import OutputFiles, Parser, check_command_line, prepare_run
+from ..interface.parsers import Parser, add_group
+from .common import OutputFiles, check_command_line, prepare_run
 
 #: command group -> one-line help (the module ``humaneval_power.cli.<group>`` holds the rest)
 GROUPS = {
@@ -54,7 +57,8 @@ def build_parser(groups: Sequence[str] | None = None) -> argparse.ArgumentParser
     sub = parser.add_subparsers(dest="command", metavar="GROUP", required=True, parser_class=Parser)
     for name, text in GROUPS.items():
         if groups is None or name in groups:
-            importlib.import_module(f"{__name__}.{name}").add_parser(sub, name, text)
+            module = importlib.import_module(f"{__name__}.{name}")
+            getattr(module, "add_parser", add_group)(sub, name, text)
         else:
             sub.add_parser(name, help=text)
     return parser
@@ -86,8 +90,9 @@ def _one_line_warning(message: Any, category: Any, filename: str, lineno: int, f
           file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``hepower`` console script."""
+def main(argv: Sequence[str] | None = None, progress: Callable[[int, int, str], None] | None = None) -> int:
+    """Entry point of the ``hepower`` console script; ``progress(done, total, label)`` receives the progress
+    instead of the bar on stderr (``hepower serve``'s workers)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     previous = (signal.getsignal(signal.SIGTERM), warnings.showwarning)
     try:
@@ -103,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "action", "") is None:
             parser.parse_args([args.command, "--help"])
         check_command_line(parser, args)
+        args.progress = progress
         args.outputs = OutputFiles(args)
         opened = prepare_run(args)
         try:

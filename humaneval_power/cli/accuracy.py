@@ -5,74 +5,7 @@ import argparse
 from typing import Any
 
 from ..errors import InputError
-from ..scenarios.accuracy import METHODS
-from .common import (ProgressBar, RANGE_HELP, add_alpha, add_json_option, add_out, add_plot_options, add_seed,
-                     add_target_power, emit, emit_solve, finite_float, flatten, number_list, positive, search_note,
-                     stage_note)
-
-DELTA_HELP = "accuracy difference B - A, as a proportion (0.02, not 2)"
-EXACT_METHODS = [m for m in METHODS if m != "simulate"]
-METHOD_HELP = "McNemar test: exact (conditional), midp, unconditional (Suissa-Shuster), normal"
-
-
-def add_parser(sub: Any, name: str, text: str) -> None:
-    """The ``accuracy`` group and its commands."""
-    acc = sub.add_parser(name, help=text, description=text)
-    asub = acc.add_subparsers(dest="action", metavar="COMMAND", parser_class=type(acc))
-    apow = asub.add_parser("power", help="McNemar power over n x delta x agreement",
-                           description=f"Power, Type-S and Type-M. Grid options take {RANGE_HELP}.")
-    apow.add_argument("--n", type=number_list(positive, "--n"), nargs="+", required=True, help="test-set size")
-    apow.add_argument("--delta", type=number_list(finite_float, "--delta"), nargs="+", help=DELTA_HELP)
-    apow.add_argument("--agreement", type=number_list(finite_float, "--agreement"), nargs="+",
-                      help="share of items where both models are right or both wrong")
-    apow.add_argument("--table", type=finite_float, nargs=4, metavar=("BOTH_RIGHT", "A_ONLY", "B_ONLY", "BOTH_WRONG"),
-                      help="2x2 table of probabilities instead of --delta/--agreement")
-    apow.add_argument("--method", choices=METHODS, default="exact", help=METHOD_HELP + ", or simulate")
-    apow.add_argument("--sims", type=positive, default=10_000, metavar="N",
-                      help="simulated test sets per cell (--method simulate)")
-    add_seed(apow, " (--method simulate)")
-    add_out(apow)
-    add_plot_options(apow, "power, Type-M and Type-S against delta (Card et al. Figs. 3, 7, 8)", type_m=False)
-
-    asize = asub.add_parser("size", help="test-set size for a target power")
-    asize.add_argument("--delta", type=finite_float, required=True, help=DELTA_HELP)
-    asize.add_argument("--agreement", type=finite_float, required=True,
-                       help="share of items where both models are right or both wrong")
-    add_target_power(asize)
-    asize.add_argument("--method", choices=EXACT_METHODS, default="normal", help=METHOD_HELP)
-
-    amde = asub.add_parser("mde", help="minimum detectable accuracy gain under a historical prior (or none)")
-    amde.add_argument("--n", type=positive, required=True, help="test-set size")
-    amde.add_argument("--baseline", type=finite_float, required=True, help="state-of-the-art accuracy (proportion)")
-    amde.add_argument("--prior", choices=("glue", "squad2", "lachenbruch"), default="glue",
-                      help="overlap regression (Card et al. Tables 5-6) or Lachenbruch's no-prior bounds")
-    add_target_power(amde)
-    amde.add_argument("--method", choices=EXACT_METHODS, default="normal", help=METHOD_HELP)
-
-    aest = asub.add_parser("estimate", help="delta and agreement of two models from per-item correctness")
-    aest.add_argument("predictions", metavar="PREDICTIONS", help="CSV/Parquet: item, model, correct (0/1)")
-    aest.add_argument("--model-a", required=True, help="name of model A in the model column")
-    aest.add_argument("--model-b", required=True, help="name of model B in the model column")
-    for col in ("item", "model", "correct"):
-        aest.add_argument(f"--{col}-column", dest=f"{col}_column", default=col, metavar="COL",
-                          help=f"column holding the {col}")
-
-    atab = asub.add_parser("table", help="Card et al. Table 2 / Table 9: MDE per benchmark task")
-    atab.add_argument("--prior", choices=("glue", "squad2"), default="glue", help="overlap regression of the prior")
-    atab.add_argument("--method", choices=EXACT_METHODS, nargs="+", default=["normal"],
-                      help="one or more methods, one MDE column each: " + METHOD_HELP)
-    add_target_power(atab)
-
-    aunp = asub.add_parser("unpaired", help="two independent proportions (power.prop.test): solve for the missing one")
-    solve = "; leave out the one of --n, --p2, --power to solve for"
-    aunp.add_argument("--n", type=finite_float, help="items per model (a count)" + solve)
-    aunp.add_argument("--p1", type=finite_float, required=True, help="baseline accuracy (a proportion)")
-    aunp.add_argument("--p2", type=finite_float, help="new model's accuracy (a proportion)" + solve)
-    aunp.add_argument("--power", type=finite_float, help="power to reach (0-1)" + solve)
-    for q in (apow, asize, amde, atab, aunp):
-        add_alpha(q)
-    for q in (apow, asize, amde, aest, atab, aunp):
-        add_json_option(q)
+from .common import ProgressBar, emit, emit_solve, flatten, search_note, stage_note
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,7 +51,7 @@ def _power(args: argparse.Namespace) -> int:
             args.table is not None and (args.delta or args.agreement)):
         raise InputError("give --delta and --agreement, or --table (four probabilities)")
     delta, agreement = (a.from_table(*args.table) if args.table else (flatten(args.delta), flatten(args.agreement)))
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         table = a.mcnemar_power(flatten(args.n), delta, agreement, args.method, args.alpha, args.sims, args.seed,
                                 progress=bar)
 

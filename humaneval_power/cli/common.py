@@ -6,120 +6,20 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..errors import InputError
+from ..interface.parsers import add_options
+from ..interface.values import non_negative
 
-RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
-MAX_RANGE = 10_000  #: values one START:STOP:STEP may expand to (a grid cell each)
 DEFAULT_SEED = 0  #: the API's default seed (tests/test_cli_surface.py checks every command against its function)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) and defaults shown in every option's help."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise InputError(f"{self.prog}: {message}")
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Appends ``(default: ...)`` to an option's help unless it states its default or has none."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        default = action.default
-        if (action.option_strings and "default" not in text and action.nargs != 0
-                and not any(default is v for v in (None, False, argparse.SUPPRESS))):  # 0 is a default to show
-            if isinstance(default, list):
-                default = " ".join(str(v) for g in default for v in (g if isinstance(g, list) else [g]))
-            text += f" (default: {str(default).replace('%', '%%')})"
-        return text
-
-
-def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[Any]]:
-    """Parse '3', '0.1' or a range 'START:STOP:STEP' (STOP included)."""
-
-    def parse(text: str) -> list[Any]:
-        try:
-            if ":" not in text:
-                return [kind(text)]
-            parts = [kind(p) for p in text.split(":")]
-            if len(parts) != 3 or parts[2] <= 0 or parts[1] < parts[0]:
-                raise ValueError
-            start, stop, step = parts
-            n = int((stop - start) / step + 1e-9) + 1
-        except (ValueError, OverflowError, argparse.ArgumentTypeError):
-            raise argparse.ArgumentTypeError(f"{name} takes {RANGE_HELP}, got {text!r}") from None
-        if n > MAX_RANGE:
-            raise argparse.ArgumentTypeError(f"{name} {text} has {n:,} values, more than {MAX_RANGE:,} design "
-                                             "cells; use a coarser STEP")
-        return [kind(round(start + k * step, 12)) for k in range(n)]
-
-    return parse
 
 
 def flatten(groups: Sequence[Sequence[Any]] | None) -> list[Any] | None:
     """The values of an option given as several lists (``nargs='+'`` of ranges)."""
     return None if groups is None else [v for g in groups for v in g]
-
-
-def finite_float(text: str) -> float:
-    """A finite number."""
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(text)
-    return value
-
-
-def integer(text: str) -> int:
-    """An integer; '1e6'-style notation is accepted when it is a whole number."""
-    try:
-        return int(text)
-    except ValueError:
-        value = float(text)
-        if not value.is_integer():
-            raise ValueError(text) from None
-        return int(value)
-
-
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An integer type that refuses values below ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = integer(text)
-        except (ValueError, OverflowError):
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
-        return value
-
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
-positive = at_least(1)
-non_negative = at_least(0)
-
-
-def add_run_options(p: argparse.ArgumentParser, sims: int | None, jobs: bool = True) -> None:
-    """--sims (if ``sims``), --seed, --jobs and --json: the options every simulating command shares."""
-    if sims is not None:
-        p.add_argument("--sims", type=positive, default=sims, metavar="N",
-                       help="simulated studies per design cell (Monte-Carlo repetitions)")
-    add_seed(p)
-    if jobs:
-        p.add_argument("--jobs", type=positive, default=None, metavar="N",
-                       help="worker processes (default: all cores); results do not depend on it")
-        p.add_argument("--scheduler", metavar="WHERE",
-                       help="where chunks run: 'processes' (local, the default), 'dask' (a Dask LocalCluster of "
-                            "--jobs workers) or a Dask scheduler address tcp://HOST:PORT; results do not depend on it")
-    add_json_option(p)
 
 
 def add_seed(p: argparse.ArgumentParser, what: str = "; one seed reproduces a whole run",
@@ -136,55 +36,6 @@ def add_old_spelling(p: argparse.ArgumentParser, option: str, dest: str, kind: C
 def add_json_option(p: argparse.ArgumentParser) -> None:
     """--json: one JSON array of records on stdout, nothing else."""
     p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
-
-
-def add_alpha(p: argparse.ArgumentParser) -> None:
-    """--alpha, the significance level."""
-    p.add_argument("--alpha", type=finite_float, default=0.05, help="significance level of the test")
-
-
-def target_power(text: str) -> float:
-    """A power to reach, in (0, 1) (checked by :func:`humaneval_power.validation.check_target_power`)."""
-    from ..validation import check_target_power
-
-    try:
-        return check_target_power(finite_float(text))
-    except (ValueError, InputError):
-        raise argparse.ArgumentTypeError(f"expected a power in (0, 1), got {text!r}") from None
-
-
-def add_target_power(p: argparse.ArgumentParser, what: str = "") -> None:
-    """--target-power, a power in (0, 1)."""
-    p.add_argument("--target-power", type=target_power, default=0.8, help=f"power to reach{what}")
-
-
-def add_out(p: argparse.ArgumentParser) -> None:
-    """--out FILE for a table."""
-    p.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
-
-
-def add_plot_options(p: argparse.ArgumentParser, what: str, type_m: bool = True) -> None:
-    """--plot FILE, --dpi and (when the plot does not always show it) --type-m."""
-    g = p.add_argument_group("plot")
-    g.add_argument("--plot", metavar="FILE", help=f"also draw {what} to FILE (.png, .pdf or .svg)")
-    g.add_argument("--dpi", type=dpi, default=120, help="resolution of the plot, dots per inch (10-2400)")
-    if type_m:
-        g.add_argument("--type-m", action="store_true",
-                       help="add a Type-M (exaggeration) panel under each power panel of the plot")
-
-
-def dpi(text: str) -> float:
-    """A plot resolution (checked by :func:`humaneval_power.plots.check_dpi`)."""
-    from ..plots import check_dpi
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    try:
-        return check_dpi(value)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: Callable[[Any], None]) -> None:
@@ -247,7 +98,8 @@ FILE_METAVARS = ("FILE", "RATINGS", "PREDICTIONS")
 
 
 def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The (sub)parser of the command ``args`` was parsed for, e.g. ``likert power``'s."""
+    """The (sub)parser of a hand-written command ``args`` was parsed for, e.g. ``fit``'s (argparse has no
+    public way to reach a subparser or list its options: this reads its private ``_actions``)."""
     for dest in ("command", "action"):
         sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
         if sub is None or getattr(args, dest, None) not in sub.choices:
@@ -256,18 +108,30 @@ def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     return parser
 
 
+def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, str, Any]]:
+    """(name, dest, metavar) of every option of the command ``args`` was parsed for: from its description,
+    or (a hand-written command) from its parser."""
+    from ..interface.commands import COMMANDS
+
+    command = COMMANDS.get(tuple(v for v in (args.command, getattr(args, "action", None)) if v))
+    if command is not None:
+        return [(str(o.metavar) if o.positional else o.flag, o.dest_name, o.metavar)
+                for o in command.all_options() if not o.hidden]
+    return [(max(a.option_strings, key=len) if a.option_strings else str(a.metavar), a.dest, a.metavar)
+            for a in command_parser(parser, args)._actions]
+
+
 def file_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[tuple[str, str]], ...]:
     """``(inputs, outputs)``: (option, path) of every file the command line names, read or written
     (``--store`` is read, so it counts as an input); an option given several files is listed once per file."""
     inputs: list[tuple[str, str]] = []
     outputs: list[tuple[str, str]] = []
-    for action in command_parser(parser, args)._actions:
-        value = getattr(args, action.dest, None)
-        if action.metavar not in FILE_METAVARS or value is None or not isinstance(value, (str, list)):
+    for name, dest, metavar in _options_of(parser, args):
+        value = getattr(args, dest, None)
+        if metavar not in FILE_METAVARS or value is None or not isinstance(value, (str, list)):
             continue
-        name = max(action.option_strings, key=len) if action.option_strings else str(action.metavar)
         for path in value if isinstance(value, list) else [value]:
-            (outputs if action.dest in OUTPUT_DESTS else inputs).append((name, path))
+            (outputs if dest in OUTPUT_DESTS else inputs).append((name, path))
     return inputs, outputs
 
 
@@ -327,28 +191,10 @@ def check_command_line(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 
 def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
-    """The input of ``fit`` and ``analyze``: the ratings file, its columns, row filters, systems,
-    scale and duplicate policy (the keywords of ``fitting.ratings.read_ratings``)."""
-    p.add_argument("data", metavar="RATINGS", help=f"tidy CSV or Parquet, one row per {what}")
-    for role in ("worker", "item", "system", "score"):
-        p.add_argument(f"--{role}", metavar="COL", help=f"{role} column (default: found by name)")
-    p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE (repeatable)")
-    p.add_argument("--systems", nargs="+", metavar="SYSTEM", help="keep only these systems (default: all)")
-    p.add_argument("--scale", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
-                   help="rating scale; scores are rescaled to [0, 1] (default: no rescaling)")
-    p.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
-                   help="several ratings of one (worker, item, system): error (default); average them into one "
-                        "rating; keep each as its own rating (the model then treats repeats as independent errors: "
-                        "no worker x item x system effect, so agreeing repeats make the SEs too small)")
+    """The input of ``fit`` (hand-written): the ratings options of ``analyze``'s description."""
+    from ..interface.commands import ANALYZE, ratings_input
 
-
-def add_checkpoint(p: argparse.ArgumentParser) -> None:
-    """--store FILE (--checkpoint: its former name) and --restart."""
-    p.add_argument("--store", metavar="FILE",
-                   help="result store (SQLite): finished chunks are saved there and not run again; rerun the "
-                        "same command to resume; several runs may share one store")
-    add_old_spelling(p, "--checkpoint", "store", str)
-    p.add_argument("--restart", action="store_true", help="recompute this run's cells in the --store FILE")
+    add_options(p, ANALYZE, ratings_input(what))
 
 
 def prepare_run(args: argparse.Namespace) -> list[Any]:
@@ -391,8 +237,6 @@ def print_table(table: Any, columns: Sequence[str]) -> None:
 
 BAR_DELAY = 1.0  #: seconds before a progress bar appears (short runs stay quiet)
 LOG_SECONDS = 10.0  #: seconds between progress lines when stderr is not a terminal (no bar: one line each)
-#: where progress goes instead of a bar, ``sink(done, total, label)`` (set by ``hepower serve``'s workers)
-PROGRESS_SINK: Callable[[int, int, str], None] | None = None
 NOTE_DELAY: float | None = 1.0  #: seconds after which a long step says on stderr what it does (None: never)
 
 
@@ -425,7 +269,7 @@ class StageNotes:
     def __enter__(self) -> StageNotes:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -455,8 +299,10 @@ class ProgressBar:
     while the first chunk of a long run is still being computed.
     """
 
-    def __init__(self, enabled: bool = True, unit: str = "sim", tick: float = 0.5) -> None:
+    def __init__(self, enabled: bool = True, unit: str = "sim", tick: float = 0.5,
+                 sink: Callable[[int, int, str], None] | None = None) -> None:
         self.enabled = enabled
+        self.sink = sink  #: where progress goes instead of a bar, ``sink(done, total, label)`` (a web worker's)
         self.unit = unit
         self.bar: Any = None
         self._born = self._logged = 0.0
@@ -469,8 +315,8 @@ class ProgressBar:
     def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:
             return
-        if PROGRESS_SINK is not None:
-            PROGRESS_SINK(done, total, label)
+        if self.sink is not None:
+            self.sink(done, total, label)
             return
         total = total or None  # 0: a search whose number of steps is not known in advance
         if not sys.stderr.isatty():  # a log file: tqdm's carriage returns would make one endless line
@@ -535,7 +381,7 @@ class ProgressBar:
     def __enter__(self) -> ProgressBar:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join()

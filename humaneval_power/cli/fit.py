@@ -9,7 +9,8 @@ from ..errors import InputError
 from ..fitting import registry
 from ..fitting.clmm import LINKS
 from ..validation import TIE_POLICIES
-from .common import StageNotes, add_old_spelling, add_ratings_input, add_seed, positive, print_json, where_filters
+from ..interface.values import positive
+from .common import StageNotes, add_old_spelling, add_ratings_input, add_seed, print_json, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:

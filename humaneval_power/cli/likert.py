@@ -11,229 +11,33 @@ import argparse
 import math
 from typing import Any
 
-from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS
 from ..errors import InputError
-from ..multiplicity import PER_STUDY
-from ..params import PRESETS, SD_NAMES, LikertParams, beyond_scale_note, get_preset, load_params
-from .assurance_options import add_assurance_options, assurance_kwargs, draws_from_args
-from .common import (RANGE_HELP, ProgressBar, add_alpha, add_checkpoint, add_plot_options, add_run_options,
-                     add_target_power, emit_solve, finite_float, flatten, number_list, positive, print_json,
-                     print_table, where_filters)
-
-EFFECT_HELP = ("difference in mean rating, system B - system A (the pair of interest), on the parameters' scale "
-               "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
-METHODS = ("fast", "analytic", "lme4", "statsmodels")
-INVARIANT_SDS = ("sd_worker", "sd_worker_system", "sd_item", "sd_item_system")
-
-
-def add_parser(sub: Any, name: str, text: str) -> None:
-    """The ``likert`` group and its commands."""
-    likert = sub.add_parser(name, help=text, description=text)
-    lsub = likert.add_subparsers(dest="action", metavar="COMMAND", parser_class=type(likert))
-
-    power = lsub.add_parser("power", help="power over workers x items (x ratings per item x items per HIT) x effect",
-                            description="Power, Type-S and Type-M over the design grid. "
-                                        f"Grid options take {RANGE_HELP}.")
-    _add_sizes(power, grid=True)
-    power.add_argument("--effect", type=number_list(finite_float, "--effect"), nargs="+", required=True,
-                       help=EFFECT_HELP)
-    _add_common(power, sims=1000)
-    add_target_power(power, " (for the summary of smallest designs)")
-    power.add_argument("--out", metavar="FILE", help="also write the table to FILE (.csv, .json or .parquet)")
-    add_plot_options(power, "power curves like Card et al. Fig. 6 (a panel per workers)")
-    add_checkpoint(power)
-    add_assurance_options(power, solve=False)
-
-    size = lsub.add_parser("size", help="smallest number of items (or workers, or ratings per item) reaching a "
-                                        "target power")
-    _add_sizes(size, grid=False)
-    size.add_argument("--effect", type=finite_float, required=True, help=EFFECT_HELP)
-    add_target_power(size)
-    size.add_argument("--vary", choices=("items", "workers", "ratings_per_item"), default="items",
-                      help="which design size to solve for (the others are held fixed)")
-    _add_common(size, sims=2000)
-    add_assurance_options(size, solve=True)
-
-    mde = lsub.add_parser("mde", help="minimum detectable effect of a design (the sensitivity of a study)")
-    _add_sizes(mde, grid=False)
-    add_target_power(mde)
-    _add_common(mde, sims=2000)
-
-    budget = lsub.add_parser("budget", help="cheapest design reaching a target power (items x workers x k x h)",
-                             description="Searches items x workers x ratings per item x items per HIT, cheapest "
-                                         "design first (of designs differing only in the pool and costing the same, "
-                                         "the largest pool: never less powerful), for the first that "
-                                         "reaches the target power, within --budget when given. Without "
-                                         "--items/--workers/--ratings-per-item the search space is items "
-                                         f"{', '.join(map(str, BUDGET_ITEMS))} x pools of "
-                                         f"{', '.join(map(str, BUDGET_WORKERS))} workers x k = "
-                                         f"{', '.join(map(str, BUDGET_RATINGS_PER_ITEM))}. {RANGE_HELP}.")
-    budget.add_argument("--items", type=number_list(positive, "--items"), nargs="+",
-                        help=f"items to consider (default: {' '.join(map(str, BUDGET_ITEMS))})")
-    budget.add_argument("--workers", type=number_list(positive, "--workers"), nargs="+",
-                        help=f"sizes of the worker pool to consider (default: {' '.join(map(str, BUDGET_WORKERS))})")
-    budget.add_argument("--ratings-per-item", type=number_list(positive, "--ratings-per-item"), nargs="+",
-                        help="distinct workers per item (within) or per output (between) to consider (default: "
-                             f"{' '.join(map(str, BUDGET_RATINGS_PER_ITEM))}; never more than the pool)")
-    budget.add_argument("--items-per-hit", type=number_list(positive, "--items-per-hit"), nargs="+", default=[[1]],
-                        help="items (within) or outputs (between) per HIT to consider")
-    budget.add_argument("--effect", type=finite_float, required=True, help=EFFECT_HELP)
-    budget.add_argument("--budget", type=finite_float, help="largest total cost to consider (currency units)")
-    add_target_power(budget)
-    _add_common(budget, sims=1000)
-    budget.add_argument("--out", metavar="FILE", help="also write the evaluated designs to FILE (.csv, .json, .parquet)")
-    add_plot_options(budget, "the cost-power frontier of the evaluated designs", type_m=False)
-    add_assurance_options(budget, solve=True)
-
-
-def _add_sizes(p: argparse.ArgumentParser, grid: bool) -> None:
-    """--workers, --items, --ratings-per-item, --items-per-hit: lists for a grid, single values otherwise."""
-    def opt(name: str, helptext: str, default: Any = None) -> None:
-        if grid:
-            p.add_argument(name, type=number_list(positive, name), nargs="+",
-                           default=[[default]] if default is not None else None, help=helptext)
-        else:
-            p.add_argument(name, type=positive, default=default, help=helptext)
-
-    opt("--workers", "workers in the pool (crossed: each rates every item under every system)"
-        + (" (default: 3)" if grid else ""))
-    opt("--items", "items (each rated under every system)" + (" (default: 100, or the pilot's)" if grid else ""))
-    opt("--ratings-per-item", "distinct workers per item (within) or per output (between); default: all workers "
-        "(fully crossed)")
-    opt("--items-per-hit", "items (within) or outputs (between) in a HIT, done by the same workers", 1)
-
-
-def _add_common(p: argparse.ArgumentParser, sims: int) -> None:
-    _add_design_options(p)
-    _add_params_options(p)
-    _add_method_options(p)
-    _add_cost_options(p)
-    add_run_options(p, sims=sims)
-
-
-def _add_design_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("crowd design (default: fully crossed, two systems)")
-    g.add_argument("--design", metavar="FILE",
-                   help="a JSON design file with any of items, workers, ratings_per_item, systems, assignment, "
-                        "presentation, items_per_hit, missing, workload (options given on the command line win)")
-    g.add_argument("--systems", type=positive, help="systems compared (the pair of interest is the first and the "
-                   "last unless --pair; default: 2, or the number of systems of a --params file fitted on several "
-                   "with shared SDs, e.g. 4 for B, C, D vs the baseline)")
-    g.add_argument("--assignment", choices=("crossed", "balanced", "random"),
-                   help="crossed (k = workers), balanced (even workloads; between outputs every worker rates every system as evenly as possible) or random (k of the pool drawn "
-                        "per item in every simulated study) (default: crossed when k = workers, else balanced)")
-    g.add_argument("--presentation", choices=("within", "between"), default="within",
-                   help="within: an item's workers rate every system's output of it; between: each (item, system) "
-                        "output gets its own workers")
-    g.add_argument("--missing", type=finite_float, default=0.0, help="share of ratings lost at random (0-1)")
-    g.add_argument("--workload-from", metavar="RATINGS",
-                   help="skewed workloads: draw workers with the pilot's ratings per worker as weights (the pool is "
-                        "the pilot's workers; implies --assignment random)")
-    g.add_argument("--design-from", metavar="RATINGS",
-                   help="the design a pilot or finished study used (columns worker, item, system), scaled to "
-                        "--items (default: the pilot's)")
-    g.add_argument("--where", action="append", metavar="COL=VALUE",
-                   help="with --design-from/--workload-from: keep only these rows (e.g. dimension=coherence)")
-    g.add_argument("--pilot-systems", nargs="+", metavar="SYSTEM",
-                   help="with --design-from: the systems to plan for, the first being A (default: all, sorted)")
-    g.add_argument("--duplicates", choices=("error", "average", "keep"), default="error",
-                   help="with --design-from: several ratings of one (worker, item, system) are refused (default), "
-                        "averaged (planned as one rating per cell, the pilot's true k) or kept (planned as "
-                        "independent ratings), as in `fit` and `analyze`")
-
-
-def _add_params_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("parameters (default: --preset card2020-high)")
-    g.add_argument("--preset", choices=sorted(PRESETS), help="built-in parameter set (Card et al. 2020, Table 16)")
-    g.add_argument("--params", metavar="FILE", help="parameter file (JSON, from `hepower fit` or hand-written)")
-    g.add_argument("--comparison", metavar="SYSTEM", help="which comparison of a parameter file with several")
-    g.add_argument("--intercept", type=finite_float, help="beta0, the mean rating (default 0.5 with typed SDs)")
-    for name in SD_NAMES:
-        what = name.removeprefix("sd_").replace("_", " ")
-        extra = " (SD of the B - A difference: the mean-difference convention)" if "slope" in name else ""
-        g.add_argument("--" + name.replace("_", "-"), dest=name, type=finite_float, metavar="SD",
-                       help=f"SD of the {what} on the rating scale{extra}")
-    for name in INVARIANT_SDS:
-        what = name.removeprefix("sd_").replace("_", ":")
-        g.add_argument("--" + name.replace("_", "-"), dest=name, type=finite_float, metavar="SD",
-                       help=f"coding-invariant model: SD of the {what} effects (with --sd-residual; any number "
-                            "of systems)")
-
-
-def _add_method_options(p: argparse.ArgumentParser) -> None:
-    from ..significance.coef_test import COEFFICIENT_TESTS
-
-    g = p.add_argument_group("analysis")
-    g.add_argument("--method", choices=METHODS, default="fast",
-                   help="fast (exact simulation; batched fits for crowd designs), analytic (instant; crossed only), "
-                        "lme4 (refits in R) or statsmodels (crossed only)")
-    g.add_argument("--test", choices=COEFFICIENT_TESTS, default="satterthwaite",
-                   help="satterthwaite (REML t, lmerTest df), card2020 (ML, t > 1.96) or z")
-    g.add_argument("--model", choices=("slopes", "invariant"),
-                   help="analysis model (default: slopes for two systems with slope parameters, else invariant)")
-    g.add_argument("--compare", choices=("pair", "baseline", "pairs"), default="pair",
-                   help="contrasts tested: the pair of interest, every system vs the first, or all pairs")
-    g.add_argument("--adjust", choices=PER_STUDY, default="holm",
-                   help="multiplicity adjustment over the compared contrasts")
-    g.add_argument("--pair", type=positive, nargs=2, metavar=("A", "B"),
-                   help="the pair of interest, systems numbered from 1 (default: 1 and the last)")
-    g.add_argument("--means", type=finite_float, nargs="+", metavar="MEAN",
-                   help="mean rating of every system (instead of --effect spread evenly between the pair)")
-    add_alpha(g)
-
-
-def _add_cost_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("costs (currency units; adds a cost column)")
-    g.add_argument("--cost-per-rating", type=finite_float, default=0.0, help="paid per rating")
-    g.add_argument("--cost-per-hit", type=finite_float, default=0.0, help="paid per HIT assignment (one worker, one HIT)")
-    g.add_argument("--platform-fee", type=finite_float, default=0.0, help="platform fee as a fraction of the payments")
-    g.add_argument("--cost-per-worker", type=finite_float, default=0.0,
-                   help="recruitment or qualification cost per worker used")
+from ..params import SD_NAMES, LikertParams, beyond_scale_note
+from ..plan_inputs import (
+    GRID_SIZES,
+    crowd_design,
+    likert_params,
+    likert_systems,
+    merge_design_file,
+    worker_pool,
+)
+from .assurance_options import assurance_kwargs, draws_from_args
+from .common import (
+    ProgressBar,
+    emit_solve,
+    flatten,
+    print_json,
+    print_table,
+    where_filters,
+)
 
 
 def params_from_args(args: argparse.Namespace) -> Any:
-    """The parameters named by --preset / --params / typed SDs (typed SDs override), or the
-    coding-invariant SDs when those are typed; only SDs whose ratings would vary within
-    ``validation.SCORE_SPREAD`` (the refits' tolerances are absolute; the analytic tier, exact from 1e-12 to
-    1e12, fails with an internal error below 1e-150, so one range serves every method)."""
-    import math
+    """The parameters named by --preset / --params / typed SDs (:func:`~humaneval_power.plan_inputs.likert_params`)."""
+    from ..processes import INVARIANT_SDS
 
-    from ..validation import check_spread
-
-    params = _named_params(args)
-    check_spread("ratings under these SDs", math.hypot(*params.sds.values()), "the SDs and the effect")
-    return params
-
-
-def _named_params(args: argparse.Namespace) -> Any:
-    from ..processes import InvariantProcess
-
-    invariant = {k: getattr(args, k) for k in INVARIANT_SDS if getattr(args, k, None) is not None}
-    if invariant:
-        missing = [k for k in INVARIANT_SDS if k not in invariant] + ([] if args.sd_residual is not None
-                                                                       else ["sd_residual"])
-        if missing:
-            raise InputError(f"the coding-invariant model needs all five SDs (missing {', '.join(missing)})")
-        if args.preset or args.params or any(getattr(args, k) is not None for k in SD_NAMES[:-1]):
-            raise InputError("give the coding-invariant SDs or slope parameters (--preset/--params/slope SDs), not both")
-        intercept = 0.5 if args.intercept is None else args.intercept
-        return InvariantProcess(**invariant, sd_residual=args.sd_residual, intercept=intercept,
-                                name="command-line (invariant)")
-    if args.preset and args.params:
-        raise InputError("give --preset or --params, not both")
-    overrides = {k: getattr(args, k) for k in SD_NAMES + ("intercept",) if getattr(args, k) is not None}
-    if args.params:
-        base = load_params(args.params, args.comparison)
-    elif args.preset:
-        base = get_preset(args.preset)
-    elif all(k in overrides for k in SD_NAMES):
-        return LikertParams(intercept=overrides.pop("intercept", 0.5), **overrides, name="command-line")
-    elif overrides:
-        missing = [k for k in SD_NAMES if k not in overrides]
-        raise InputError(f"give all five SDs or a --preset/--params to start from (missing {', '.join(missing)})")
-    else:
-        base = get_preset("card2020-high")
-    return base.with_sds(**overrides)
+    sds = {k: getattr(args, k) for k in dict.fromkeys(SD_NAMES + INVARIANT_SDS)}
+    return likert_params(args.preset, args.params, args.comparison, args.intercept, **sds)
 
 
 def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -241,81 +45,33 @@ def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
     from ..designs import Costs
 
     costs = Costs(args.cost_per_rating, args.cost_per_hit, args.platform_fee, args.cost_per_worker)
-    kw: dict[str, Any] = {"systems": args.systems, "assignment": args.assignment, "presentation": args.presentation,
-                          "missing": args.missing, "model": args.model, "compare": args.compare,
-                          "adjust": args.adjust, "means": args.means, "costs": costs}
-    if args.pair:
-        kw["pair"] = (args.pair[0] - 1, args.pair[1] - 1)
-    if (args.where or args.pilot_systems) and not (args.design_from or args.workload_from):
-        raise InputError("--where and --pilot-systems go with --design-from or --workload-from")
-    if args.duplicates != "error" and not args.design_from:
-        raise InputError("--duplicates goes with --design-from")
-    if args.design_from:
-        from ..designs import PilotDesign
-
-        frame = _pilot_frame(args.design_from, args.where)
-        kw["design_from"] = PilotDesign.from_ratings(frame, systems=args.pilot_systems, source=args.design_from,
-                                                     duplicates=args.duplicates)
-    if args.workload_from:
-        counts = _pilot_frame(args.workload_from, args.where)["worker"].value_counts()
-        kw["workload"] = tuple(float(c) for c in counts)
-        kw["assignment"] = "random"
-    elif getattr(args, "design_workload", None):
-        kw["workload"] = args.design_workload
-    return kw
-
-
-def _pilot_frame(path: str, where: list[str] | None) -> Any:
-    from ..io import apply_filters, read_table
-
-    frame = read_table(path)[0]
-    return apply_filters(frame, where_filters(where))
+    return crowd_design(args.systems, args.assignment, args.presentation, args.missing, args.model, args.compare,
+                        args.adjust, args.means, costs, (args.pair[0] - 1, args.pair[1] - 1) if args.pair else None,
+                        args.design_from, args.workload_from, where_filters(args.where), args.pilot_systems,
+                        args.duplicates, getattr(args, "design_workload", None))
 
 
 def apply_design_file(args: argparse.Namespace) -> None:
     """Fill the design options the command line left at their defaults from --design FILE."""
     if not getattr(args, "design", None):
         return
-    from ..designs import read_design_file
-
-    defaults = {"systems": (2,), "presentation": ("within",), "missing": (0.0,), "items_per_hit": (1, [[1]])}
     grid = args.action in ("power", "budget")
-    for key, value in read_design_file(args.design).items():
-        current = getattr(args, key, None)
+    given = {k: flatten(v) if grid and k in GRID_SIZES and v is not None else v for k, v in vars(args).items()}
+    for key, value in merge_design_file(args.design, given).items():
         if key == "workload":
             if args.workload_from:
                 raise InputError("give the workload in --design or --workload-from, not both")
-            args.design_workload = tuple(float(v) for v in value)
-        elif current is None or current in defaults.get(key, ()):
-            sizes = ("items", "workers", "ratings_per_item", "items_per_hit")
-            setattr(args, key, [[value]] if grid and key in sizes else value)
-
-
-def _params_systems(args: argparse.Namespace) -> int | None:
-    from ..params import params_systems
-
-    load_params(args.params, args.comparison)  # the file's own refusals first
-    return params_systems(args.params)
+            args.design_workload = value
+        else:
+            setattr(args, key, [[value]] if grid and key in GRID_SIZES else value)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a ``likert`` command."""
     apply_design_file(args)
     if args.systems is None:
-        args.systems = (_params_systems(args) if getattr(args, "params", None) else None) or 2
+        args.systems = likert_systems(getattr(args, "params", None), args.comparison)
     return {"power": _power, "size": _size, "mde": _mde, "budget": _budget}[args.action](args)
-
-
-def _pool(design: dict[str, Any], value: Any) -> Any:
-    """--workers, or the pilot's pool with --workload-from (which fixes it), or 0 with --design-from."""
-    if design.get("design_from") is not None:
-        return [0] if isinstance(value, list) or value is None else 0
-    if "workload" not in design:
-        return value
-    pool = len(design["workload"])
-    if value not in (None, [pool], pool):
-        raise InputError(f"--workload-from fixes the pool at the pilot's {pool} workers; drop --workers")
-    return [pool] if isinstance(value, list) else pool
 
 
 def _power(args: argparse.Namespace) -> int:
@@ -329,14 +85,14 @@ def _power(args: argparse.Namespace) -> int:
     if not 0 < args.target_power < 1:
         raise InputError(f"--target-power must be in (0, 1), got {args.target_power}")
     items = flatten(args.items) or [design["design_from"].items if design.get("design_from") else 100]
-    workers = _pool(design, flatten(args.workers)) or [3]
+    workers = worker_pool(design, flatten(args.workers)) or [3]
     from ..validation import check_magnitude
 
     effects = flatten(args.effect)
     for e in effects or []:
         check_magnitude("--effect", e)
     notes = sorted({n for e in effects or [] if (n := beyond_scale_note(getattr(params, "scale", None), e))})
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         table = likert_power(
             params, workers, items, effects,
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
@@ -403,10 +159,10 @@ def _size(args: argparse.Namespace) -> int:
 
     assure = assurance_kwargs(args, _likert_draws(args), solve=True)
     design = design_from_args(args)
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         result = likert_sample_size(
             params_from_args(args), args.effect, target_power=args.target_power,
-            workers=_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
+            workers=worker_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
             test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs, progress=bar,
             ratings_per_item=args.ratings_per_item, items_per_hit=args.items_per_hit, **assure, **design,
         )
@@ -419,10 +175,10 @@ def _mde(args: argparse.Namespace) -> int:
 
     design = design_from_args(args)
     items = args.items or (design["design_from"].items if design.get("design_from") is not None else None)
-    workers = _pool(design, args.workers)
+    workers = worker_pool(design, args.workers)
     if items is None or workers is None:
         raise InputError("give --workers and --items (or --design-from)")
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         params = params_from_args(args)
         result = likert_mde(params, workers, items, target_power=args.target_power,
                             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed,
@@ -468,9 +224,9 @@ def _budget(args: argparse.Namespace) -> int:
         raise InputError("give the costs to minimise: --cost-per-rating, --cost-per-hit and/or --cost-per-worker")
     if design.get("design_from") is not None:
         raise InputError("budget searches crowd designs; use `likert mde --design-from` for a pilot's own design")
-    with ProgressBar() as bar:
+    with ProgressBar(sink=args.progress) as bar:
         table, result = likert_budget(
-            params_from_args(args), args.effect, flatten(args.items), _pool(design, flatten(args.workers)),
+            params_from_args(args), args.effect, flatten(args.items), worker_pool(design, flatten(args.workers)),
             flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,
             target_power=args.target_power, method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims,
             seed=args.seed, jobs=args.jobs, progress=bar, **assure, **design)

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import InputError
-from .common import finite_float, positive
+from ..interface.values import finite_float, positive
 
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")  #: Host headers a server on localhost answers

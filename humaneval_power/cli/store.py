@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import Parser, add_json_option, print_json, print_table
+from ..interface.parsers import Parser
+from .common import add_json_option, print_json, print_table
 
 COLUMNS = ["key", "scenario", "workers", "items", "ratings_per_item", "judgments_per_item", "n", "effect", "method",
            "test", "seed", "chunk_size", "chunks", "studies", "seconds"]

@@ -11,7 +11,11 @@ Endpoints (every error is ``{"detail": "<one line>"}``; bad input is HTTP 422 wi
 * ``POST /api/command/<function>``: only the equivalent command line and Python snippet;
 * ``GET /api``: the functions, their arguments and the server's limits;
   ``GET /api/presets``: the built-in parameter files; ``POST /api/params``: validate an
-  uploaded parameter file (multipart field ``file``).
+  uploaded parameter file (multipart field ``file``);
+* ``POST /api/upload/analyze``: analyse a completed study, a job (HTTP 202): the ratings file
+  (multipart ``file``, .csv or .parquet, within the body limit) and ``arguments``, a JSON object of
+  :func:`humaneval_power.completed_study.analyze`'s other keyword arguments; its outcome has the records,
+  ``summary`` (the text ``hepower analyze`` prints) and ``report`` (the HTML report).
 """
 from __future__ import annotations
 
@@ -19,18 +23,27 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
-from fastapi import FastAPI, Request, UploadFile
+from fastapi import FastAPI, Form, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.requests import ClientDisconnect
 
 from ..errors import HepowerError, InputError
-from .commands import FUNCTIONS, Limits, arguments, python_snippet, shell_command, to_argv
+from .commands import (
+    FUNCTIONS,
+    UPLOADS,
+    Limits,
+    arguments,
+    python_snippet,
+    shell_command,
+    to_argv,
+)
 from .jobs import Busy, Jobs
 
 STATIC = resources.files("humaneval_power.serve") / "static"
@@ -100,6 +113,24 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
         LikertParams.from_json(doc, source=name)  # the CLI's checks of --params FILE
         return {"params": strict_json(doc), "filename": name}
 
+    @app.post("/api/upload/{function}", status_code=202)
+    async def upload(function: str, file: UploadFile, arguments: str = Form("{}")) -> dict[str, Any]:
+        """A job of a function whose first argument is a file (``analyze``: the ratings), uploaded as
+        multipart ``file``, with the other keyword arguments as the JSON object ``arguments``."""
+        from ..io import TABLE_FORMATS
+
+        if function not in UPLOADS:
+            raise InputError(f"{function} takes no file; files go to {', '.join(UPLOADS)}")
+        kwargs = _json(arguments.encode(), "arguments")
+        if not isinstance(kwargs, dict):
+            raise InputError("send the keyword arguments as a JSON object")
+        suffix = "." + (file.filename or "").rsplit(".", 1)[-1].lower() if "." in (file.filename or "") else ""
+        if suffix not in TABLE_FORMATS:
+            raise InputError(f"{file.filename or 'the file'}: upload ratings as {', '.join(TABLE_FORMATS)}")
+        name = UPLOADS[function] + suffix
+        kwargs[UPLOADS[function]] = name
+        return jobs.submit(function, kwargs, files={name: await file.read()}).view()
+
     @app.post("/api/command/{function}")
     async def command(function: str, request: Request) -> dict[str, Any]:
         kwargs = await _kwargs(request)
@@ -164,7 +195,12 @@ async def _finished_while_connected(job: Any, request: Request, timeout: float) 
 
 
 async def _kwargs(request: Request) -> Any:
-    """The request's JSON object of keyword arguments."""
+    """The request's JSON object of keyword arguments (a function taking an uploaded file is refused: its
+    file comes with POST /api/upload/<function>, never as a path on the server)."""
+    function = request.path_params.get("function")
+    if function in UPLOADS and UPLOADS[function] in _json(await request.body() or b"{}", "the request body"):
+        raise InputError(f"{function}'s {UPLOADS[function]} is an uploaded file: POST it to /api/upload/{function} "
+                         "(multipart 'file' and 'arguments'), never a path on the server")
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise InputError("send the keyword arguments as a JSON object (Content-Type: application/json)")
     body = _json(await request.body() or b"{}", "the request body")

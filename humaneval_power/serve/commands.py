@@ -2,9 +2,10 @@
 
 A call is the name of a public API function (``likert_power``, ``mcnemar_power``, ...) and
 its keyword arguments, by the API's names. :func:`to_argv` writes the ``hepower`` command
-that makes the same call (the CLI mirrors the API one to one), so the web app runs exactly
-what "show the command" prints and validates through the CLI's own parser and code: a bad
-value gives the CLI's one-line message. Three arguments are structured:
+that makes the same call and validates it with the parser generated from the command's
+description (:mod:`humaneval_power.interface`): a bad value gives the CLI's one-line message.
+The worker (:mod:`.worker`) then calls the Python API directly, as :func:`python_snippet`
+shows. Three arguments are structured:
 
 * ``params``: a preset name, a parameter-file document (as written by ``hepower fit``), or
   typed SDs ``{"sd_worker_intercept": ..., ..., "intercept": 0.5}`` (optionally with
@@ -15,32 +16,37 @@ value gives the CLI's one-line message. Three arguments are structured:
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Mapping
+from functools import cache
+from typing import Any
 
 from ..errors import InputError
+from ..interface import NAMES, Command, Option, resolve
 
-#: API function -> (its module under humaneval_power, the CLI command running it)
-FUNCTIONS: dict[str, tuple[str, tuple[str, str]]] = {
-    "likert_power": ("scenarios.likert", ("likert", "power")),
-    "likert_sample_size": ("scenarios.likert", ("likert", "size")),
-    "likert_mde": ("scenarios.likert", ("likert", "mde")),
-    "likert_budget": ("scenarios.likert", ("likert", "budget")),
-    "h2h_power": ("scenarios.headtohead", ("h2h", "power")),
-    "h2h_sample_size": ("scenarios.headtohead", ("h2h", "size")),
-    "h2h_mde": ("scenarios.headtohead", ("h2h", "mde")),
-    "mcnemar_power": ("scenarios.accuracy", ("accuracy", "power")),
-    "mcnemar_sample_size": ("scenarios.accuracy", ("accuracy", "size")),
-    "accuracy_mde": ("scenarios.accuracy", ("accuracy", "mde")),
-    "bleu_power": ("scenarios.bleu", ("bleu", "power")),
-    "bleu_sample_size": ("scenarios.bleu", ("bleu", "size")),
-    "bleu_mde": ("scenarios.bleu", ("bleu", "mde")),
+#: the commands the page runs: API function -> the command running it (described in interface.commands)
+COMMAND_OF: dict[str, tuple[str, ...]] = {
+    "likert_power": ("likert", "power"), "likert_sample_size": ("likert", "size"), "likert_mde": ("likert", "mde"),
+    "likert_budget": ("likert", "budget"), "h2h_power": ("h2h", "power"), "h2h_sample_size": ("h2h", "size"),
+    "h2h_mde": ("h2h", "mde"), "mcnemar_power": ("accuracy", "power"), "mcnemar_sample_size": ("accuracy", "size"),
+    "accuracy_mde": ("accuracy", "mde"), "bleu_power": ("bleu", "power"), "bleu_sample_size": ("bleu", "size"),
+    "bleu_mde": ("bleu", "mde"), "h2h_mixed_power": ("h2h", "power"), "h2h_mixed_sample_size": ("h2h", "size"),
+    "analyze": ("analyze",),
 }
+#: functions whose first argument is a file the client uploads (POST /api/upload/<function>): -> that argument
+UPLOADS = {"analyze": "ratings", "likert_power": "design_from", "likert_sample_size": "design_from",
+           "likert_mde": "design_from"}
+#: the keywords of a pilot's layout (``plan_inputs.crowd_design``'s) the Likert planners take with an uploaded pilot
+PILOT_LAYOUT = ("design_from", "where", "pilot_systems", "duplicates")
+#: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
+H2H_GLMM = ("h2h_mixed_power", "h2h_mixed_sample_size")
+H2H_FIELDS = ("sd_worker", "sd_item", "p_tie", "ties")  #: the typed fields of a GLMM design's ``params``
+#: API function -> (its module under humaneval_power, the command running it)
+FUNCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    name: (NAMES[name].split(":")[0].removeprefix("humaneval_power."), path) for name, path in COMMAND_OF.items()}
 #: the crowd-design keywords the Likert functions take through ``**design`` (those of ``crowd.cell_factory``
 #: that the page can type; ``workload`` and ``design_from`` come from files)
 CROWD_DESIGN = ("systems", "assignment", "presentation", "missing", "model", "compare", "adjust", "pair", "means",
@@ -72,37 +78,38 @@ class Limits:
 def _fn(name: str) -> Any:
     if name not in FUNCTIONS:
         raise InputError(f"unknown function {name!r}; the API offers {', '.join(FUNCTIONS)}")
-    module, _ = FUNCTIONS[name]
-    return getattr(importlib.import_module(f"humaneval_power.{module}"), name)
+    return resolve(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def arguments(name: str) -> tuple[str, ...]:
     """The keyword arguments a request for ``name`` may give (the API's, less what the server sets)."""
     sig = inspect.signature(_fn(name)).parameters.values()
     names = [p.name for p in sig if p.kind is not inspect.Parameter.VAR_KEYWORD and p.name not in SERVER_OWNED]
     if name.startswith("likert_"):
-        names += [k for k in CROWD_DESIGN if k not in names]
+        names += [k for k in CROWD_DESIGN + (PILOT_LAYOUT if name in UPLOADS else ()) if k not in names]
     return tuple(names)
 
 
-@lru_cache(maxsize=None)
+def described(name: str) -> Command:
+    """The description of the command running ``name``."""
+    from ..interface.commands import COMMANDS
+
+    return COMMANDS[FUNCTIONS[name][1]]
+
+
+@cache
 def command_parser(name: str) -> argparse.ArgumentParser:
-    """The CLI's parser of the command running ``name``."""
-    from ..cli import build_parser
+    """The parser of the command running ``name``, generated from its description."""
+    from ..interface.parsers import command_parser as parser_of
 
-    group, action = FUNCTIONS[name][1]
-    sub = build_parser([group])
-    for path in (group, action):
-        sub = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices[path]
-    return sub
+    return parser_of(FUNCTIONS[name][1])
 
 
-def _option(name: str, key: str) -> argparse.Action:
-    opt = OPTION.get(key, "--" + key.replace("_", "-"))
-    for action in command_parser(name)._actions:
-        if opt in action.option_strings:
-            return action
+def _option(name: str, key: str) -> Option:
+    for option in described(name).all_options():
+        if option.api and option.name == key and not option.hidden:
+            return option
     raise InputError(f"{name}: the command line has no option for {key!r}")
 
 
@@ -118,8 +125,21 @@ def _scalar(key: str, value: Any) -> str:
     return _number(key, value)
 
 
+def _h2h_params_argv(params: Any) -> list[str]:
+    if not isinstance(params, Mapping):
+        raise InputError(f"params must be a head-to-head parameter file (JSON object) or {', '.join(H2H_FIELDS)}, "
+                         f"got {params!r}")
+    if "schema" in params:
+        return ["--params", PARAMS_FILE]
+    unknown = sorted(set(params) - set(H2H_FIELDS))
+    if unknown:
+        raise InputError(f"params: unknown field(s) {', '.join(unknown)}; give a parameter file (with its "
+                         f"\"schema\") or any of {', '.join(H2H_FIELDS)}")
+    return [f"--{k.replace('_', '-')}={_scalar(k, params[k])}" for k in H2H_FIELDS if params.get(k) is not None]
+
+
 def _params_argv(params: Any) -> list[str]:
-    from ..cli.likert import INVARIANT_SDS
+    from ..interface.commands import INVARIANT_TYPED
     from ..params import SD_NAMES
 
     if isinstance(params, str):
@@ -128,7 +148,7 @@ def _params_argv(params: Any) -> list[str]:
         raise InputError(f"params must be a preset name, a parameter file (JSON object) or SDs, got {params!r}")
     if "schema" in params:
         return ["--params", PARAMS_FILE]
-    typed = ("preset", "intercept") + SD_NAMES + INVARIANT_SDS
+    typed = ("preset", "intercept") + SD_NAMES + INVARIANT_TYPED
     unknown = sorted(set(params) - set(typed))
     if unknown:
         raise InputError(f"params: unknown field(s) {', '.join(unknown)}; give a parameter file (with its "
@@ -171,28 +191,41 @@ def to_argv(name: str, kwargs: Mapping[str, Any], limits: Limits | None = None) 
         if value is None:
             continue
         if key == "params":
-            argv += _params_argv(value)
+            argv += _h2h_params_argv(value) if name in H2H_GLMM else _params_argv(value)
         elif key == "costs":
             argv += _costs_argv(value)
         elif key == "pair":
             argv += _pair_argv(value)
+        elif key == "where":
+            argv += _where_argv(value)
         else:
-            action = _option(name, key)
-            if action.nargs == "+":
+            option = _option(name, key)
+            word = _number if option.kind is not None else _scalar
+            if option.positional:
+                argv.append(_scalar(key, value))
+            elif option.grid or option.nargs is not None:
                 values = value if isinstance(value, (list, tuple)) else [value]
                 if not values:
                     raise InputError(f"{key} takes at least one value")
-                argv += [action.option_strings[0], *(_number(key, v) for v in values)]
+                if any(isinstance(v, str) and v.startswith("-") for v in values):
+                    raise InputError(f"{key}: a value may not start with '-', got {values!r}")
+                argv += [option.flag, *(word(key, v) for v in values)]
             elif isinstance(value, (list, tuple)):
                 raise InputError(f"{key} takes one value, got {value!r}")
-            elif action.nargs == 0:
+            elif option.action == "store_true":
                 if value is not True and value is not False:
                     raise InputError(f"{key} takes true or false, got {value!r}")
-                argv += [action.option_strings[0]] if value else []
+                argv += [option.flag] if value else []
             else:
-                argv.append(f"{action.option_strings[0]}={_scalar(key, value)}")
-    command_parser(name).parse_args(argv[2:])  # the CLI's validation of every value (raises InputError)
+                argv.append(f"{option.flag}={_scalar(key, value)}")
+    command_parser(name).parse_args(argv[len(FUNCTIONS[name][1]):])  # the description's validation (InputError)
     return argv
+
+
+def _where_argv(where: Any) -> list[str]:
+    if not isinstance(where, Mapping) or not all(isinstance(v, (str, int, float)) for v in where.values()):
+        raise InputError(f"where takes an object of column: value, got {where!r}")
+    return [a for k, v in where.items() for a in ("--where", f"{k}={v}")]
 
 
 def check_limits(kwargs: Mapping[str, Any], limits: Limits) -> None:
@@ -240,7 +273,7 @@ def python_snippet(name: str, kwargs: Mapping[str, Any]) -> str:
         if value is None:
             continue
         if key == "params":
-            expr = _params_expr(value, imports)
+            expr = _h2h_params_expr(value, imports) if name in H2H_GLMM else _params_expr(value, imports)
         elif key == "costs":
             imports.append("from humaneval_power.designs import Costs")
             expr = "Costs(" + ", ".join(f"{k}={v!r}" for k, v in value.items() if v is not None) + ")"
@@ -259,8 +292,16 @@ def python_snippet(name: str, kwargs: Mapping[str, Any]) -> str:
     return "\n".join(dict.fromkeys(imports)) + "\n\n" + body + "\n"
 
 
+def _h2h_params_expr(params: Any, imports: list[str]) -> str:
+    if "schema" in params:
+        imports.append("from humaneval_power.params import load_h2h_params")
+        return f"load_h2h_params({PARAMS_FILE!r})"
+    imports.append("from humaneval_power.plan_inputs import h2h_params")
+    return "h2h_params(" + ", ".join(f"{k}={v!r}" for k, v in params.items() if v is not None) + ")"
+
+
 def _params_expr(params: Any, imports: list[str]) -> str:
-    from ..cli.likert import INVARIANT_SDS
+    from ..interface.commands import INVARIANT_TYPED
 
     if isinstance(params, str):
         return repr(params)
@@ -268,7 +309,7 @@ def _params_expr(params: Any, imports: list[str]) -> str:
         imports.append("from humaneval_power.params import load_params")
         return f"load_params({PARAMS_FILE!r})"
     sds = {k: v for k, v in params.items() if k != "preset" and v is not None}
-    if any(k in INVARIANT_SDS for k in sds):
+    if any(k in INVARIANT_TYPED for k in sds):
         imports.append("from humaneval_power.processes import InvariantProcess")
         sds.setdefault("intercept", 0.5)
         return "InvariantProcess(" + ", ".join(f"{k}={v!r}" for k, v in sds.items()) + \

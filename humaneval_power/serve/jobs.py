@@ -1,7 +1,7 @@
-"""Computations of the web app: each runs its ``hepower`` command in a worker process.
+"""Computations of the web app: each calls the Python API in a worker process (:mod:`.worker`).
 
 A worker process can be killed, so every computation has a time limit and can be
-cancelled; its progress (the CLI's progress bar) is sent to the server as it goes.
+cancelled; its progress (the API's progress callback) is sent to the server as it goes.
 Workers come from a fork server that has imported the numerical stack once, so a
 fast computation starts in milliseconds.
 """
@@ -16,16 +16,21 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from .commands import PARAMS_FILE, Limits, python_snippet, shell_command, to_argv
+from .commands import (
+    PARAMS_FILE,
+    Limits,
+    python_snippet,
+    shell_command,
+    to_argv,
+)
 
 #: modules the fork server imports once for every worker
 PRELOAD = ["humaneval_power.serve.worker"]
-DESIGNS_FILE = "designs.json"  #: where a budget search's evaluated designs (the frontier) are written
 KEEP_FINISHED = 200  #: finished jobs remembered for polling
-ERROR_PREFIX = "hepower: error: "
 
 
 class Busy(Exception):
@@ -53,6 +58,7 @@ class Job:
     finished: threading.Event = field(default_factory=threading.Event)
     cancel_requested: bool = False
     last_seen: float = field(default_factory=time.monotonic)  #: when a client last asked for it
+    files: dict[str, bytes] = field(default_factory=dict, repr=False)  #: uploaded files, written to its folder
 
     def view(self) -> dict[str, Any]:
         """The job as the API reports it."""
@@ -85,10 +91,10 @@ class Jobs:
         p.start()
         p.join()
 
-    def submit(self, function: str, arguments: Mapping[str, Any]) -> Job:
+    def submit(self, function: str, arguments: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> Job:
         """Validate and start a computation (InputError when bad; :class:`Busy` when too many run)."""
         argv = to_argv(function, arguments, self.limits)
-        job = Job(function, dict(arguments), argv)
+        job = Job(function, dict(arguments), argv, files=dict(files or {}))
         with self.lock:
             if sum(j.state == "running" for j in self.jobs.values()) >= self.limits.max_jobs:
                 raise Busy(f"the server is running {self.limits.max_jobs} computations already; cancel one or "
@@ -123,6 +129,9 @@ class Jobs:
     def _run(self, job: Job) -> None:
         folder = tempfile.mkdtemp(prefix="hepower-serve-")
         try:
+            for file_name, content in job.files.items():
+                with open(os.path.join(folder, file_name), "wb") as f:
+                    f.write(content)
             params = job.arguments.get("params")
             if isinstance(params, Mapping) and "schema" in params:
                 with open(os.path.join(folder, PARAMS_FILE), "w", encoding="utf-8") as f:
@@ -134,14 +143,11 @@ class Jobs:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _supervise(self, job: Job, folder: str) -> None:
-        argv = job.argv + ["--json"]
-        if any("--jobs" in a.option_strings for a in _parser_of(job.function)._actions):
-            argv += ["--jobs", "1"]  # one core per computation; results do not depend on it
-        if job.function == "likert_budget":
-            argv += ["--out", DESIGNS_FILE]
+        from .worker import work
+
         receive, send = self.context.Pipe(duplex=False)
         # not a daemon: some commands run a pool of their own; the worker leads a process group, killed whole
-        process = self.context.Process(target=_work, args=(argv, send, folder))
+        process = self.context.Process(target=work, args=(job.function, job.arguments, send, folder))
         process.start()
         send.close()
         deadline = job.started + self.limits.time_limit
@@ -164,8 +170,12 @@ class Jobs:
                                             f"(exit code {process.exitcode})")
                     if message[0] == "progress":
                         job.done, job.total, job.label = message[1:]
+                    elif message[0] == "done":
+                        job.warnings = message[1].pop("warnings")
+                        job.result = message[1]
+                        return self._finish(job, "done", 200, "")
                     else:
-                        return self._outcome(job, *message[1:], folder=folder)
+                        return self._finish(job, "failed", *message[1:])
                 elif not process.is_alive() and not receive.poll(0):
                     process.join()
                     return self._finish(job, "failed", 500, f"internal error: the worker process ended "
@@ -173,20 +183,6 @@ class Jobs:
         finally:
             _kill(process)
             receive.close()
-
-    def _outcome(self, job: Job, code: int, out: str, err: str, folder: str) -> None:
-        lines = [line for line in err.splitlines() if line.strip()]
-        job.warnings = [line.removeprefix("hepower: warning: ") for line in lines if line.startswith("hepower: warning")]
-        if code == 0:
-            result: dict[str, Any] = {"records": json.loads(out)}
-            if job.function == "likert_budget":
-                with open(os.path.join(folder, DESIGNS_FILE), encoding="utf-8") as f:
-                    result["designs"] = json.load(f)
-            job.result = result
-            return self._finish(job, "done", 200, "")
-        message = next((line for line in reversed(lines) if line.startswith("hepower: ")), f"exit code {code}")
-        message = message.removeprefix(ERROR_PREFIX).removeprefix("hepower: ")
-        self._finish(job, "failed", 422 if code == 2 else 500, message)
 
     def _finish(self, job: Job, state: str, status: int, detail: str) -> None:
         job.seconds = time.monotonic() - job.started
@@ -204,38 +200,5 @@ def _kill(process: Any) -> None:
     process.join()
 
 
-def _parser_of(function: str) -> Any:
-    from .commands import command_parser
-
-    return command_parser(function)
-
-
 def _noop() -> None:
     """A worker that does nothing (starts the fork server)."""
-
-
-def _work(argv: list[str], send: Any, folder: str) -> None:
-    """Worker process: run ``hepower argv`` in ``folder``; send its progress, then its exit code and output."""
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
-    from ..cli import common, main
-
-    os.setpgid(0, 0)  # a process group of its own: cancelling kills its pool too
-    os.chdir(folder)
-    last = [0.0]
-
-    def progress(done: int, total: int, label: str = "") -> None:
-        now = time.monotonic()
-        if now - last[0] > 0.1 or done >= total > 0:
-            last[0] = now
-            send.send(("progress", int(done), int(total), str(label)))
-
-    common.PROGRESS_SINK = progress
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(argv)
-    send.send(("done", code, out.getvalue(), err.getvalue()))
-    send.close()
-
-

@@ -363,6 +363,38 @@ async function uploadParams(file) {
   } catch (e) { state.paramsDoc = null; showPanels(); showError(e.message); }
 }
 
+// ---------- the analysis of a completed study (POST /api/upload/analyze) ----------
+
+async function analyseStudy() {
+  const file = $("#ratings-file").files[0];
+  const error = $("#analysis-error");
+  error.hidden = true;
+  if (!file) { error.textContent = "choose a ratings file first"; error.hidden = false; return; }
+  const form = new FormData();
+  form.append("file", file);
+  form.append("arguments", JSON.stringify({ contrasts: $("#analysis-contrasts").value, backend: $("#analysis-backend").value }));
+  $("#analysis-status").textContent = "analysing ...";
+  try {
+    const r = await fetch("/api/upload/analyze", { method: "POST", body: form });
+    let job = await r.json().catch(() => ({ detail: `HTTP ${r.status}` }));
+    if (!r.ok) throw new ApiError(job.detail || `HTTP ${r.status}`);
+    while (job.state === "running") {
+      $("#analysis-status").textContent = `analysing: ${job.label || "working"} (${job.seconds.toFixed(1)} s)`;
+      await sleep(100);
+      job = await api("GET", `/api/jobs/${job.id}`);
+    }
+    if (job.state !== "done") throw new ApiError(job.detail);
+    $("#analysis-status").textContent = `analysed ${file.name}: ${job.records.length} contrasts`;
+    $("#analysis-command").textContent = job.command; $("#analysis-command").hidden = false;
+    const report = $("#analysis-report");
+    report.dataset.records = JSON.stringify(job.records);
+    report.srcdoc = job.report; report.hidden = false;
+  } catch (e) {
+    $("#analysis-status").textContent = "";
+    error.textContent = e.message; error.hidden = false;
+  }
+}
+
 function init() {
   restoreState(location.hash);
   showPanels();
@@ -370,6 +402,7 @@ function init() {
   $("#inputs").addEventListener("change", (e) => { if (e.target.id !== "params-file") schedule(); });
   $("#params-file").addEventListener("change", (e) => { if (e.target.files[0]) uploadParams(e.target.files[0]); });
   $("#cancel").addEventListener("click", cancelAll);
+  $("#analysis-run").addEventListener("click", analyseStudy);
   window.addEventListener("hashchange", () => { restoreState(location.hash); showPanels(); update(); });  // a link pasted
   $("#share").addEventListener("click", async () => {
     const url = location.href.split("#")[0] + "#" + encodeState();
