@@ -18,9 +18,7 @@ ROOT = Path(humaneval_power.__file__).parent
 PACKAGE = "humaneval_power"
 
 #: cycles other helpers of issue 25 are removing in parallel; the lead empties this set at merge (issue 25)
-KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"humaneval_power.cli", "humaneval_power.cli.serve", "humaneval_power.serve.commands"}),  # issue 25
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def _modules() -> dict[str, Path]:
