@@ -9,8 +9,6 @@ low as glmer's; tightening glmer's PIRLS (``tolPwrss = 1e-12``) brings it to the
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from scipy import stats
@@ -18,7 +16,7 @@ from scipy import stats
 from humaneval_power.fitting import glmm_laplace as gl
 from humaneval_power.params import H2HParams
 from humaneval_power.scenarios.headtohead import MixedJudgments
-from tests.conftest import mc_tolerance
+from tests.conftest import mc_tolerance, share_calls
 from tests.laplace_reference import design_matrix, laplace_deviance, laplace_fit
 
 R_GLMER = """
@@ -229,22 +227,17 @@ def test_type_one_error_of_the_tests(design: tuple, monkeypatch: pytest.MonkeyPa
     item, SDs 0.5; and 5 workers with SD 1): the fast z is liberal too; `t` (Satterthwaite df, capped at
     workers - 1 where the worker SD is above 0) holds alpha within Monte-Carlo error.
 
-    The z and t cells simulate the same studies (the test is not in the stream key) and one fit gives both
-    p-values, so the studies are fitted once: the t cell runs through the engine, and its fits' z p-values
-    give the z cell's rejections (exactly what a z cell's run would count: same studies, same fits)."""
-    from humaneval_power.engine import clopper_pearson, run_cells
+    The two cells simulate the same studies (the test is not in the stream key) and one fit gives both
+    p-values: the studies are fitted once (``share_calls``; in this process, ``jobs=1``)."""
+    from humaneval_power.engine import run_cells
 
+    share_calls(monkeypatch, gl, "fit_glmm_laplace")
     workers, items, per_item, sd_worker = design
     sims = 2000
-    fits: list[gl.LaplaceFits] = []
-    fit = gl.fit_glmm_laplace
-    monkeypatch.setattr(gl, "fit_glmm_laplace", lambda *a, **k: fits.append(fit(*a, **k)) or fits[-1])
-    cell = MixedJudgments(H2HParams(sd_worker, 0.5), workers, items, 0.0, per_item=per_item, test="t")
-    assert cell.stream_key() == replace(cell, test="z").stream_key()
-    (t,) = run_cells([cell], sims, seed=8, jobs=1)  # in this process: the fits are recorded
-    z_rejections = sum(int(((f.p <= cell.alpha) & ~f.failed).sum()) for f in fits)
-    assert sum(len(f.p) for f in fits) == sims
-    assert clopper_pearson(z_rejections, sims)[0] > 0.05, z_rejections / sims
+    cells = [MixedJudgments(H2HParams(sd_worker, 0.5), workers, items, 0.0, per_item=per_item, test=t)
+             for t in ("z", "t")]
+    z, t = run_cells(cells, sims, seed=8, jobs=1)
+    assert z.ci_low > 0.05, z.power
     assert abs(t.power - 0.05) < mc_tolerance(0.05, sims), t.power
 
 
