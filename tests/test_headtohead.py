@@ -134,7 +134,8 @@ def test_glmm_null_rejection_rate(lme4_backend, monkeypatch: pytest.MonkeyPatch)
     """The LRT holds alpha; the Wald z is liberal (documented: it ignores that sd_worker rests on 10 workers,
     docs/headtohead.md). Both on the same 600 null studies (the test is not in the stream key), fitted once:
     the LRT cell's glmer refits also give each study's Wald z, which decides as a z cell's run would (the
-    z cell's own run refitted the same studies; merged, a third fewer glmer fits)."""
+    z cell's own run refitted the same studies; merged, a third fewer glmer fits). A study whose null-model
+    fit failed is failed here for z too: that can only lower z's count, never pass z's check more easily."""
     from humaneval_power.engine import clopper_pearson
     from humaneval_power.fitting import lme4
 
