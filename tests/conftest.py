@@ -109,3 +109,36 @@ def shared_analysis_fits(monkeypatch: pytest.MonkeyPatch) -> dict[tuple, tuple]:
 
     monkeypatch.setattr(backends, "fit_once", cached)
     return _ANALYSIS_FITS
+
+
+#: results of calls answered by :func:`share_calls`, by (module, function, arguments)
+_SHARED_CALLS: dict[tuple, object] = {}
+
+
+def _call_key(value: object) -> object:
+    """A hashable stand-in for an argument: arrays by dtype, shape and bytes; containers element-wise."""
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, dict):
+        return tuple((k, _call_key(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_call_key(v) for v in value)
+    return value
+
+
+def share_calls(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> None:
+    """``module.name`` answers a call with the same arguments once per test process (xdist worker).
+
+    For a deterministic fitter that several tests call on the same simulated studies (cells that differ only
+    in the decision taken from the fit: the same stream, the same studies, the same fit): the first test fits,
+    the others read its result. Only calls in this process are shared (run the cells with ``jobs=1``).
+    """
+    fn = getattr(module, name)
+
+    def shared(*args: object, **kwargs: object) -> object:
+        key = (getattr(module, "__name__", module), name, _call_key(args), _call_key(sorted(kwargs.items())))
+        if key not in _SHARED_CALLS:
+            _SHARED_CALLS[key] = fn(*args, **kwargs)
+        return _SHARED_CALLS[key]
+
+    monkeypatch.setattr(module, name, shared)

@@ -17,7 +17,7 @@ from humaneval_power.analyses import JudgmentGLMM
 from humaneval_power.fitting import glmm_laplace as gl
 from humaneval_power.params import H2HParams
 from humaneval_power.scenarios.headtohead import MixedJudgments
-from tests.conftest import mc_tolerance
+from tests.conftest import mc_tolerance, share_calls
 from tests.laplace_reference import design_matrix, laplace_deviance, laplace_fit
 
 R_GLMER = """
@@ -223,17 +223,21 @@ def test_cli_default_is_the_fast_tier(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.slow
 @pytest.mark.parametrize("design", [(10, 40, 5, 0.5), (5, 40, None, 1.0)])
-def test_type_one_error_of_the_tests(design: tuple) -> None:
+def test_type_one_error_of_the_tests(design: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     """Null studies where glmer's Wald z is liberal (docs/headtohead.md's design: 10 workers x 40 items, 5 per
     item, SDs 0.5; and 5 workers with SD 1): the fast z is liberal too; `t` (Satterthwaite df, capped at
-    workers - 1 where the worker SD is above 0) holds alpha within Monte-Carlo error."""
+    workers - 1 where the worker SD is above 0) holds alpha within Monte-Carlo error.
+
+    The two cells simulate the same studies (the test is not in the stream key) and one fit gives both
+    p-values: the studies are fitted once (``share_calls``; in this process, ``jobs=1``)."""
     from humaneval_power.engine import run_cells
 
+    share_calls(monkeypatch, gl, "fit_glmm_laplace")
     workers, items, per_item, sd_worker = design
     sims = 2000
     cells = [MixedJudgments(H2HParams(sd_worker, 0.5), workers, items, 0.0, per_item=per_item, analysis=JudgmentGLMM(test=t))
              for t in ("z", "t")]
-    z, t = run_cells(cells, sims, seed=8)
+    z, t = run_cells(cells, sims, seed=8, jobs=1)
     assert z.ci_low > 0.05, z.power
     assert abs(t.power - 0.05) < mc_tolerance(0.05, sims), t.power
 
