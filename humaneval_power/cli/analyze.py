@@ -59,7 +59,13 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
 
     import pandas as pd
 
-    from ..completed_study import check_skipped, design_check, figure_of, latex_text, report_text
+    from ..completed_study import (
+        check_skipped,
+        design_check,
+        figure_of,
+        latex_text,
+        report_text,
+    )
     from ..io import check_output_paths, json_records, table_writer, write_outputs
     from ..plots import figure_writer
 
