@@ -32,6 +32,7 @@ GROUPS = {
     "bleu": "BLEU/chrF: randomization-test power, swap-effect estimates, paired tests",
     "fit": "fit pilot data (ratings or head-to-head judgments) and export parameters",
     "analyze": "analyse a completed study: F test, marginal means, adjusted contrasts (mixed model)",
+    "agreement": "rater agreement: Krippendorff's alpha, ICCs, ratings per item for a target reliability",
     "serve": "the interactive planner in the browser: a local web app and its JSON API",
     "store": "result stores of --store: list what a store holds",
 }

@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
     from ..completed_study import analyze
     from ..io import check_output_paths
 
-    out, report, plot = check_output_paths(*output_options(args))
+    check_output_paths(*output_options(args))  # refused before any fit
     if args.family == "binomial":
         return run_judgments(args)
     if args.ties != "drop" or args.tie_values:
@@ -27,12 +27,14 @@ def run(args: argparse.Namespace) -> int:
                          args.baseline, tuple(args.scale) if args.scale else None, args.random, args.contrasts,
                          args.adjust, args.backend, args.level, args.seed, args.systems, args.duplicates,
                          progress=progress, df=args.df, by=args.by, draws=args.draws, chains=args.chains,
-                         keep_singular=args.keep_singular)
+                         keep_singular=args.keep_singular, agreement_metric=args.agreement_metric,
+                         reliability_target=args.reliability_target)
         return finish(args, result, progress)
 
 
 def output_options(args: argparse.Namespace) -> list[tuple[Any, tuple[str, ...], str]]:
-    """(path, formats, option) of --out, --report and --plot; --sims 0 or at least 20."""
+    """(path, formats, option) of --out, --report, --plot and --latex; --sims 0 or at least 20; the paper outputs
+    only where they exist (refused before any fit)."""
     from ..completed_study import MIN_SIMS, REPORT_FORMATS
     from ..errors import InputError
     from ..io import PLOT_FORMATS
@@ -41,21 +43,33 @@ def output_options(args: argparse.Namespace) -> list[tuple[Any, tuple[str, ...],
         raise InputError("--plot draws one analysis; with --by, --report holds one figure per group")
     if 0 < args.sims < MIN_SIMS:
         raise InputError(f"--sims must be 0 (no design check) or at least {MIN_SIMS}, got {args.sims}")
+    if args.family == "binomial" and (args.latex or args.paper_records):
+        raise InputError("--latex and --paper-records apply to ratings (--family gaussian)")
+    if args.latex and args.backend == "bambi":
+        raise InputError("--latex writes the frequentist tables; it does not apply to --backend bambi")
+    if not 0 <= args.latex_digits <= 10:
+        raise InputError(f"--latex-digits must be from 0 to 10, got {args.latex_digits}")
     return [(args.out, (".csv", ".json", ".parquet"), "--out"), (args.report, REPORT_FORMATS, "--report"),
-            (args.plot, PLOT_FORMATS, "--plot")]
+            (args.plot, PLOT_FORMATS, "--plot"), (args.latex, (".tex",), "--latex")]
 
 
 def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
-    """The design check (Gaussian --report), then --out, --report and --plot all or none, then stdout."""
+    """The design check (Gaussian --report), then --out, --report, --plot and --latex all or none, then stdout."""
     import json
 
     import pandas as pd
 
-    from ..completed_study import check_skipped, design_check, figure_of, report_text
+    from ..completed_study import (
+        check_skipped,
+        design_check,
+        figure_of,
+        latex_text,
+        report_text,
+    )
     from ..io import check_output_paths, json_records, table_writer, write_outputs
     from ..plots import figure_writer
 
-    out, report, plot = check_output_paths(*output_options(args))
+    out, report, plot, latex = check_output_paths(*output_options(args))
     check, skipped = None, ""
     if report is not None and args.family == "gaussian" and args.sims:
         skipped = check_skipped(result)
@@ -63,7 +77,7 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
             progress(skipped)
         else:
             check = design_check(result, args.sims, args.seed, progress)
-    records = pd.DataFrame(result.records())
+    records = pd.DataFrame(result.records(paper=True) if getattr(args, "paper_records", False) else result.records())
     writes = []
     if out is not None:
         writes.append((out, table_writer(records, out)))
@@ -72,6 +86,9 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
         writes.append((report, lambda tmp: tmp.write_text(text, encoding="utf-8")))
     if plot is not None:
         writes.append((plot, figure_writer(figure_of(result), plot)))
+    if latex is not None:
+        tex = latex_text(result, args.latex_digits)
+        writes.append((latex, lambda tmp: tmp.write_text(tex, encoding="utf-8")))
     write_outputs(writes)
     for path, _ in writes:
         print(f"wrote {path}", file=sys.stderr)

@@ -93,7 +93,7 @@ class OutputFiles:
 
 
 #: option dests naming files a command writes; every other option with a file metavar names a file it reads
-OUTPUT_DESTS = ("out", "plot", "report")
+OUTPUT_DESTS = ("out", "plot", "report", "latex")
 FILE_METAVARS = ("FILE", "RATINGS", "PREDICTIONS")
 
 

@@ -47,6 +47,7 @@ NAMES: dict[str, str] = {
     "analyze": "humaneval_power.completed_study:analyze",
     "analyze_judgments": "humaneval_power.completed_study:analyze_judgments",
     "read_ratings": "humaneval_power.fitting.ratings:read_ratings",
+    "agreement": "humaneval_power.completed_study:agreement",
     # constants (choices)
     "PRESETS": "humaneval_power.params:PRESETS",
     "LIKERT_METHODS": "humaneval_power.analyses.lmm:TIERS",
@@ -63,6 +64,7 @@ NAMES: dict[str, str] = {
     "ANALYZE_CONTRASTS": "humaneval_power.completed_study:CONTRASTS",
     "ANALYZE_DF": "humaneval_power.completed_study:DF_METHODS",
     "ANALYZE_BACKENDS": "humaneval_power.completed_study:BACKENDS",
+    "ALPHA_METRICS": "humaneval_power.agreement:METRICS",
 }
 
 

@@ -489,6 +489,18 @@ ANALYZE = Command(
         Option("--plot", "write the means + forest plot figure (.png, .pdf or .svg)", metavar="FILE", api=False),
         Option("--sims", "--report: studies simulated on this design for its Type-I error and sensitivity (0: skip)",
                non_negative, 100, metavar="N", api=False),
+        Option("--latex", "also write booktabs LaTeX tables (means with intervals, letters and ranks; contrasts; "
+               "variance components; agreement; reliability) and the methods paragraph to FILE (.tex)",
+               metavar="FILE", api=False),
+        Option("--latex-digits", "decimals of the LaTeX tables' numbers (0-10)", non_negative, 3, metavar="N",
+               api=False),
+        Option("--agreement-metric", "Krippendorff's alpha of the ratings in the summary, report and LaTeX: "
+               "interval or ordinal", default=SIGNATURE, choices=("interval", "ordinal")),
+        Option("--reliability-target", "reliability whose ratings per item the reliability section reports",
+               finite_float, SIGNATURE),
+        Option("--paper-records", "with --json/--out: also the agreement, reliability and per-system (letters, "
+               "cluster, rank, P(best)) records, each with a `record` kind (default: the contrast records only)",
+               action="store_true", api=False),
         Option("--family", "gaussian (ratings) or binomial (head-to-head judgments: a logistic GLMM per pair and a "
                "Bradley-Terry ranking)", default="gaussian", choices=("gaussian", "binomial"), api=False),
         *JUDGMENT_COLUMNS,
@@ -498,5 +510,25 @@ ANALYZE = Command(
                default=SIGNATURE, nargs="+", metavar="ANSWER", source="analyze_judgments"),
         JSON))
 
+AGREEMENT = Command(
+    ("agreement",), "agreement", "rater agreement: Krippendorff's alpha per dimension and system, ICCs and the "
+    "ratings per item needed for a target reliability", (
+        Option("data", "tidy CSV or Parquet, one row per rating", metavar="RATINGS", param="ratings"),
+        *(Option(f"--{role}", f"{role} column", default=SIGNATURE, metavar="COL")
+          for role in ("worker", "item", "system", "score")),
+        Option("--by", "group columns, alpha and ICCs per group (a column absent from the data is skipped with a "
+               "note)", default=SIGNATURE, nargs="+", metavar="COL"),
+        Option("--where", "keep rows where COL equals VALUE (repeatable)", action="append", metavar="COL=VALUE"),
+        Option("--metric", "Krippendorff's alpha's metric", default=SIGNATURE, choices="ALPHA_METRICS"),
+        Option("--levels", "the declared scale (ordinal alpha: a score outside it is an error)", finite_float,
+               nargs="+", metavar="V"),
+        Option("--boot", "bootstrap resamples of units for alpha's interval (0: none)", non_negative, SIGNATURE,
+               param="n_boot", metavar="N"),
+        Option("--level", "confidence level of the intervals", finite_float, SIGNATURE),
+        seed(" (the bootstrap)"),
+        Option("--target", "reliability whose ratings per item are reported", finite_float, SIGNATURE),
+        Option("--out", "also write the records to FILE (.csv, .json or .parquet)", metavar="FILE", api=False),
+        JSON))
+
 #: every described command, by its path
-COMMANDS: dict[tuple[str, ...], Command] = {c.path: c for c in (*LIKERT, *H2H, *ACCURACY, *BLEU, ANALYZE)}
+COMMANDS: dict[tuple[str, ...], Command] = {c.path: c for c in (*LIKERT, *H2H, *ACCURACY, *BLEU, ANALYZE, AGREEMENT)}
