@@ -338,7 +338,7 @@ def run_cells(
     db = where if isinstance(where, Store) else Store(where) if where is not None else None
     parts: dict[int, dict[int, PowerCounts]] = {i: {} for i in simulated}  # summed in chunk order at the end:
     sums = {i: PowerCounts() for i in simulated}  # float sums must not depend on the order chunks finish in
-    seconds = {i: 0.0 for i in simulated}
+    seconds = dict.fromkeys(simulated, 0.0)
     done: set[tuple[int, int]] = set()
     if db is not None:
         if restart or db.restart:

@@ -11,9 +11,10 @@ resampling or permuting sentences only needs sums of rows: never re-score text.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -154,5 +155,14 @@ def per_item_stats(values: Sequence[float], metric: str = "mean") -> ItemStats:
     return ItemStats(metric, np.column_stack([v, np.ones_like(v)]), mean_from_sums)
 
 
-__all__ = ["ItemStats", "check_paired", "corpus_stats", "per_item_stats", "bleu_from_sums", "chrf_from_sums", "mean_from_sums",
-           "read_lines", "METRICS"]
+__all__ = [
+    "METRICS",
+    "ItemStats",
+    "bleu_from_sums",
+    "check_paired",
+    "chrf_from_sums",
+    "corpus_stats",
+    "mean_from_sums",
+    "per_item_stats",
+    "read_lines",
+]

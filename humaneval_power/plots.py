@@ -16,6 +16,7 @@ thinned until they do not overlap.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
 from collections.abc import Callable, Sequence
@@ -37,9 +38,18 @@ from .validation import check_target_power
 #: characters per line of a panel title in :func:`plot_intervals` (a 4.2-inch panel at 9 pt)
 TITLE_CHARS = 52
 
-__all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
-           "plot_cost_frontier", "plot_intervals",
-           "figure_writer", "save_figure"]
+__all__ = [
+    "check_dpi",
+    "figure_writer",
+    "plot_accuracy_power",
+    "plot_bleu_power",
+    "plot_cost_frontier",
+    "plot_h2h_power",
+    "plot_intervals",
+    "plot_likert_power",
+    "plot_power",
+    "save_figure",
+]
 
 METRIC_LABELS = {"power": "power", "type_m": "Type-M (exaggeration)", "type_s": "Type-S (wrong sign)"}
 PANEL_WIDTH, PANEL_HEIGHT, MAX_COLUMNS = 3.4, 2.6, 3
@@ -380,7 +390,7 @@ def _label_room(fig: Figure, axes: Sequence[Axes]) -> float:
     for ax in axes:
         shown = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
         boxes = sorted((t.get_window_extent(renderer) for t in shown), key=lambda b: b.x0)
-        if any(a.x1 + gap > b.x0 for a, b in zip(boxes, boxes[1:])):
+        if any(a.x1 + gap > b.x0 for a, b in itertools.pairwise(boxes)):
             widest = max(b.width for b in boxes) + gap
             room = min(room, max(1, math.floor((ax.get_window_extent(renderer).width + gap) / widest)), len(boxes) - 1)
     return room

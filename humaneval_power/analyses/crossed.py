@@ -26,7 +26,6 @@ import numpy as np
 
 from ..designs import Design, Layout
 from ..engine import StudyOutcomes
-from ..significance.t_test import t_power
 from ..errors import InputError
 from ..fitting.balanced import (
     BalancedFit,
@@ -42,6 +41,7 @@ from ..significance.coef_test import (
     critical_value,
     uses_reml,
 )
+from ..significance.t_test import t_power
 from ..validation import check_alpha, check_choice
 from .base import FamilyFit, fit_each
 

@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
     from ..completed_study import analyze
     from ..io import check_output_paths
 
-    out, report, plot = check_output_paths(*output_options(args))
+    check_output_paths(*output_options(args))  # refused before any fit
     if args.family == "binomial":
         return run_judgments(args)
     if args.ties != "drop" or args.tie_values:

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -127,7 +128,7 @@ class McNemarScenario:
         if self.method == "normal":
             power, type_s, type_m = normal_power(self.n, self.delta, self.agreement, self.alpha), math.nan, math.nan
         else:
-            p01, p10 = discordant(self.delta, self.agreement)
+            p01, _ = discordant(self.delta, self.agreement)
             power, type_s, type_m = exact_power(self.n, p01, self.agreement, "drop", self.alpha,
                                                 test=self.method, progress=as_progress(self.progress))
         return PowerResult.closed_form(self.cell(), power, type_s, type_m)
@@ -477,7 +478,23 @@ def mde_table(prior: str = "glue", methods: Sequence[str] = ("normal",), target_
     return rows
 
 
-__all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "from_table", "normal_power", "prop_test_power",
-                      "solve_prop_test", "mcnemar_power", "mcnemar_sample_size", "accuracy_mde", "mde_table", "prior_agreement",
-                      "expected_gain", "lachenbruch_mde", "lachenbruch_sample_size", "OVERLAP_PRIORS",
-                      "GAIN_PRIORS", "BENCHMARK_TASKS"]
+__all__: list[str] = [
+    "BENCHMARK_TASKS",
+    "GAIN_PRIORS",
+    "OVERLAP_PRIORS",
+    "McNemarScenario",
+    "accuracy_mde",
+    "discordant",
+    "estimate_accuracy",
+    "expected_gain",
+    "from_table",
+    "lachenbruch_mde",
+    "lachenbruch_sample_size",
+    "mcnemar_power",
+    "mcnemar_sample_size",
+    "mde_table",
+    "normal_power",
+    "prior_agreement",
+    "prop_test_power",
+    "solve_prop_test",
+]

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -39,7 +40,7 @@ from .crowd import CrowdScenario, cell_factory
 
 Params = LikertParams | InvariantProcess | str
 
-__all__ = ["likert_power", "likert_sample_size", "likert_mde", "likert_budget"]
+__all__ = ["likert_budget", "likert_mde", "likert_power", "likert_sample_size"]
 
 
 def _params(params: Params) -> LikertParams | InvariantProcess:
@@ -180,8 +181,8 @@ def likert_sample_size(
     if assurance is None:
         return solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
                      limit=limit, why=why)
-    why = "; ".join(x for x in (why, "the assurance is capped by the draws whose power stays low however large the "
-                                     "design (e.g. large slope SDs of the fixed factor)") if x)
+    why = "; ".join(x for x in (why, ("the assurance is capped by the draws whose power stays low however large the "
+                                      "design (e.g. large slope SDs of the fixed factor)")) if x)
     result = solve(cell, vary, lo, hi, target_power if target_assurance is None else target_assurance,
                    n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, why=why)
     return replace(result, detail={**result.detail, "conditional_value": plain.value, "conditional_low": plain.low,

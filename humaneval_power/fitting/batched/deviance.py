@@ -330,7 +330,7 @@ def _inner_blocks_gradient(bt: BlockBatch, saved: list, v: np.ndarray | None, y_
         vpad = np.concatenate([v, np.zeros((n, 1, v.shape[2]))], axis=1)
         ypad = np.zeros((n, q2 + 1, q2 + 1))
         ypad[:, :q2, :q2] = y_mat
-    for grp, zw, (phi, nmat) in zip(bt.groups, bt.zw, saved):
+    for grp, zw, (_phi, nmat) in zip(bt.groups, bt.zw, saved):
         if q2:
             studies = np.arange(n)[:, None, None]
             sup = np.broadcast_to(grp.sup, (n,) + grp.sup.shape[1:])
