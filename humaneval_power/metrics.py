@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -130,7 +130,10 @@ def corpus_stats(hypotheses: Sequence[str], references: Sequence[str] | Sequence
     check_choice("metric", metric, METRICS)
     if isinstance(references, str) or not len(references):
         raise InputError("references must be one line per segment, or a list of such reference streams")
-    streams = [list(references)] if isinstance(references[0], str) else [list(r) for r in references]
+    if isinstance(references[0], str):
+        streams = [list(cast(Sequence[str], references))]
+    else:
+        streams = [list(r) for r in cast(Sequence[Sequence[str]], references)]
     for k, stream in enumerate(streams, 1):
         if isinstance(stream, str) or not all(isinstance(line, str) for line in stream):
             raise InputError("references must be one line per segment, or a list of such reference streams")

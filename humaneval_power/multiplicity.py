@@ -66,7 +66,7 @@ def emmeans_df(df: np.ndarray) -> np.ndarray:
 MVT_DRAWS = 1_000_000
 
 
-def max_abs_t(corr: np.ndarray, dfs: Sequence[float], seed: int, draws: int = MVT_DRAWS) -> dict[float, np.ndarray]:
+def max_abs_t(corr: np.ndarray, dfs: Sequence[float] | np.ndarray, seed: int, draws: int = MVT_DRAWS) -> dict[float, np.ndarray]:
     """Draws of max_j |T_j|, T multivariate t with correlation ``corr``, for each df in ``dfs`` (0: normal).
 
     The correlation may be singular (all pairs of k means have rank k - 1): T = B z / sqrt(w / df),

@@ -74,7 +74,8 @@ class LikertParams:
         unknown = set(sds) - set(SD_NAMES) - {"intercept"}
         if unknown:
             raise InputError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
-        return replace(self, **sds, name=self.name + "+overrides" if sds else self.name)
+        changes: dict[str, Any] = {**sds, "name": self.name + "+overrides" if sds else self.name}
+        return replace(self, **changes)
 
     def invariant_components(self) -> dict[str, float]:
         """The coding-invariant model's SDs for this pair: group and group x system, for workers and items.

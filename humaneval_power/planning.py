@@ -181,6 +181,9 @@ def _solve(make: CellFactory, solve_for: str, lo: float, hi: float, target_power
         return cache[v]
 
     limit_power, limit_reason = limit if limit is not None else (math.nan, "")
+    value: float | None
+    low: float | None
+    high: float | None
     if integer:
         value = _smallest_int(lambda k: at(k).power >= target_power, int(lo), int(hi))
     else:

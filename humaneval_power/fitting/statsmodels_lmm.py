@@ -132,7 +132,7 @@ def fit_components(frame: pd.DataFrame, columns: tuple[str, ...],
             report(f"{intervals} intervals of the SDs")
         cis, notes = _sd_intervals(model, fit, satt, intervals, n_boot, seed)
     sigma = math.sqrt(fit.sigma2)
-    components = pd.DataFrame([(g, t, float(sd), lo, hi) for (g, t), sd, (lo, hi) in zip(keys, fit.sds, cis)],
+    component_table = pd.DataFrame([(g, t, float(sd), lo, hi) for (g, t), sd, (lo, hi) in zip(keys, fit.sds, cis)],
                               columns=["group", "term", "sd", "lower", "upper"])
     if not fit.converged:
         notes = (f"optimizer did not converge: {fit.message}",) + notes
@@ -145,11 +145,11 @@ def fit_components(frame: pd.DataFrame, columns: tuple[str, ...],
     raw = RawFit(
         backend="statsmodels",
         coefficients=coefficients,
-        components=components,
+        components=component_table,
         correlations=pd.DataFrame(columns=["group", "term1", "term2", "cor"]),
         sigma=sigma,
         sigma_interval=cis[-1],
-        singular=bool((components.sd <= ZERO_TOL * sigma).any()),
+        singular=bool((component_table.sd <= ZERO_TOL * sigma).any()),
         warnings=notes,
         versions={"statsmodels": __import__("statsmodels").__version__, "scipy": scipy.__version__,
                   "optimizer": "exact-gradient profiled REML, L-BFGS-B"},

@@ -332,8 +332,8 @@ def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", a
         d, prob = _difference_distribution(n, p_win, p_tie, p_lose)
         x = (n + d) / 2
         x = np.where(x > n / 2, np.floor(x), np.ceil(x))  # as in sign_test(..., "split")
-        k = float(lower_critical(np.array([n]), alpha)[0])
-        sig = (x <= k) | (x >= n - k)
+        k_split = float(lower_critical(np.array([n]), alpha)[0])
+        sig = (x <= k_split) | (x >= n - k_split)
         p_up, p_down = float(prob[sig & (d > 0)].sum()), float(prob[sig & (d < 0)].sum())
         abs_sum = float((prob * np.abs(d))[sig].sum())
     p_sig = p_up + p_down
