@@ -133,7 +133,7 @@ def corpus_stats(hypotheses: Sequence[str], references: Sequence[str] | Sequence
     if isinstance(references[0], str):
         streams = [list(cast(Sequence[str], references))]
     else:
-        streams = [list(r) for r in cast(Sequence[Sequence[str]], references)]
+        streams = [list(r) for r in references]
     for k, stream in enumerate(streams, 1):
         if isinstance(stream, str) or not all(isinstance(line, str) for line in stream):
             raise InputError("references must be one line per segment, or a list of such reference streams")

@@ -41,7 +41,8 @@ def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
     if method == "none" or m == 1:
         return p
     if method == "bonferroni":
-        return np.minimum(p * m, 1.0)
+        bonferroni: np.ndarray = np.minimum(p * m, 1.0)
+        return bonferroni
     order = np.argsort(p, axis=-1)
     ranked = np.take_along_axis(p, order, axis=-1)
     if method == "holm":

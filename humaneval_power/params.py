@@ -228,10 +228,12 @@ def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str
                              f"choose one with --comparison ({', '.join(choices)})")
         if comparison not in choices:
             raise InputError(f"{p}: no comparison {comparison!r}; have {', '.join(choices)}")
-        return choices[comparison]
+        chosen: dict[str, Any] = choices[comparison]
+        return chosen
     if comparison is not None and isinstance(doc, dict) and (doc.get("provenance") or {}).get("system") not in (None, comparison):
         raise InputError(f"{p} holds only the comparison {doc['provenance']['system']!r}")
-    return doc
+    whole: dict[str, Any] = doc
+    return whole
 
 
 def _shared_model(choices: Any) -> dict[str, Any] | None:

@@ -151,4 +151,5 @@ class CrossedSlopes:
 def _tail(crit: float, df: float) -> float:
     from scipy import stats
 
-    return stats.norm.sf(crit) if math.isinf(df) else stats.t.sf(crit, df)
+    tail: float = stats.norm.sf(crit) if math.isinf(df) else stats.t.sf(crit, df)
+    return tail
