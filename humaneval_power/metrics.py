@@ -128,15 +128,18 @@ def corpus_stats(hypotheses: Sequence[str], references: Sequence[str] | Sequence
     segment, the reference with the best sentence chrF.
     """
     check_choice("metric", metric, METRICS)
+    malformed = InputError("references must be one line per segment, or a list of such reference streams")
     if isinstance(references, str) or not len(references):
-        raise InputError("references must be one line per segment, or a list of such reference streams")
+        raise malformed
     if isinstance(references[0], str):
         streams = [list(cast(Sequence[str], references))]
+    elif any(isinstance(r, str) for r in references):  # a stream given as one string, not a list of lines
+        raise malformed
     else:
         streams = [list(r) for r in references]
     for k, stream in enumerate(streams, 1):
-        if isinstance(stream, str) or not all(isinstance(line, str) for line in stream):
-            raise InputError("references must be one line per segment, or a list of such reference streams")
+        if not all(isinstance(line, str) for line in stream):
+            raise malformed
         if len(hypotheses) != len(stream):
             which = f"reference {k}" if len(streams) > 1 else "references"
             raise InputError(f"{len(hypotheses)} hypotheses but {len(stream)} lines in {which}: "
