@@ -9,7 +9,7 @@ R_PACKAGES := r-base-dev $(shell grep -v "^#" r_bridge/DEPENDENCIES)
 PYTEST_SELECT ?= $(if $(CI),,-m "not slow")
 PYTEST_JOBS ?= 2
 
-.PHONY: setup r-setup sparse-setup chromium-setup latex-setup demo test test-all bench example wheel-check clean
+.PHONY: setup r-setup sparse-setup chromium-setup latex-setup demo lint test test-all bench example wheel-check clean
 
 # R + lme4 + lmerTest from Debian packages when possible; otherwise say why and go on
 # (the lme4 backend and its tests then skip with that reason).
@@ -81,6 +81,11 @@ demo: setup
 	$(VENV)/bin/hepower likert power --preset card2020-high --workers 3 5 10 \
 	  --items 25 50 100 200 400 800 --effect 0.1 0.2 0.3 0.4 --sims 2000 --seed 1 \
 	  --out out/demo_power.csv --plot out/demo_power.png
+
+# Quality gates (CI runs them): ruff and mypy on the package, configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check humaneval_power
+	$(VENV)/bin/mypy humaneval_power
 
 test: setup
 	$(PY) -m pytest -q --durations=25 -n $(PYTEST_JOBS) --dist loadgroup $(PYTEST_SELECT) tests --doctest-modules humaneval_power

@@ -50,7 +50,7 @@ _EXPORTS = {
     "analyze": "completed_study",
     "analyze_judgments": "completed_study",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 (a list built from the table of exports)
 
 
 def __getattr__(name: str) -> Any:

@@ -160,7 +160,8 @@ def _delta2(metric: str, values: np.ndarray, n_c: np.ndarray) -> np.ndarray:
     v = values.astype(float)
     diff = v[None, :] - v[:, None]
     if metric == "interval":
-        return diff**2
+        squared: np.ndarray = diff**2
+        return squared
     total = v[None, :] + v[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total == 0, 0.0, (diff / np.where(total == 0, 1.0, total)) ** 2)
@@ -185,7 +186,8 @@ def coincidence_matrix(counts: np.ndarray, weights: np.ndarray | None = None) ->
     w = 1.0 / (counts.sum(axis=1) - 1.0)
     if weights is not None:
         w = w * weights
-    return (counts.T * w) @ counts - np.diag(counts.T @ w)
+    pairs: np.ndarray = (counts.T * w) @ counts - np.diag(counts.T @ w)
+    return pairs
 
 
 def krippendorff_alpha(data: Any, metric: str = "interval", *, unit: str | Sequence[str] | None = None,

@@ -338,7 +338,7 @@ def run_cells(
     db = where if isinstance(where, Store) else Store(where) if where is not None else None
     parts: dict[int, dict[int, PowerCounts]] = {i: {} for i in simulated}  # summed in chunk order at the end:
     sums = {i: PowerCounts() for i in simulated}  # float sums must not depend on the order chunks finish in
-    seconds = {i: 0.0 for i in simulated}
+    seconds = dict.fromkeys(simulated, 0.0)
     done: set[tuple[int, int]] = set()
     if db is not None:
         if restart or db.restart:
@@ -355,7 +355,7 @@ def run_cells(
         raise InputError("restart applies to a result store")
     total = n_sims * len(simulated)
     reused = sum(c.n for c in sums.values())
-    state = {"done": reused, "started": started, "warned": False, "chunks": 0,
+    state: dict[str, Any] = {"done": reused, "started": started, "warned": False, "chunks": 0,
              "cells": sum(sums[i].n == n_sims for i in simulated),
              "failed": sum(c.n_failed for c in sums.values()), "singular": sum(c.n_singular for c in sums.values())}
     label = {i: ", ".join(f"{k}={v}" for k, v in scenarios[i].cell().items()) for i in simulated}
@@ -410,8 +410,8 @@ def run_cells(
             n_failed=state["failed"], n_singular=state["singular"],
             slowest_cell=label[slowest] if len(simulated) > 1 and seconds[slowest] else "",
             slowest_seconds=seconds[slowest]))
-    return [exact[i] if exact[i] is not None else PowerResult.from_counts(s.cell(), _in_order(parts[i]))
-            for i, s in enumerate(scenarios)]
+    return [e if e is not None else PowerResult.from_counts(s.cell(), _in_order(parts[i]))
+            for i, (s, e) in enumerate(zip(scenarios, exact))]
 
 
 def _in_order(parts: dict[int, PowerCounts]) -> PowerCounts:

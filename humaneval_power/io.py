@@ -7,8 +7,9 @@ import math
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -66,7 +67,7 @@ def remove_stale_temps(path: Path) -> list[Path]:
     return removed
 
 
-def write_outputs(writes: Sequence[tuple[str | Path, Callable[[Path], None]]]) -> None:
+def write_outputs(writes: Sequence[tuple[str | Path, Callable[[Path], object]]]) -> None:
     """Write every output, or none: each ``write(tmp)`` fills a temporary file next to its
     target; only when all succeeded are they renamed over the targets (through symlinks,
     keeping an existing file's mode, else the umask's)."""
@@ -126,7 +127,7 @@ def check_output_paths(*outputs: tuple[str | Path | None, tuple[str, ...], str])
     return checked
 
 
-def table_writer(table: pd.DataFrame, path: str | Path) -> Callable[[Path], None]:
+def table_writer(table: pd.DataFrame, path: str | Path) -> Callable[[Path], object]:
     """A function writing ``table`` to a temporary file in the format of ``path``'s suffix."""
     suffix = Path(path).suffix.lower()
     if suffix == ".csv":

@@ -43,7 +43,8 @@ def booktabs_table(frame: pd.DataFrame, precision: Mapping[str, int] | None = No
     """A booktabs ``tabular`` (toprule, midrule, bottomrule) of ``frame``, ready to ``\\input``.
 
     ``precision``: decimals per numeric column (a non-integer numeric column not named is an error, so every
-    printed number has a stated precision; integer columns print whole); ``header``: LaTeX text replacing column names (not escaped; names are);
+    printed number has a stated precision; integer columns print whole);
+    ``header``: LaTeX text replacing column names (not escaped; names are);
     ``align``: column alignments (default ``r`` for numeric columns, ``l`` otherwise). Text cells are escaped.
     """
     precision = dict(precision or {})

@@ -11,9 +11,10 @@ resampling or permuting sentences only needs sums of rows: never re-score text.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -127,12 +128,18 @@ def corpus_stats(hypotheses: Sequence[str], references: Sequence[str] | Sequence
     segment, the reference with the best sentence chrF.
     """
     check_choice("metric", metric, METRICS)
+    malformed = InputError("references must be one line per segment, or a list of such reference streams")
     if isinstance(references, str) or not len(references):
-        raise InputError("references must be one line per segment, or a list of such reference streams")
-    streams = [list(references)] if isinstance(references[0], str) else [list(r) for r in references]
+        raise malformed
+    if isinstance(references[0], str):
+        streams = [list(cast(Sequence[str], references))]
+    elif any(isinstance(r, str) for r in references):  # a stream given as one string, not a list of lines
+        raise malformed
+    else:
+        streams = [list(r) for r in references]
     for k, stream in enumerate(streams, 1):
-        if isinstance(stream, str) or not all(isinstance(line, str) for line in stream):
-            raise InputError("references must be one line per segment, or a list of such reference streams")
+        if not all(isinstance(line, str) for line in stream):
+            raise malformed
         if len(hypotheses) != len(stream):
             which = f"reference {k}" if len(streams) > 1 else "references"
             raise InputError(f"{len(hypotheses)} hypotheses but {len(stream)} lines in {which}: "
@@ -154,5 +161,14 @@ def per_item_stats(values: Sequence[float], metric: str = "mean") -> ItemStats:
     return ItemStats(metric, np.column_stack([v, np.ones_like(v)]), mean_from_sums)
 
 
-__all__ = ["ItemStats", "check_paired", "corpus_stats", "per_item_stats", "bleu_from_sums", "chrf_from_sums", "mean_from_sums",
-           "read_lines", "METRICS"]
+__all__ = [
+    "METRICS",
+    "ItemStats",
+    "bleu_from_sums",
+    "check_paired",
+    "chrf_from_sums",
+    "corpus_stats",
+    "mean_from_sums",
+    "per_item_stats",
+    "read_lines",
+]

@@ -41,7 +41,8 @@ def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
     if method == "none" or m == 1:
         return p
     if method == "bonferroni":
-        return np.minimum(p * m, 1.0)
+        bonferroni: np.ndarray = np.minimum(p * m, 1.0)
+        return bonferroni
     order = np.argsort(p, axis=-1)
     ranked = np.take_along_axis(p, order, axis=-1)
     if method == "holm":
@@ -66,7 +67,7 @@ def emmeans_df(df: np.ndarray) -> np.ndarray:
 MVT_DRAWS = 1_000_000
 
 
-def max_abs_t(corr: np.ndarray, dfs: Sequence[float], seed: int, draws: int = MVT_DRAWS) -> dict[float, np.ndarray]:
+def max_abs_t(corr: np.ndarray, dfs: Sequence[float] | np.ndarray, seed: int, draws: int = MVT_DRAWS) -> dict[float, np.ndarray]:
     """Draws of max_j |T_j|, T multivariate t with correlation ``corr``, for each df in ``dfs`` (0: normal).
 
     The correlation may be singular (all pairs of k means have rank k - 1): T = B z / sqrt(w / df),

@@ -74,7 +74,8 @@ class LikertParams:
         unknown = set(sds) - set(SD_NAMES) - {"intercept"}
         if unknown:
             raise InputError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
-        return replace(self, **sds, name=self.name + "+overrides" if sds else self.name)
+        changes: dict[str, Any] = {**sds, "name": self.name + "+overrides" if sds else self.name}
+        return replace(self, **changes)
 
     def invariant_components(self) -> dict[str, float]:
         """The coding-invariant model's SDs for this pair: group and group x system, for workers and items.
@@ -227,10 +228,12 @@ def read_params_doc(path: str | Path, comparison: str | None = None) -> dict[str
                              f"choose one with --comparison ({', '.join(choices)})")
         if comparison not in choices:
             raise InputError(f"{p}: no comparison {comparison!r}; have {', '.join(choices)}")
-        return choices[comparison]
+        chosen: dict[str, Any] = choices[comparison]
+        return chosen
     if comparison is not None and isinstance(doc, dict) and (doc.get("provenance") or {}).get("system") not in (None, comparison):
         raise InputError(f"{p} holds only the comparison {doc['provenance']['system']!r}")
-    return doc
+    whole: dict[str, Any] = doc
+    return whole
 
 
 def _shared_model(choices: Any) -> dict[str, Any] | None:

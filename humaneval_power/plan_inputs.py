@@ -92,7 +92,7 @@ def merge_design_file(path: str, given: Mapping[str, Any]) -> dict[str, Any]:
         current = given.get(key)
         if key == "workload":
             out[key] = tuple(float(v) for v in value)
-        elif current is None or key in DESIGN_DEFAULTS and current in (DESIGN_DEFAULTS[key], [DESIGN_DEFAULTS[key]]):
+        elif current is None or (key in DESIGN_DEFAULTS and current in (DESIGN_DEFAULTS[key], [DESIGN_DEFAULTS[key]])):
             out[key] = value
     return out
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -180,6 +181,9 @@ def _solve(make: CellFactory, solve_for: str, lo: float, hi: float, target_power
         return cache[v]
 
     limit_power, limit_reason = limit if limit is not None else (math.nan, "")
+    value: float | None
+    low: float | None
+    high: float | None
     if integer:
         value = _smallest_int(lambda k: at(k).power >= target_power, int(lo), int(hi))
     else:

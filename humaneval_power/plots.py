@@ -16,11 +16,12 @@ thinned until they do not overlap.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -37,9 +38,18 @@ from .validation import check_target_power
 #: characters per line of a panel title in :func:`plot_intervals` (a 4.2-inch panel at 9 pt)
 TITLE_CHARS = 52
 
-__all__ = ["check_dpi", "plot_accuracy_power", "plot_bleu_power", "plot_h2h_power", "plot_likert_power", "plot_power",
-           "plot_cost_frontier", "plot_intervals",
-           "figure_writer", "save_figure"]
+__all__ = [
+    "check_dpi",
+    "figure_writer",
+    "plot_accuracy_power",
+    "plot_bleu_power",
+    "plot_cost_frontier",
+    "plot_h2h_power",
+    "plot_intervals",
+    "plot_likert_power",
+    "plot_power",
+    "save_figure",
+]
 
 METRIC_LABELS = {"power": "power", "type_m": "Type-M (exaggeration)", "type_s": "Type-S (wrong sign)"}
 PANEL_WIDTH, PANEL_HEIGHT, MAX_COLUMNS = 3.4, 2.6, 3
@@ -93,13 +103,13 @@ def plot_power(
             for value, g in sub.groupby(line, sort=True):
                 g = g.sort_values(x)
                 drawn = ax.plot(g[x], g[metric], marker="o", ms=3, label=line_format(value))[0]
-                handles.setdefault(drawn.get_label(), drawn)
+                handles.setdefault(str(drawn.get_label()), drawn)
                 if metric == "power" and (g["ci_high"] > g["ci_low"]).any():
                     ax.fill_between(g[x], g["ci_low"], g["ci_high"], color=drawn.get_color(), alpha=0.2, lw=0)
                 if metric == "power" and "conditional_power" in g:  # an assurance table: power is the assurance
                     cond = ax.plot(g[x], g["conditional_power"], ls=":", lw=1.2, color=drawn.get_color(),
                                    label="dotted: conditional power (at the estimate)")[0]
-                    handles.setdefault(cond.get_label(), cond)
+                    handles.setdefault(str(cond.get_label()), cond)
             _reference_line(ax, metric, target, handles)
             ax.grid(alpha=0.3)
             if m == 0 and panel_title is not None:
@@ -132,7 +142,7 @@ def save_figure(fig: Figure, path: str | Path, dpi: float = DEFAULT_DPI) -> Path
     return p
 
 
-def figure_writer(fig: Figure, path: str | Path, dpi: float = DEFAULT_DPI) -> Callable[[Path], None]:
+def figure_writer(fig: Figure, path: str | Path, dpi: float = DEFAULT_DPI) -> Callable[[Path], object]:
     """A function writing ``fig`` to a temporary file in the format of ``path``'s suffix
     (for :func:`humaneval_power.io.write_outputs`, which writes several outputs all or none)."""
     check_dpi(dpi)
@@ -321,7 +331,7 @@ def _reference_line(ax: Axes, metric: str, target: float, handles: dict[str, Art
         line = ax.axhline(1, color="0.3", ls=":", lw=1, label="Type-M 1 (no exaggeration)")
     else:
         return
-    handles.setdefault(line.get_label(), line)
+    handles.setdefault(str(line.get_label()), line)
 
 
 def _is_reference(label: str) -> bool:
@@ -374,13 +384,13 @@ def _log_ticks(values: np.ndarray) -> list[list[float]]:
 def _label_room(fig: Figure, axes: Sequence[Axes]) -> float:
     """How many x tick labels fit: inf if the current ones do not overlap, else an estimate from their widths."""
     fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
+    renderer = cast(FigureCanvasAgg, fig.canvas).get_renderer()
     gap = 3 * fig.dpi / 72
     room = math.inf
     for ax in axes:
         shown = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
         boxes = sorted((t.get_window_extent(renderer) for t in shown), key=lambda b: b.x0)
-        if any(a.x1 + gap > b.x0 for a, b in zip(boxes, boxes[1:])):
+        if any(a.x1 + gap > b.x0 for a, b in itertools.pairwise(boxes)):
             widest = max(b.width for b in boxes) + gap
             room = min(room, max(1, math.floor((ax.get_window_extent(renderer).width + gap) / widest)), len(boxes) - 1)
     return room
@@ -392,6 +402,6 @@ def _fit_title(fig: Figure, legend: Artist, title: str) -> None:
     for width in range(len(title), 10, -5):
         text.set_text(textwrap.fill(title, width))
         fig.draw_without_rendering()
-        renderer = fig.canvas.get_renderer()
+        renderer = cast(FigureCanvasAgg, fig.canvas).get_renderer()
         if not text.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer)):
             return

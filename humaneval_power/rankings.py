@@ -31,7 +31,8 @@ def parametric_draws(estimate: Sequence[float] | np.ndarray, covariance: np.ndar
         raise InputError(f"n_draws must be >= 1; got {n_draws}")
     root = vecs * np.sqrt(np.clip(vals, 0, None))
     z = np.random.default_rng(seed).standard_normal((n_draws, mean.size))
-    return mean + z @ root.T
+    draws: np.ndarray = mean + z @ root.T
+    return draws
 
 
 def rank_table(draws: np.ndarray, systems: Sequence[str], estimate: Sequence[float] | None = None,

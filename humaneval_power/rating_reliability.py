@@ -113,7 +113,10 @@ def anova_components(scores: np.ndarray) -> AnovaComponents:
     sse = ((y - grand) ** 2).sum() - ssb - ssj
     ms = {"MSB": ssb / (n - 1), "MSJ": ssj / (k - 1), "MSE": sse / ((n - 1) * (k - 1)),
           "MSW": (ssj + sse) / (n * (k - 1))}
-    sd = lambda v: math.sqrt(max(v, 0.0))
+
+    def sd(v: float) -> float:
+        return math.sqrt(max(v, 0.0))
+
     one_way = (sd((ms["MSB"] - ms["MSW"]) / k), sd(ms["MSW"]))
     two_way = (sd((ms["MSB"] - ms["MSE"]) / k), sd((ms["MSJ"] - ms["MSE"]) / n), sd(ms["MSE"]))
     return AnovaComponents(one_way, two_way, ms, n, k)

@@ -46,7 +46,8 @@ def get_analysis(analysis: str | Analysis, **options: Any) -> Analysis:
         raise InputError(f"the {cls.name} analysis has no option {', '.join(unknown)}")
     if not isinstance(analysis, str):
         return replace(analysis, **options) if options else analysis  # type: ignore[type-var]
-    return cls(**options)
+    made: Analysis = cls(**options)
+    return made
 
 
 for _cls in (InvariantLMM, SlopesLMM, CrossedSlopes, JudgmentGLMM):

@@ -26,7 +26,6 @@ import numpy as np
 
 from ..designs import Design, Layout
 from ..engine import StudyOutcomes
-from ..significance.t_test import t_power
 from ..errors import InputError
 from ..fitting.balanced import (
     BalancedFit,
@@ -42,6 +41,7 @@ from ..significance.coef_test import (
     critical_value,
     uses_reml,
 )
+from ..significance.t_test import t_power
 from ..validation import check_alpha, check_choice
 from .base import FamilyFit, fit_each
 
@@ -151,4 +151,5 @@ class CrossedSlopes:
 def _tail(crit: float, df: float) -> float:
     from scipy import stats
 
-    return stats.norm.sf(crit) if math.isinf(df) else stats.t.sf(crit, df)
+    tail: float = stats.norm.sf(crit) if math.isinf(df) else stats.t.sf(crit, df)
+    return tail

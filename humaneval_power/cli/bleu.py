@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
              plot=plot)
         return 0
     if args.action in ("mde", "size"):
-        common = dict(target_power=args.target_power, method=args.method, permutations=args.permutations,
-                      alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs)
+        common = {"target_power": args.target_power, "method": args.method, "permutations": args.permutations,
+                  "alpha": args.alpha, "n_sims": args.sims, "seed": args.seed, "jobs": args.jobs}
         with ProgressBar(sink=args.progress) as bar:
             result = (b.bleu_mde(args.n, args.p0, args.b0, **common, progress=bar) if args.action == "mde"
                       else b.bleu_sample_size(args.delta, args.p0, args.b0, **common, progress=bar))

@@ -8,7 +8,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, cast, overload
 
 from ..errors import InputError
 from ..interface.parsers import add_options
@@ -17,6 +18,10 @@ from ..interface.values import non_negative
 DEFAULT_SEED = 0  #: the API's default seed (tests/test_cli_surface.py checks every command against its function)
 
 
+@overload
+def flatten(groups: None) -> None: ...
+@overload
+def flatten(groups: Sequence[Sequence[Any]]) -> list[Any]: ...
 def flatten(groups: Sequence[Sequence[Any]] | None) -> list[Any] | None:
     """The values of an option given as several lists (``nargs='+'`` of ranges)."""
     return None if groups is None else [v for g in groups for v in g]
@@ -38,14 +43,14 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
-def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: Callable[[Any], None]) -> None:
+def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: Callable[[Path], object]) -> None:
     """Write ``table`` to --out and the other outputs (``more``: option dest -> writer, e.g.
     ``plot=...``) all together, then print it (a readable table, or JSON with --json)."""
     from ..io import json_records, table_writer
 
     outputs: OutputFiles = args.outputs
-    if outputs.paths.get("out") is not None:
-        more = {"out": table_writer(table, outputs.paths["out"]), **more}
+    if (out := outputs.paths.get("out")) is not None:
+        more = {"out": table_writer(table, out), **more}
     outputs.write(**more)
     if args.json:
         print(json.dumps(json_records(table)))
@@ -60,10 +65,10 @@ def emit_solve(result: Any, args: argparse.Namespace) -> None:
 
     table = pd.DataFrame([result.record()])
     outputs: OutputFiles | None = getattr(args, "outputs", None)
-    if outputs is not None and outputs.paths.get("out") is not None:
+    if outputs is not None and (out := outputs.paths.get("out")) is not None:
         from ..io import table_writer
 
-        outputs.write(out=table_writer(table, outputs.paths["out"]))
+        outputs.write(out=table_writer(table, out))
     if args.json:
         print_json(table)
     else:
@@ -80,9 +85,9 @@ class OutputFiles:
         specs = {"out": (getattr(args, "out_formats", TABLE_FORMATS), "--out"), "plot": (PLOT_FORMATS, "--plot")}
         names = [d for d in specs if getattr(args, d, None)]
         checked = check_output_paths(*((getattr(args, d), *specs[d]) for d in names))
-        self.paths = dict(zip(names, checked))
+        self.paths = cast(dict[str, Path], dict(zip(names, checked)))  # every name given: none is None
 
-    def write(self, **writers: Callable[[Any], None]) -> None:
+    def write(self, **writers: Callable[[Path], object]) -> None:
         """Write each named output (dest -> function filling a temporary file); say so on stderr."""
         from ..io import write_outputs
 
@@ -318,17 +323,17 @@ class ProgressBar:
         if self.sink is not None:
             self.sink(done, total, label)
             return
-        total = total or None  # 0: a search whose number of steps is not known in advance
+        known = total or None  # 0: a search whose number of steps is not known in advance
         if not sys.stderr.isatty():  # a log file: tqdm's carriage returns would make one endless line
-            self._last = (done, total, label)
-            self._line(done, total, label)
+            self._last = (done, known, label)
+            self._line(done, known, label)
             self._start_ticker()
             return
-        if self.bar is None or self.bar.total != total:
+        if self.bar is None or self.bar.total != known:
             from tqdm import tqdm
 
             self.close()
-            self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=True, delay=BAR_DELAY, file=sys.stderr,
+            self.bar = tqdm(total=known, initial=done, unit=self.unit, unit_scale=True, delay=BAR_DELAY, file=sys.stderr,
                             leave=False, dynamic_ncols=True)
             self._born = time.monotonic()
         else:

@@ -8,8 +8,8 @@ from typing import Any
 from ..errors import InputError
 from ..fitting import registry
 from ..fitting.clmm import LINKS
-from ..validation import TIE_POLICIES
 from ..interface.values import positive
+from ..validation import TIE_POLICIES
 from .common import StageNotes, add_old_spelling, add_ratings_input, add_seed, print_json, where_filters
 
 

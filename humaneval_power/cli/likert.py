@@ -246,12 +246,14 @@ def _budget(args: argparse.Namespace) -> int:
                                                           "conditional_power", "assurance", "assurance_se",
                                                           "p_power_reaches_target"])
     if result.attainable:
-        d = result.at.cell
+        at = result.at
+        assert at is not None  # an attainable result carries its design's power
+        d = at.cell
         target = args.target_assurance or args.target_power if assure else args.target_power
         print(f"\ncheapest design reaching {what} {target:g}: {d['items']} items, {d['workers']} workers, "
-              f"{d['ratings_per_item']} ratings per item, cost {result.value:g}; {what} {result.at.power:.3f} "
-              f"[{result.at.ci_low:.3f}, {result.at.ci_high:.3f}]"
-              + (f", Type-M {result.at.type_m:.3g}" if math.isfinite(result.at.type_m) else ""))
+              f"{d['ratings_per_item']} ratings per item, cost {result.value:g}; {what} {at.power:.3f} "
+              f"[{at.ci_low:.3f}, {at.ci_high:.3f}]"
+              + (f", Type-M {at.type_m:.3g}" if math.isfinite(at.type_m) else ""))
         sure = "none in the search" if result.high is None else f"{result.high:g}"
         print(f"cheapest whose lower 95% bound reaches it (Monte-Carlo margin): cost {sure}")
     else:

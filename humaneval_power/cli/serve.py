@@ -9,7 +9,6 @@ from typing import Any
 from ..errors import InputError
 from ..interface.values import finite_float, positive
 
-
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")  #: Host headers a server on localhost answers
 
 

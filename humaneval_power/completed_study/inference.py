@@ -226,7 +226,8 @@ def anova_rows(design: Any, frame: pd.DataFrame) -> np.ndarray:
     chol = np.linalg.cholesky(x.T @ x)
     lower: np.ndarray = chol / np.diag(chol)
     lower[np.abs(lower) < 1e-6] = 0.0  # as lmerTest's doolittle()
-    return lower.T[1:]
+    rows: np.ndarray = lower.T[1:]
+    return rows
 
 
 def family_indices(systems: Sequence[str], contrasts: str) -> list[tuple[int, int]]:

@@ -184,12 +184,12 @@ def _latex_tables(result: Any, digits: int) -> list[str]:
     means = result.means[["system", "emmean", "ci_low", "ci_high"]].merge(
         paper.systems.drop(columns=["mean", "mean_rank"]), on="system")
     means = means.set_index("system").loc[paper.systems["system"]].reset_index()
-    p = {c: digits for c in ("emmean", "ci_low", "ci_high", "p_best")}
+    p = dict.fromkeys(("emmean", "ci_low", "ci_high", "p_best"), digits)
     head = {"emmean": "Mean", "ci_low": "CI low", "ci_high": "CI high", "rank_low": "rank low",
             "rank_high": "rank high", "p_best": "P(best)"}
     cons = result.contrasts[["system", "versus", "estimate", "se", "df", "t", "p_adjusted", "ci_low", "ci_high",
                              "effect_size"]]
-    pc = {c: digits for c in ("estimate", "se", "t", "ci_low", "ci_high", "effect_size")} | {"df": 1, "p_adjusted": 4}
+    pc = dict.fromkeys(("estimate", "se", "t", "ci_low", "ci_high", "effect_size"), digits) | {"df": 1, "p_adjusted": 4}
     comp = result.components.rename(columns={"icc": "share"})
     blocks = [
         f"% means ({result.level:.0%} intervals), letters, clusters and ranks; numbers to {digits} decimals",

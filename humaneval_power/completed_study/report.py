@@ -113,8 +113,8 @@ def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callab
     """Simulate the analysed design under its fitted components: Type-I error of one pair's t test and the
     MDE at 80% power of the analysis' adjusted test (``holm``/``bonferroni``/``none`` as analysed; the
     others, which the planner does not simulate, by Bonferroni, a conservative stand-in)."""
-    from ..multiplicity import PER_STUDY
     from ..designs import PilotDesign
+    from ..multiplicity import PER_STUDY
     from ..processes import InvariantProcess
     from ..scenarios.likert import likert_mde, likert_power
 
@@ -345,7 +345,7 @@ def render(title: str, sections: Sequence[Section], fmt: str) -> str:
         body.append(f"<h2>{html.escape(name)}</h2>")
         for b in blocks:
             if isinstance(b, pd.DataFrame):
-                body.append(b.to_html(index=False, border=0, formatters={c: _cell for c in b.columns}, escape=True))
+                body.append(b.to_html(index=False, border=0, formatters=dict.fromkeys(b.columns, _cell), escape=True))
             elif isinstance(b, str):
                 lines = b.split("\n")
                 if all(line.startswith("- ") for line in lines):

@@ -23,7 +23,7 @@ class Executor:
     def close(self) -> None:
         """Stop the workers this executor started (an executor given a running cluster leaves it)."""
 
-    def __enter__(self) -> Executor:  # noqa: PYI034 - Self needs Python 3.11
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: object) -> None:

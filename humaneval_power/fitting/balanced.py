@@ -136,7 +136,7 @@ class BalancedFit:
     @property
     def singular(self) -> np.ndarray:
         """True where any variance component sits at zero (lme4's ``isSingular``)."""
-        return self.at_boundary.any(axis=1)
+        return np.asarray(self.at_boundary.any(axis=1))
 
     def variance_components(self) -> dict[str, np.ndarray]:
         """Fitted SDs in the mean-difference coding, keyed like the parameter file."""

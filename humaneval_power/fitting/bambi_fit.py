@@ -23,7 +23,7 @@ MAX_EXPORTED_DRAWS = 2000
 def _import_bambi():
     try:
         import bambi
-    except Exception as exc:  # ImportError or a broken pymc/pytensor stack
+    except Exception as exc:  # noqa: BLE001 (ImportError or a broken pymc/pytensor stack: said, not hidden)
         raise BackendUnavailableError(f"the bambi backend is unavailable ({exc.__class__.__name__}: {exc}); {INSTALL_HINT}") from None
     return bambi
 
@@ -35,7 +35,7 @@ def p_direction(draws: np.ndarray) -> float:
 
 
 def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000, chains: int = 2,
-              seed: int = 1, every_draw: bool = False) -> "RawFit":
+              seed: int = 1, every_draw: bool = False) -> RawFit:
     """Fit ``formula`` (lme4 syntax with separate terms) with bambi's default priors.
 
     Coefficients carry posterior medians, SDs, 95% equal-tailed intervals and ``p_direction``;
@@ -83,7 +83,7 @@ def fit_bambi(frame: pd.DataFrame, formula: str, family: str, draws: int = 1000,
     keep = np.sort(rng.choice(n, size=min(n, MAX_EXPORTED_DRAWS), replace=False))
     import arviz
 
-    rhat = float(np.nanmax(arviz.rhat(idata, var_names=[v for v in flat]).to_array().values))
+    rhat = float(np.nanmax(arviz.rhat(idata, var_names=list(flat)).to_array().values))
     notes = tuple(dict.fromkeys(str(w.message).splitlines()[0] for w in caught if "rhat" in str(w.message).lower()))
     divergent = int(idata.sample_stats["diverging"].values.sum())
     if divergent:

@@ -460,7 +460,7 @@ class _Model:
             obj_pred = pc_pred.nll + 0.5 * u_pred @ u_pred
             if obj_pred < obj:
                 u, pc, obj = u_pred, pc_pred, obj_pred
-        for it in range(100):
+        for it in range(100):  # noqa: B007 (the count is returned)
             grad = self._At(pc.d, s) + u
             lu = self.plan.factor(pc.w, s) if self.plan is not None else _Factor(self._H(pc.w, s))
             if np.max(np.abs(grad), initial=0.0) < self.inner_tol:

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .types import Design, FitResult, RawFit
 from .ratings import PilotData
+from .types import Design, FitResult, RawFit
 
 FORMULA = "score ~ 1 + (1 | worker) + (1 | item)"
 #: quasi-separation: a log-odds (intercept) or a log-odds SD beyond this, or lme4's note that
@@ -81,7 +81,7 @@ def _record(data: PilotData, design: Design, system: str, sub: pd.DataFrame, raw
     comps = raw.components.set_index("group")
     rec: dict[str, Any] = {
         "backend": raw.backend, "system": system, "baseline": design.systems[0],
-        "n_ratings": int(len(sub)), "n_workers": int(sub["worker"].nunique()),
+        "n_ratings": len(sub), "n_workers": int(sub["worker"].nunique()),
         "n_items": int(sub["item"].nunique()), "n_systems": 2,
         "effect": float(co.estimate), "effect_se": float(co.se), "df": float(co.df), "p_value": float(co.p_value),
         "p_win": float(1 / (1 + np.exp(-co.estimate))),

@@ -18,8 +18,9 @@ Backends are found in :mod:`.registry`; shared types live in :mod:`.types`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 

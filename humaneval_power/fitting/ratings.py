@@ -1,9 +1,10 @@
 """Tidy pilot data, validated: Likert ratings and head-to-head judgments."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ class PilotData:
         """Numbers of ratings, workers, items and systems."""
         f = self.frame
         return {
-            "n_ratings": int(len(f)),
+            "n_ratings": len(f),
             "n_workers": int(f["worker"].nunique()),
             "n_items": int(f["item"].nunique()),
             "n_systems": len(self.systems),

@@ -12,8 +12,9 @@ Each family's default backend is in :data:`DEFAULT_BACKENDS`.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..validation import check_choice
@@ -108,7 +109,7 @@ def default_backend(family: str) -> str:
     return DEFAULT_BACKENDS[family]
 
 
-def _bambi_gaussian(frame: "pd.DataFrame", spec: "LmmSpec", options: "FitOptions") -> "RawFit":
+def _bambi_gaussian(frame: pd.DataFrame, spec: LmmSpec, options: FitOptions) -> RawFit:
     from .bambi_fit import fit_bambi
 
     return fit_bambi(frame, spec.formula, "gaussian", options.draws, options.chains, options.seed)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -73,7 +74,7 @@ def statsmodels_deviance(frame: pd.DataFrame, columns: tuple[str, ...], fit: Com
         return float(-2 * model.loglike(params, profile_fe=False))
 
 
-def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "RawFit":
+def fit_lmm(frame: pd.DataFrame, spec: LmmSpec, options: FitOptions) -> RawFit:
     """The registry's entry: :func:`fit_lmm_statsmodels` of ``spec`` with ``options``."""
     if spec.correlated:
         raise InputError("the statsmodels backend fits uncorrelated random effects only; use --backend lme4")
@@ -84,7 +85,7 @@ def fit_lmm(frame: pd.DataFrame, spec: "LmmSpec", options: "FitOptions") -> "Raw
 def fit_lmm_statsmodels(frame: pd.DataFrame, columns: tuple[str, ...],
                         components: tuple[tuple[str, str], ...] | None = None, reml: bool = True,
                         intervals: str = "wald", check: bool = True, n_boot: int = 500,
-                        seed: int = 1, progress: Callable[[str], None] | None = None) -> "RawFit":
+                        seed: int = 1, progress: Callable[[str], None] | None = None) -> RawFit:
     """(RE)ML fit of the crossed model as variance components, without R.
 
     Fixed effects get lmerTest's Satterthwaite t tests and, with ``intervals="wald"``,
@@ -101,7 +102,7 @@ def fit_components(frame: pd.DataFrame, columns: tuple[str, ...],
                    components: tuple[tuple[str, str], ...] | None = None, reml: bool = True,
                    intervals: str = "wald", check: bool = True, n_boot: int = 500, seed: int = 1,
                    progress: Callable[[str], None] | None = None
-                   ) -> tuple["RawFit", CrossedComponentsModel, ComponentsFit, Satterthwaite]:
+                   ) -> tuple[RawFit, CrossedComponentsModel, ComponentsFit, Satterthwaite]:
     """:func:`fit_lmm_statsmodels`, also returning the solver's model, its optimum and its
     Satterthwaite calculus (for inference on other contrasts without refitting)."""
     import scipy
@@ -131,7 +132,7 @@ def fit_components(frame: pd.DataFrame, columns: tuple[str, ...],
             report(f"{intervals} intervals of the SDs")
         cis, notes = _sd_intervals(model, fit, satt, intervals, n_boot, seed)
     sigma = math.sqrt(fit.sigma2)
-    components = pd.DataFrame([(g, t, float(sd), lo, hi) for (g, t), sd, (lo, hi) in zip(keys, fit.sds, cis)],
+    component_table = pd.DataFrame([(g, t, float(sd), lo, hi) for (g, t), sd, (lo, hi) in zip(keys, fit.sds, cis)],
                               columns=["group", "term", "sd", "lower", "upper"])
     if not fit.converged:
         notes = (f"optimizer did not converge: {fit.message}",) + notes
@@ -144,11 +145,11 @@ def fit_components(frame: pd.DataFrame, columns: tuple[str, ...],
     raw = RawFit(
         backend="statsmodels",
         coefficients=coefficients,
-        components=components,
+        components=component_table,
         correlations=pd.DataFrame(columns=["group", "term1", "term2", "cor"]),
         sigma=sigma,
         sigma_interval=cis[-1],
-        singular=bool((components.sd <= ZERO_TOL * sigma).any()),
+        singular=bool((component_table.sd <= ZERO_TOL * sigma).any()),
         warnings=notes,
         versions={"statsmodels": __import__("statsmodels").__version__, "scipy": scipy.__version__,
                   "optimizer": "exact-gradient profiled REML, L-BFGS-B"},
@@ -202,7 +203,7 @@ def bootstrap_sd_draws(model: CrossedComponentsModel, fit: ComponentsFit, n_boot
     return draws, failed
 
 
-def bootstrap_param_draws(frame: pd.DataFrame, spec: "LmmSpec", raw: "RawFit", n: int, seed: int,
+def bootstrap_param_draws(frame: pd.DataFrame, spec: LmmSpec, raw: RawFit, n: int, seed: int,
                           reml: bool = True) -> tuple[dict[str, list[float]], int]:
     """Parametric-bootstrap draws of a Gaussian fit made by any backend (for planning with assurance).
 

@@ -83,4 +83,4 @@ def estimate_swap_parameters(a: ItemStats, b: ItemStats, n_boot: int = 1000, lev
             "additivity_correlation": check["correlation"], "additivity_rms_gap": check["rms_gap"]}
 
 
-__all__ = ["swap_effects", "subset_swap_check", "fit_laplace", "estimate_swap_parameters"]
+__all__ = ["estimate_swap_parameters", "fit_laplace", "subset_swap_check", "swap_effects"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -403,8 +404,8 @@ class FitResult:
         """A readable summary: fixed effects with SE, df, p; variance components with intervals."""
         c = self.data.counts()
         lines = [
-            f"{self.design.family} mixed model, backend {self.raw.backend}: {c['n_ratings']} ratings, "
-            f"{c['n_workers']} workers, {c['n_items']} items, {c['n_systems']} systems (baseline {self.design.systems[0]})",
+            (f"{self.design.family} mixed model, backend {self.raw.backend}: {c['n_ratings']} ratings, "
+             f"{c['n_workers']} workers, {c['n_items']} items, {c['n_systems']} systems (baseline {self.design.systems[0]})"),
         ]
         if self.design.family == "gaussian":
             lines.append("model: " + self.design.formula(self.correlated, frozenset((g, t) for g, t, _ in self.dropped)))

@@ -161,7 +161,7 @@ class CrossedComponentsModel:
         codes = {g: np.unique(np.asarray(factors[g]), return_inverse=True)[1] for g, _ in components}
         sizes = {g: int(c.max()) + 1 for g, c in codes.items()}
         width = {g: sizes[g] * sum(1 for h, _ in components if h == g) for g in sizes}
-        block = max(width, key=width.get)
+        block = max(width, key=lambda g: width[g])
         inner = [k for k, (g, _) in enumerate(components) if g == block]
         outer = [k for k, (g, _) in enumerate(components) if g != block]
         self.components = tuple(components)
@@ -396,6 +396,7 @@ class CrossedComponentsModel:
 
     def _gradient(self, pt: _Point) -> np.ndarray:
         """Gradient of the profiled deviance in gamma."""
+        assert pt.trace is not None and pt.score is not None  # evaluated with gradient=True
         return profiled_gradient(pt.trace, pt.score, pt.r2, self.nu)
 
     def at(self, gamma: np.ndarray) -> ComponentsFit:
@@ -454,6 +455,7 @@ class CrossedComponentsModel:
         """Deviance with sigma fixed, its gradient in gamma, and its derivative in sigma."""
         pt = self._evaluate(gamma, gradient=True)
         dev = fixed_sigma_deviance(pt.logdet, pt.r2, self.nu, sigma)
+        assert pt.trace is not None and pt.score is not None
         return dev, fixed_sigma_gradient(pt.trace, pt.score, sigma**2), 2 * self.nu / sigma - 2 * pt.r2 / sigma**3
 
     def profile_deviance(self, fit: ComponentsFit, index: int, value: float) -> float:
@@ -461,10 +463,11 @@ class CrossedComponentsModel:
 
         The others (relative variances, and log sigma) are optimised from the fit.
         """
-        k, bounds = self.k, [(0.0, None)] * self.k
+        k = self.k
+        bounds: list[tuple[float | None, float | None]] = [(0.0, None)] * k
         if index == k:
-            def fun(g: np.ndarray) -> tuple[float, np.ndarray]:
-                return self._fixed_sigma(g, value)[:2]
+            def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
+                return self._fixed_sigma(z, value)[:2]
             x = fit.gamma
         else:
             others = [j for j in range(k) if j != index]
@@ -576,6 +579,7 @@ class CrossedComponentsModel:
         def criterion(g: np.ndarray) -> tuple[float, np.ndarray]:
             nonlocal evaluations, shown
             dev, grad = self.deviance(g)[:2]
+            assert grad is not None  # deviance() computes the gradient by default
             evaluations += 1
             grads[g.tobytes()] = grad
             if progress is not None and time.monotonic() - shown > PROGRESS_SECONDS:

@@ -270,7 +270,8 @@ def h2h_sims(action: str, mode: str) -> int:
     """The default simulated studies of ``h2h power|size`` in a mode ("independent" or "glmm"): the API's."""
     from . import api_defaults
 
-    return api_defaults(H2H_FUNCTIONS[action, mode])["n_sims"]
+    n_sims: int = api_defaults(H2H_FUNCTIONS[action, mode])["n_sims"]
+    return n_sims
 
 
 #: (command, mode) -> the function ``h2h power|size`` calls: independent judgments or a GLMM design

@@ -56,7 +56,7 @@ def add_group(sub: Any, name: str, text: str) -> None:
 
 def add_command(sub: Any, command: Command) -> argparse.ArgumentParser:
     """The argparse parser of a described command (its options generated from the description)."""
-    parser = sub.add_parser(command.path[-1], help=command.help, description=command.description)
+    parser: argparse.ArgumentParser = sub.add_parser(command.path[-1], help=command.help, description=command.description)
     add_options(parser, command)
     return parser
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -127,7 +128,7 @@ class McNemarScenario:
         if self.method == "normal":
             power, type_s, type_m = normal_power(self.n, self.delta, self.agreement, self.alpha), math.nan, math.nan
         else:
-            p01, p10 = discordant(self.delta, self.agreement)
+            p01, _ = discordant(self.delta, self.agreement)
             power, type_s, type_m = exact_power(self.n, p01, self.agreement, "drop", self.alpha,
                                                 test=self.method, progress=as_progress(self.progress))
         return PowerResult.closed_form(self.cell(), power, type_s, type_m)
@@ -289,6 +290,7 @@ def accuracy_mde(n: int, baseline: float, prior: str = "glue", target_power: flo
         hi = min(hi, base / -c)
     if hi <= 0 or base > 1:
         at = McNemarScenario(n, 0.0, min(max(base, 0.0), 1.0), method, alpha).exact()
+        assert at is not None  # method is not "simulate" (checked above)
         return SolveResult("delta", target_power, None, None, None, False,
                            f"the {prior} prior implies no valid table at baseline {baseline:g}", at, at.power,
                            detail=detail)
@@ -313,6 +315,7 @@ def _lachenbruch_result(n: int, baseline: float, target_power: float, alpha: flo
                            detail=detail)
     pa = 1 - (d + _max_discordance(baseline, baseline + d)) / 2
     at = McNemarScenario(n, d, pa, "normal", alpha).exact()
+    assert at is not None  # the normal method is exact
     return SolveResult("delta", target_power, d, d, d, True, "", at, at.power, detail=detail)
 
 
@@ -378,7 +381,7 @@ def lachenbruch_mde(n: int, baseline: float, target_power: float = 0.8, alpha: f
     high = solve(pd_high)
     mid = solve(lambda d: (d + pd_high(d)) / 2)
     ok = [v for v in (low, mid, high) if v == v and v <= top]
-    rec = {"mde": mid if mid == mid else None, "mde_low": low if low <= top else None,
+    rec: dict[str, Any] = {"mde": mid if mid == mid else None, "mde_low": low if low <= top else None,
            "mde_high": high if high == high else None, "power_at_mde": target_power if ok else None}
     if rec["mde"] is None:
         rec["reason"] = (f"no gain up to {top:g} (accuracy 1) reaches power {target_power:g} with n = {n} at the middle "
@@ -402,18 +405,24 @@ def solve_prop_test(n: float | None = None, p1: float | None = None, p2: float |
         check_target_power(power, alpha)
     if n is not None and not n > 0:
         raise InputError(f"n must be positive, got {n}")
+    first = p1
     if missing == ["power"]:
+        assert n is not None and p2 is not None
         power = prop_test_power(n, p1, p2, alpha)
     elif missing == ["n"]:
+        assert p2 is not None and power is not None
         if p1 == p2:
             raise InputError("the sample size for equal accuracies is undefined")
         prop_test_power(1.0, p1, p2, alpha)
-        n = optimize.brentq(lambda k: prop_test_power(k, p1, p2, alpha) - power, 1e-6, 1e12)
+        second, target = p2, power
+        n = optimize.brentq(lambda k: prop_test_power(k, first, second, alpha) - target, 1e-6, 1e12)
     else:
+        assert n is not None and power is not None
         hi = 1 - 1e-12
         if prop_test_power(n, p1, hi, alpha) < power:
             raise NotAttainableError(f"no p2 up to 1 reaches power {power:g} with n = {n:g}")
-        p2 = optimize.brentq(lambda q: prop_test_power(n, p1, q, alpha) - power, p1 + 1e-12, hi, xtol=1e-12)
+        size, target = n, power
+        p2 = optimize.brentq(lambda q: prop_test_power(size, first, q, alpha) - target, p1 + 1e-12, hi, xtol=1e-12)
     return {"n": n, "p1": p1, "p2": p2, "delta": p2 - p1, "power": power, "method": "prop_test"}
 
 
@@ -477,7 +486,23 @@ def mde_table(prior: str = "glue", methods: Sequence[str] = ("normal",), target_
     return rows
 
 
-__all__: list[str] = ["estimate_accuracy", "McNemarScenario", "discordant", "from_table", "normal_power", "prop_test_power",
-                      "solve_prop_test", "mcnemar_power", "mcnemar_sample_size", "accuracy_mde", "mde_table", "prior_agreement",
-                      "expected_gain", "lachenbruch_mde", "lachenbruch_sample_size", "OVERLAP_PRIORS",
-                      "GAIN_PRIORS", "BENCHMARK_TASKS"]
+__all__: list[str] = [
+    "BENCHMARK_TASKS",
+    "GAIN_PRIORS",
+    "OVERLAP_PRIORS",
+    "McNemarScenario",
+    "accuracy_mde",
+    "discordant",
+    "estimate_accuracy",
+    "expected_gain",
+    "from_table",
+    "lachenbruch_mde",
+    "lachenbruch_sample_size",
+    "mcnemar_power",
+    "mcnemar_sample_size",
+    "mde_table",
+    "normal_power",
+    "prior_agreement",
+    "prop_test_power",
+    "solve_prop_test",
+]

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -195,4 +196,4 @@ def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0
     return solve(make, "n", 10, max_n, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress)
 
 
-__all__ = ["BleuScenario", "bleu_power", "bleu_mde", "bleu_sample_size", "draw_swap_effects", "METHODS"]
+__all__ = ["METHODS", "BleuScenario", "bleu_mde", "bleu_power", "bleu_sample_size", "draw_swap_effects"]

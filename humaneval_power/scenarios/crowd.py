@@ -14,9 +14,10 @@ effect, for :mod:`humaneval_power.planning`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from ..params import LikertParams
 from ..processes import InvariantProcess, Process, SlopeProcess, system_means
 from ..validation import check_number
 from .crossed import CrossedLikertScenario
+
 
 def default_model(params: Any, systems: int) -> str:
     """Card et al.'s slopes for two systems with slope parameters; the coding-invariant model otherwise."""

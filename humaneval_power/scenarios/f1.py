@@ -18,8 +18,8 @@ import numpy as np
 
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
-from ..validation import check_alpha, check_count, check_number
 from ..significance.paired import randomization_test
+from ..validation import check_alpha, check_count, check_number
 
 
 def f1_from_sums(sums: np.ndarray) -> np.ndarray:

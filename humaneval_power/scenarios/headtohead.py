@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,9 +34,9 @@ from ..designs import Layout
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..executors import Jobs, one_executor
+from ..params import H2HParams
 from ..planning import SolveResult, as_list, power_grid, solve
 from ..progress import Progress
-from ..params import H2HParams
 from ..significance.binomial import TIE_POLICIES, check_probabilities, exact_power, sign_test
 from ..validation import check_alpha, check_choice, check_count
 
@@ -385,6 +386,12 @@ def h2h_mixed_sample_size(params: H2HParams, log_odds: float, workers: int, per_
 
 
 __all__ = [
-    "IndependentJudgments", "MixedJudgments", "h2h_power", "h2h_sample_size", "h2h_mde", "h2h_mixed_power",
-    "h2h_mixed_sample_size", "effect_to_log_odds",
+    "IndependentJudgments",
+    "MixedJudgments",
+    "effect_to_log_odds",
+    "h2h_mde",
+    "h2h_mixed_power",
+    "h2h_mixed_sample_size",
+    "h2h_power",
+    "h2h_sample_size",
 ]

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 import pandas as pd
 
@@ -39,7 +40,7 @@ from .crowd import CrowdScenario, cell_factory
 
 Params = LikertParams | InvariantProcess | str
 
-__all__ = ["likert_power", "likert_sample_size", "likert_mde", "likert_budget"]
+__all__ = ["likert_budget", "likert_mde", "likert_power", "likert_sample_size"]
 
 
 def _params(params: Params) -> LikertParams | InvariantProcess:
@@ -177,11 +178,12 @@ def likert_sample_size(
         why = "the worker variance components cap the power with this pool: add workers or ratings per item"
     if vary == "ratings_per_item" and workers is None:
         raise InputError("give the pool of workers when varying the ratings per item")
+    assert hi is not None  # the pool of workers, checked above
     if assurance is None:
         return solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
                      limit=limit, why=why)
-    why = "; ".join(x for x in (why, "the assurance is capped by the draws whose power stays low however large the "
-                                     "design (e.g. large slope SDs of the fixed factor)") if x)
+    why = "; ".join(x for x in (why, ("the assurance is capped by the draws whose power stays low however large the "
+                                      "design (e.g. large slope SDs of the fixed factor)")) if x)
     result = solve(cell, vary, lo, hi, target_power if target_assurance is None else target_assurance,
                    n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, why=why)
     return replace(result, detail={**result.detail, "conditional_value": plain.value, "conditional_low": plain.low,
@@ -191,7 +193,8 @@ def likert_sample_size(
 def _crossed_limit(cell: CrossedLikertScenario, vary: str, n_sims: int, seed: int, jobs: Jobs) -> tuple[float, str]:
     """The power of a crossed design as ``vary`` grows without bound, and why it stays there."""
     method = "analytic" if cell.method == "analytic" else "fast"
-    limit = replace(cell, method=method, **{vary: 10**8 if method == "analytic" else 10**6})
+    grown: dict[str, Any] = {vary: 10**8 if method == "analytic" else 10**6}
+    limit = replace(cell, method=method, **grown)
     max_power = run_cells([limit], n_sims, seed=seed, jobs=jobs)[0].power
     fixed_name = "workers" if vary == "items" else "items"
     sd_name = "sd_worker_slope" if vary == "items" else "sd_item_slope"
@@ -327,7 +330,8 @@ def approximate_variance(cell: Any) -> float | None:
     if isinstance(p, SlopeProcess):
         s_w, s_i, s_e = p.params.sd_worker_slope ** 2, p.params.sd_item_slope ** 2, p.params.sd_residual ** 2
     else:
-        s_w, s_i, s_e = 2 * p.sd_worker_system ** 2, 2 * p.sd_item_system ** 2, p.sd_residual ** 2
+        ip = cast(InvariantProcess, p)  # make_process's other kind
+        s_w, s_i, s_e = 2 * ip.sd_worker_system ** 2, 2 * ip.sd_item_system ** 2, ip.sd_residual ** 2
     used = d.counts()["workers_used"]
     return s_w / used + s_i / d.items + 2 * s_e / (d.items * d.k)
 

@@ -12,8 +12,8 @@ The effect is the net preference p_win - p_lose; its estimate (W - L) / n.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -332,8 +332,8 @@ def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", a
         d, prob = _difference_distribution(n, p_win, p_tie, p_lose)
         x = (n + d) / 2
         x = np.where(x > n / 2, np.floor(x), np.ceil(x))  # as in sign_test(..., "split")
-        k = float(lower_critical(np.array([n]), alpha)[0])
-        sig = (x <= k) | (x >= n - k)
+        k_split = float(lower_critical(np.array([n]), alpha)[0])
+        sig = (x <= k_split) | (x >= n - k_split)
         p_up, p_down = float(prob[sig & (d > 0)].sum()), float(prob[sig & (d < 0)].sum())
         abs_sum = float((prob * np.abs(d))[sig].sum())
     p_sig = p_up + p_down
@@ -346,7 +346,7 @@ def exact_power(n: int, p_win: float, p_tie: float, ties_policy: str = "drop", a
 
 def _difference_distribution(n: int, p_win: float, p_tie: float, p_lose: float):
     """P(W - L = d), d = -n..n, by FFT of the per-judgment distribution on {-1, 0, +1}."""
-    size = 1 << int(math.ceil(math.log2(2 * n + 1)))
+    size = 1 << math.ceil(math.log2(2 * n + 1))
     check_memory(f"the exact split-ties distribution for n = {n:,}", 56 * size)  # ~7 float arrays of that length
     base = np.zeros(size)
     base[1], base[0], base[-1] = p_win, p_tie, p_lose

@@ -96,5 +96,11 @@ def approximate_pvalues(deltas: np.ndarray, method: str = "saddlepoint") -> np.n
     raise ValueError(method)
 
 
-__all__ = ["montecarlo_pvalues", "saddlepoint_pvalues", "normal_pvalues", "approximate_pvalues", "random_signs",
-           "APPROXIMATIONS"]
+__all__ = [
+    "APPROXIMATIONS",
+    "approximate_pvalues",
+    "montecarlo_pvalues",
+    "normal_pvalues",
+    "random_signs",
+    "saddlepoint_pvalues",
+]

@@ -153,8 +153,10 @@ def evaluate(bt: AnyBatch, gamma: np.ndarray, gradient: bool) -> Point:
     r_mat = bt.g_cc.astype(float, copy=True) if bt.g_cc.shape[0] == n else np.repeat(bt.g_cc, n, axis=0)
     m = bt.u2.copy()
     waw = bt.ww.copy()
-    inner = _inner_blocks if isinstance(bt, BlockBatch) else _inner_classes
-    logdet, saved = inner(bt, lam_pad, r_mat, m, waw)
+    if isinstance(bt, BlockBatch):
+        logdet, saved = _inner_blocks(bt, lam_pad, r_mat, m, waw)
+    else:
+        logdet, saved = _inner_classes(bt, lam_pad, r_mat, m, waw)
     lc = lam[:, st.outer_comp]                                     # (n, q2)
     if st.q2:
         s_mat = lc[:, :, None] * r_mat * lc[:, None, :]
@@ -178,6 +180,7 @@ def evaluate(bt: AnyBatch, gamma: np.ndarray, gradient: bool) -> Point:
     omega = np.zeros((n, kk, p + 1, p + 1))
     v = y_mat = None
     if st.q2:
+        assert s_inv is not None  # asked for with gradient
         y_mat = lc[:, :, None] * s_inv * lc[:, None, :]
         v = lc[:, :, None] * sd                                      # Y m
         zchw = m - r_mat @ v                                         # Z_C' H^-1 w
@@ -185,8 +188,10 @@ def evaluate(bt: AnyBatch, gamma: np.ndarray, gradient: bool) -> Point:
         onehot = (st.outer_comp[:, None] == np.arange(kk)[None, :]).astype(float)
         trace += diag @ onehot
         omega += np.einsum("sli,slj,lk->skij", zchw, zchw, onehot, optimize=True)
-    (_inner_blocks_gradient if isinstance(bt, BlockBatch) else _inner_classes_gradient)(
-        bt, saved, v, y_mat, trace, omega)
+    if isinstance(bt, BlockBatch):
+        _inner_blocks_gradient(bt, saved, v, y_mat, trace, omega)
+    else:
+        _inner_classes_gradient(bt, saved, v, y_mat, trace, omega)
     cx = np.linalg.inv(sxx)
     if bt.reml:
         trace -= np.einsum("sij,skji->sk", cx, omega[:, :, :p, :p])
@@ -214,7 +219,7 @@ def _cholesky_solve(s_mat: np.ndarray, d: np.ndarray, inverse: bool
             raise np.linalg.LinAlgError("the Schur complement is not positive definite")
         logdet[j] = 2 * np.log(np.diagonal(c)).sum()
         sd[j] = lapack.dpotrs(c, d[j], lower=1)[0]
-        if inverse:
+        if s_inv is not None:
             inv = lapack.dpotri(c, lower=1)[0]
             s_inv[j] = np.tril(inv) + np.tril(inv, -1).T
     return logdet, sd, s_inv
@@ -266,6 +271,7 @@ def _inner_classes_gradient(bt: Batch, saved: list, v: np.ndarray | None, y_mat:
         _, nmat = saved[c]
         xi = bt.q[c].copy()
         if st.q2:
+            assert v is not None and y_mat is not None  # there are outer effects
             vt = np.einsum("sli,seflj->sefij", v, bt.tt[c], optimize=True)
             xi -= vt + np.swapaxes(np.swapaxes(vt, 1, 2), 3, 4)
             kv = _phi_k_v(bt.k[c], v)                                    # (n, t, t, q2, p+1)
@@ -327,10 +333,11 @@ def _inner_blocks_gradient(bt: BlockBatch, saved: list, v: np.ndarray | None, y_
     n = trace.shape[0]
     q2 = bt.st.q2
     if q2:
+        assert v is not None and y_mat is not None  # there are outer effects
         vpad = np.concatenate([v, np.zeros((n, 1, v.shape[2]))], axis=1)
         ypad = np.zeros((n, q2 + 1, q2 + 1))
         ypad[:, :q2, :q2] = y_mat
-    for grp, zw, (phi, nmat) in zip(bt.groups, bt.zw, saved):
+    for grp, zw, (_phi, nmat) in zip(bt.groups, bt.zw, saved):
         if q2:
             studies = np.arange(n)[:, None, None]
             sup = np.broadcast_to(grp.sup, (n,) + grp.sup.shape[1:])
@@ -358,4 +365,5 @@ def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def gradient(bt: AnyBatch, pt: Point) -> np.ndarray:
     """Gradient of the profiled deviance in the relative variances gamma."""
+    assert pt.trace is not None and pt.score is not None  # a gradient evaluation
     return profiled_gradient(pt.trace, pt.score, pt.r2[:, None], bt.nu[:, None])

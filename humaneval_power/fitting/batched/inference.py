@@ -17,6 +17,7 @@ def vcov_varpar(bt: AnyBatch, pt: Point, theta: np.ndarray, sigma: np.ndarray, h
     """
     kk = theta.shape[1]
     s3 = sigma[:, None] ** 3
+    assert pt.trace is not None and pt.score is not None  # a gradient evaluation
     g_gamma = fixed_sigma_gradient(pt.trace, pt.score, sigma[:, None] ** 2)  # = the profiled gradient at sigma_hat
     h_theta = 4 * theta[:, :, None] * theta[:, None, :] * hess_gamma
     h_theta[:, np.arange(kk), np.arange(kk)] += 2 * g_gamma
@@ -43,6 +44,7 @@ def contrast_stats(bt: AnyBatch, pt: Point, theta: np.ndarray, sigma: np.ndarray
     est = pt.beta @ contrasts.T
     if hess_gamma is None:
         return est, np.sqrt(var), np.full(var.shape, np.inf)
+    assert pt.omega is not None  # a gradient evaluation
     d_gamma = s2[:, :, None] * np.einsum("smi,skij,smj->smk", cl, pt.omega[:, :, :p, :p], cl)
     grads = np.concatenate([2 * theta[:, None, :] * d_gamma, (2 * sigma[:, None] * lcl)[:, :, None]], axis=2)
     a = vcov_varpar(bt, pt, theta, sigma, hess_gamma)

@@ -55,7 +55,7 @@ def newton(bt: AnyBatch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np
     iterations = np.zeros(n, int)
     exact = np.full(n, hess0 is None)
     hess_u = np.full((n, kk, kk), np.nan) if hess0 is None else np.repeat(np.asarray(hess0)[None], n, axis=0)
-    for it in range(2 * max_iter + 2):
+    for _ in range(2 * max_iter + 2):
         idx = np.flatnonzero(~done)
         if not idx.size:
             break

@@ -199,7 +199,8 @@ def build_structure(design: ComponentDesign) -> Structure | BlockStructure:
     # outer effects: levels that occur (in any study), component after component
     outer = [k for k in range(len(comps)) if k not in inner]
     n_copies = max([np.shape(comps[k].levels)[0] for k in outer if comps[k].per_study] or [1])
-    oidx, sizes = [], []
+    oidx: list[np.ndarray] = []
+    sizes: list[int] = []
     for k in outer:
         uniq, inv = np.unique(np.asarray(comps[k].levels, int), return_inverse=True)
         oidx.append(np.broadcast_to(inv.reshape(-1, n) + sum(sizes), (n_copies, n)))
