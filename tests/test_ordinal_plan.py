@@ -18,8 +18,8 @@ from humaneval_power.designs import CrowdDesign
 from humaneval_power.engine import run_cells
 from humaneval_power.errors import InputError
 from humaneval_power.ordinal_process import OrdinalProcess
-from humaneval_power.processes import InvariantProcess
 from humaneval_power.params import OrdinalParams
+from humaneval_power.processes import InvariantProcess
 from humaneval_power.scenarios.crowd import CrowdScenario, cell_factory
 from humaneval_power.scenarios.likert import likert_mde, likert_power
 
@@ -91,6 +91,7 @@ def test_cli_power_equals_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert cli[0][key] == pytest.approx(api.iloc[0][key], nan_ok=True)
 
 
+@pytest.mark.slow
 def test_mde_notes_the_mean_rating_difference() -> None:
     r = likert_mde(PROCESS, 4, 12, n_sims=20, test="z")
     assert r.value is not None and "latent shift" in r.detail["note"]
