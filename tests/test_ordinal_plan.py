@@ -38,13 +38,13 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies() -> None:
     pytest.importorskip("rpy2")
     design, n = CrowdDesign(items=20, workers=4, ratings_per_item=4), 40
     cells = [CrowdScenario(design, PROCESS, OrdinalCLMM.of(PROCESS, tier=tier), 1.0) for tier in ("fast", "clmm")]
-    outs = [c.simulate(n, np.random.default_rng(3)) for c in cells]
-    fast, clmm = (run_cells([c], n, seed=3, jobs=1)[0] for c in cells)
-    assert abs(fast.power - clmm.power) <= mc_tolerance(clmm.power, n)
-    ok = ~(outs[0].failed | outs[1].failed)
+    fast, clmm = (c.simulate(n, np.random.default_rng(3)) for c in cells)
+    ok = ~(fast.failed | clmm.failed)
     assert ok.sum() >= n - 2
-    assert np.mean(outs[0].significant[ok] == outs[1].significant[ok]) >= 0.95
-    assert np.max(np.abs(outs[0].estimate[ok] - outs[1].estimate[ok])) < 1e-2
+    power_fast, power_clmm = fast.significant[ok].mean(), clmm.significant[ok].mean()
+    assert abs(power_fast - power_clmm) <= mc_tolerance(power_clmm, int(ok.sum()))
+    assert np.mean(fast.significant[ok] == clmm.significant[ok]) >= 0.95
+    assert np.max(np.abs(fast.estimate[ok] - clmm.estimate[ok])) < 1e-2
 
 
 @pytest.mark.slow
