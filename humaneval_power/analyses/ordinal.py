@@ -15,7 +15,7 @@ ratings leave a category of the scale unused cannot estimate its thresholds and 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -115,9 +115,8 @@ class OrdinalCLMM:
             return fit_each(self, layout, y)
         assert isinstance(y, np.ndarray)
         if np.ndim(layout.worker) == 2:  # workers drawn per study: each study its own groups
-            parts = [self._fit(self._design(w, layout), y[:, [j]]) for j, w in enumerate(layout.worker)]
-            return FamilyFit(*(None if getattr(parts[0], f) is None else np.concatenate([getattr(p, f) for p in parts])
-                               for f in FamilyFit.__dataclass_fields__))
+            return fit_each(self, [replace(layout, worker=w) for w in layout.worker],
+                            [y[:, [j]] for j in range(y.shape[1])])
         return self._fit(prepared if prepared is not None else self._design(layout.worker, layout), y)
 
     def _fit(self, prep: Prepared, y: np.ndarray) -> FamilyFit:
