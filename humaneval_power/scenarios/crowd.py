@@ -44,7 +44,8 @@ def check_ratings(params: Any, analysis: Analysis) -> None:
     if isinstance(params, OrdinalProcess) != ordinal:
         raise InputError(f"the {analysis.name} model analyses {'ordinal' if ordinal else 'Gaussian'} ratings; "
                          f"these parameters are {'Gaussian' if ordinal else 'ordinal'} "
-                         f"(use {'Gaussian parameters' if ordinal else '--model ordinal'})")
+                         + ("(give an ordinal parameter file: hepower fit --family ordinal)" if ordinal
+                            else "(use --model ordinal)"))
 
 
 def make_process(params: Any, systems: int, analysis: Analysis) -> Any:
