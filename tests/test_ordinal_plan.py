@@ -83,9 +83,9 @@ def test_cli_power_equals_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[
     path = tmp_path / "ordinal.json"
     path.write_text(json.dumps(params.to_json()))
     assert main(["likert", "power", "--params", str(path), "--model", "ordinal", "--workers", "4", "--items", "12",
-                 "--effect", "0.8", "--sims", "30", "--test", "z", "--json"]) == 0
+                 "--effect", "0.8", "--sims", "20", "--test", "z", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = likert_power(OrdinalProcess.from_params(params), 4, 12, 0.8, test="z", n_sims=30, model="ordinal")
+    api = likert_power(OrdinalProcess.from_params(params), 4, 12, 0.8, test="z", n_sims=20, model="ordinal")
     assert len(cli) == 1 and cli[0]["model"] == "ordinal" and cli[0]["test"] == "z"
     for key in ("power", "n_failed", "mean_estimate", "items", "workers"):
         assert cli[0][key] == pytest.approx(api.iloc[0][key], nan_ok=True)
