@@ -57,6 +57,7 @@ class OrdinalProcess:
     sd_item_system: float = 0.0
     lowest: int = 1
     name: str = "ordinal"
+    systems: int = 2  #: the number of systems (the planner's ``Process`` protocol)
 
     @classmethod
     def from_params(cls, params: Any) -> OrdinalProcess:
@@ -71,6 +72,8 @@ class OrdinalProcess:
             raise InputError(f"give at least two finite thresholds (three categories), got {list(self.thresholds)}")
         if np.any(np.diff(th) <= 0):
             raise InputError(f"thresholds must be strictly increasing, got {list(self.thresholds)}")
+        if not isinstance(self.systems, int) or self.systems < 2:
+            raise InputError(f"systems must be an integer >= 2, got {self.systems}")
         for k in ORDINAL_SDS:
             if check_number(k, getattr(self, k)) < 0:
                 raise InputError(f"{k} must be >= 0, got {getattr(self, k)}")

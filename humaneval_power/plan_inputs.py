@@ -29,9 +29,30 @@ def likert_params(preset: str | None = None, params: str | None = None, comparis
     the analytic tier fails below 1e-150, so one range serves every method)."""
     from .validation import check_spread
 
+    if params and ordinal_file(params, comparison):
+        return _ordinal_params(params, preset, intercept, sds)
     built = _named_params(preset, params, comparison, intercept, sds)
     check_spread("ratings under these SDs", math.hypot(*built.sds.values()), "the SDs and the effect")
     return built
+
+
+def ordinal_file(params: str, comparison: str | None = None) -> bool:
+    """Whether the parameter file ``params`` is an ordinal one (``hepower fit --family ordinal``)."""
+    from .params import read_params_doc
+
+    doc = read_params_doc(params, comparison)
+    return isinstance(doc, dict) and doc.get("family") == "ordinal"
+
+
+def _ordinal_params(params: str, preset: str | None, intercept: float | None, sds: Mapping[str, float | None]) -> Any:
+    """The ordinal process of an ordinal parameter file (thresholds, link, latent SDs), typed SDs refused."""
+    from .ordinal_process import OrdinalProcess
+    from .params import load_ordinal_params
+
+    if preset or intercept is not None or any(v is not None for v in sds.values()):
+        raise InputError("an ordinal parameter file gives the thresholds and latent SDs: drop --preset, "
+                         "--intercept and typed SDs")
+    return OrdinalProcess.from_params(load_ordinal_params(params))
 
 
 def _named_params(preset: str | None, params: str | None, comparison: str | None, intercept: float | None,
@@ -75,7 +96,7 @@ def likert_systems(params: str | None, comparison: str | None = None) -> int:
     several systems), else 2."""
     from .params import params_systems
 
-    if not params:
+    if not params or ordinal_file(params, comparison):
         return 2
     load_params(params, comparison)  # the file's own refusals first
     return params_systems(params) or 2

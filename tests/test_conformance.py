@@ -36,11 +36,13 @@ from humaneval_power.analyses import (
     CrossedSlopes,
     InvariantLMM,
     JudgmentGLMM,
+    OrdinalCLMM,
     SlopesLMM,
 )
 from humaneval_power.assurance import Prior, apply_draws, assured
 from humaneval_power.designs import CrowdDesign, Layout, PilotDesign
 from humaneval_power.engine import Scenario, run_cells
+from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.params import H2HParams, get_preset
 from humaneval_power.processes import InvariantProcess, SlopeProcess
 from humaneval_power.scenarios.accuracy import McNemarScenario
@@ -54,6 +56,7 @@ from .conftest import mc_tolerance
 
 HIGH = get_preset("card2020-high")
 INVARIANT = InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8, systems=3)
+ORDINAL = OrdinalProcess((-1.0, 1.0), sd_worker=0.5, sd_worker_system=0.2, sd_item=0.5, sd_item_system=0.2)
 #: a pilot: items 0-3, each rated under both systems by two of three workers
 PILOT = PilotDesign.from_ratings(pd.DataFrame({"worker": [0, 1, 1, 2, 2, 0, 0, 1] * 2, "item": [0, 0, 1, 1, 2, 2, 3, 3] * 2,
                                                "system": ["A"] * 8 + ["B"] * 8}), items=8)
@@ -71,6 +74,8 @@ CELLS: dict[str, Callable[[float], Scenario]] = {
                                                            SlopeProcess(HIGH), "slopes", e),
     "crowd-pilot": lambda e: CrowdScenario(PILOT, InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8),
                                                    InvariantLMM(), e),
+    "crowd-ordinal-random": lambda e: CrowdScenario(CrowdDesign(6, 3, 2, assignment="random"), ORDINAL,
+                                                    OrdinalCLMM.of(ORDINAL), e),
     "h2h-glmm-fast": lambda e: MixedJudgments(H2HParams(0.3, 0.3), 4, 6, 4 * e, per_item=3),
     "h2h-simulate": lambda e: IndependentJudgments(60, (1 + e) / 2 - 0.05, 0.1, "split", "simulate"),
     "mcnemar-simulate": lambda e: McNemarScenario(400, e / 4, 0.9, "simulate"),

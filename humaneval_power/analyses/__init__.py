@@ -9,6 +9,7 @@ name                model                                                  modul
 ``slopes``          Card et al.'s slope LMM, two systems                   :mod:`.lmm`
 ``crossed-slopes``  the slope LMM of the fully crossed cell, closed form   :mod:`.crossed`
 ``judgment-glmm``   logistic GLMM of head-to-head judgments                :mod:`.glmm`
+``ordinal``         cumulative-link mixed model of ordinal ratings         :mod:`.ordinal`
 ==================  =====================================================  ===========================
 
 A new model is a class with the protocol's methods in its own module, registered
@@ -25,6 +26,7 @@ from .base import Analysis, FamilyFit
 from .crossed import CrossedSlopes
 from .glmm import JudgmentGLMM
 from .lmm import InvariantLMM, SlopesLMM
+from .ordinal import OrdinalCLMM
 
 REGISTRY: dict[str, Any] = {}  #: name -> analysis class
 
@@ -50,8 +52,8 @@ def get_analysis(analysis: str | Analysis, **options: Any) -> Analysis:
     return made
 
 
-for _cls in (InvariantLMM, SlopesLMM, CrossedSlopes, JudgmentGLMM):
+for _cls in (InvariantLMM, SlopesLMM, CrossedSlopes, JudgmentGLMM, OrdinalCLMM):
     register(_cls)
 
-__all__ = ["REGISTRY", "Analysis", "CrossedSlopes", "FamilyFit", "InvariantLMM", "JudgmentGLMM", "SlopesLMM",
-           "get_analysis", "register"]
+__all__ = ["REGISTRY", "Analysis", "CrossedSlopes", "FamilyFit", "InvariantLMM", "JudgmentGLMM", "OrdinalCLMM",
+           "SlopesLMM", "get_analysis", "register"]

@@ -157,8 +157,8 @@ ANALYSIS = Group("analysis", (
            "lme4 (refits in R) or statsmodels (crossed only)", default=SIGNATURE, choices="LIKERT_METHODS"),
     Option("--test", "satterthwaite (REML t, lmerTest df), card2020 (ML, t > 1.96) or z", default=SIGNATURE,
            choices="COEFFICIENT_TESTS"),
-    Option("--model", "analysis model (default: slopes for two systems with slope parameters, else invariant)",
-           choices=("slopes", "invariant")),
+    Option("--model", "analysis model (default: ordinal with an ordinal parameter file, slopes for two systems "
+           "with slope parameters, else invariant)", choices=("slopes", "invariant", "ordinal")),
     Option("--compare", "contrasts tested: the pair of interest, every system vs the first, or all pairs",
            default=SIGNATURE, choices=("pair", "baseline", "pairs"), source="cell_factory"),
     Option("--adjust", "multiplicity adjustment over the compared contrasts", default=SIGNATURE,

@@ -25,6 +25,7 @@ from ..analyses import Analysis, CrossedSlopes, get_analysis
 from ..designs import Costs, CrowdDesign, Design, Layout, PilotDesign
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
+from ..ordinal_process import OrdinalProcess
 from ..params import LikertParams
 from ..processes import InvariantProcess, Process, SlopeProcess, system_means
 from ..validation import check_number
@@ -32,8 +33,21 @@ from .crossed import CrossedLikertScenario
 
 
 def default_model(params: Any, systems: int) -> str:
-    """Card et al.'s slopes for two systems with slope parameters; the coding-invariant model otherwise."""
+    """The ordinal CLMM with an ordinal process; Card et al.'s slopes for two systems with slope parameters;
+    the coding-invariant model otherwise."""
+    if isinstance(params, OrdinalProcess):
+        return "ordinal"
     return "slopes" if systems == 2 and isinstance(params, LikertParams) else "invariant"
+
+
+def check_ratings(params: Any, analysis: Analysis) -> None:
+    """Refuse (InputError) an ordinal analysis of Gaussian parameters or a Gaussian one of ordinal parameters."""
+    ordinal = bool(getattr(analysis, "ordinal", False))
+    if isinstance(params, OrdinalProcess) != ordinal:
+        raise InputError(f"the {analysis.name} model analyses {'ordinal' if ordinal else 'Gaussian'} ratings; "
+                         f"these parameters are {'Gaussian' if ordinal else 'ordinal'} "
+                         + ("(give an ordinal parameter file: hepower fit --family ordinal)" if ordinal
+                            else "(use --model ordinal)"))
 
 
 def make_process(params: Any, systems: int, analysis: Analysis) -> Any:
@@ -174,7 +188,7 @@ def crowd_design(items: int, workers: int, ratings_per_item: int | None = None, 
                        None if workload is None else tuple(float(w) for w in workload))
 
 
-def cell_factory(params: LikertParams | InvariantProcess | str, systems: int = 2, assignment: str | None = None,
+def cell_factory(params: LikertParams | InvariantProcess | OrdinalProcess | str, systems: int = 2, assignment: str | None = None,
                  presentation: str = "within", missing: float = 0.0, workload: Sequence[float] | None = None,
                  design_from: PilotDesign | None = None, model: str | Analysis | None = None, method: str = "fast",
                  test: str = "satterthwaite", alpha: float = 0.05, compare: str = "pair", adjust: str = "holm",
@@ -184,8 +198,9 @@ def cell_factory(params: LikertParams | InvariantProcess | str, systems: int = 2
     everything else bound (``design_from`` replaces the crowd design: only ``items`` varies it).
 
     ``model``: a registered analysis name (:mod:`humaneval_power.analyses`; default :func:`default_model`),
-    built with ``method``, ``test``, ``alpha``, ``compare``, ``adjust`` and ``pair``; or an analysis
-    instance, used as it is (those options are then ignored)."""
+    built with ``method``, ``test``, ``alpha``, ``compare``, ``adjust`` and ``pair`` (the ordinal model also
+    with the link and scale of an :class:`~humaneval_power.ordinal_process.OrdinalProcess`, whose effect is
+    the latent shift); or an analysis instance, used as it is (those options are then ignored)."""
     from ..params import as_params
 
     if isinstance(params, str):
@@ -193,10 +208,15 @@ def cell_factory(params: LikertParams | InvariantProcess | str, systems: int = 2
     if design_from is not None:
         systems = design_from.systems
     if model is None or isinstance(model, str):
-        analysis = get_analysis(model or default_model(params, systems), tier=method, test=test, alpha=alpha,
-                                compare=compare, adjust=adjust, pair=pair or (0, systems - 1))
+        name = model or default_model(params, systems)
+        if (name == "ordinal") != isinstance(params, OrdinalProcess):
+            check_ratings(params, get_analysis(name))
+        ordinal = {"link": params.link, "scale": params.scale} if isinstance(params, OrdinalProcess) else {}
+        analysis = get_analysis(name, tier=method, test=test, alpha=alpha, compare=compare, adjust=adjust,
+                                pair=pair or (0, systems - 1), **ordinal)
     else:
         analysis = model
+        check_ratings(params, analysis)
     process = make_process(params, systems, analysis)
     fixed_means = tuple(means) if means is not None else None
     costs = costs or Costs()

@@ -1,8 +1,9 @@
 """Planning Likert human evaluations: power, sample size, MDE and the cheapest crowd design.
 
 Every function takes the parameters (a :class:`~humaneval_power.params.LikertParams`,
-a preset name, or an :class:`~humaneval_power.processes.InvariantProcess` for
-S >= 2 systems), a design and an analysis, and goes through the planning core
+a preset name, an :class:`~humaneval_power.processes.InvariantProcess` for
+S >= 2 systems, or an :class:`~humaneval_power.ordinal_process.OrdinalProcess` of ordinal
+ratings, analysed by the ``ordinal`` CLMM with the effect a latent shift), a design and an analysis, and goes through the planning core
 (:func:`~humaneval_power.planning.power_grid`, :func:`~humaneval_power.planning.solve`).
 Without design options the design is fully crossed (every worker rates every
 item under both systems) and the closed-form tiers of :mod:`.crossed` apply;
@@ -11,7 +12,7 @@ item under both systems) and the closed-form tiers of :mod:`.crossed` apply;
 designs (:mod:`humaneval_power.designs`), fitted per study by the batched fast
 tier or lme4. Design options (``**design``) are those of
 :func:`.crowd.cell_factory`; among them ``model``, the analysis of each
-simulated study: a registered name (``slopes``, ``invariant``:
+simulated study: a registered name (``slopes``, ``invariant``, ``ordinal``:
 :mod:`humaneval_power.analyses`) or an analysis instance.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..designs import BUDGET_ITEMS, BUDGET_RATINGS_PER_ITEM, BUDGET_WORKERS, Cos
 from ..engine import PowerResult, run_cells
 from ..errors import InputError
 from ..executors import Jobs, one_executor
+from ..ordinal_process import OrdinalProcess
 from ..params import LikertParams, as_params, beyond_scale_note
 from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
@@ -38,16 +40,16 @@ from ..validation import check_choice, check_number, check_target_power
 from .crossed import CrossedLikertScenario
 from .crowd import CrowdScenario, cell_factory
 
-Params = LikertParams | InvariantProcess | str
+Params = LikertParams | InvariantProcess | OrdinalProcess | str
 
 __all__ = ["likert_budget", "likert_mde", "likert_power", "likert_sample_size"]
 
 
-def _params(params: Params) -> LikertParams | InvariantProcess:
-    return params if isinstance(params, InvariantProcess) else as_params(params)
+def _params(params: Params) -> LikertParams | InvariantProcess | OrdinalProcess:
+    return params if isinstance(params, (InvariantProcess, OrdinalProcess)) else as_params(params)
 
 
-def _factory(params: LikertParams | InvariantProcess, assurance: ParamDraws | None, draws: int | None, n_sims: int,
+def _factory(params: LikertParams | InvariantProcess | OrdinalProcess, assurance: ParamDraws | None, draws: int | None, n_sims: int,
              seed: int, jobs: Jobs, target_power: float, progress: Progress | None,
              **kw: Any) -> Callable[..., Any]:
     """The cell factory: plain, or with ``assurance`` (parameter draws) the assurance cells over
@@ -234,7 +236,12 @@ def likert_mde(
     sd = math.sqrt(sum(v * v for v in sds))
     result = solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd, sd / 4,
                    target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
-    note = beyond_scale_note(getattr(params, "scale", None), result.value)
+    if isinstance(params, OrdinalProcess):
+        note: str | None = (f"the effect is a latent shift ({params.link} scale); it moves the expected mean rating "
+                            f"of system A by {params.mean_difference(result.value):.4g}"
+                            if result.value is not None else None)
+    else:
+        note = beyond_scale_note(getattr(params, "scale", None), result.value)
     return result.noted(note) if note else result
 
 
