@@ -62,8 +62,9 @@ class OrdinalProcess:
     @classmethod
     def from_params(cls, params: Any) -> OrdinalProcess:
         """The process of a fitted or typed :class:`~humaneval_power.params.OrdinalParams`."""
-        return cls(tuple(params.thresholds), params.link, lowest=params.scale[0], name=params.name,
-                   **{k: float(params.sds[k]) for k in ORDINAL_SDS})
+        sd = {k: float(params.sds[k]) for k in ORDINAL_SDS}
+        return cls(tuple(params.thresholds), params.link, sd["sd_worker"], sd["sd_worker_system"], sd["sd_item"],
+                   sd["sd_item_system"], lowest=params.scale[0], name=params.name)
 
     def __post_init__(self) -> None:
         check_link(self.link)
