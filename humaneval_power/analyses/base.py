@@ -27,6 +27,7 @@ import numpy as np
 
 from ..designs import Design, Layout
 from ..engine import StudyOutcomes
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,14 @@ class FamilyFit:
     failed: np.ndarray
     warned: np.ndarray | None
     p: np.ndarray | None = None
+
+
+def check_pair(pair: tuple[int, int], systems: int | None = None) -> None:
+    """Refuse a pair of interest naming one system twice or (given ``systems``) a system not planned."""
+    if pair[0] == pair[1]:
+        raise InputError("the pair of interest must name two different systems")
+    if systems is not None and (max(pair) >= systems or min(pair) < 0):
+        raise InputError(f"the pair of interest {pair} is not among the {systems} systems")
 
 
 def fit_each(analysis: Analysis, layouts: list[Layout], ys: list[np.ndarray]) -> FamilyFit:

@@ -29,7 +29,7 @@ from ..errors import InputError
 from ..multiplicity import PER_STUDY, adjust_pvalues
 from ..significance.coef_test import check_test, coefficient_test, uses_reml
 from ..validation import check_alpha, check_choice
-from .base import FamilyFit, fit_each
+from .base import FamilyFit, check_pair, fit_each
 from .crossed import TIERS, CrossedSlopes  # TIERS: analytic, statsmodels through the closed-form crossed cell
 
 
@@ -56,16 +56,14 @@ class GaussianLMM:
         if self.compare != "pair" and self.test == "card2020":
             raise InputError("the card2020 test is one-sided for one pair; compare several systems with "
                              "--test satterthwaite or z")
-        if self.pair[0] == self.pair[1]:
-            raise InputError("the pair of interest must name two different systems")
+        check_pair(self.pair)
 
     @property
     def chunk_size(self) -> int:
         return 10 if self.tier == "lme4" else 200
 
     def check(self, systems: int, effect: float = 0.0) -> None:
-        if max(self.pair) >= systems or min(self.pair) < 0:
-            raise InputError(f"the pair of interest {self.pair} is not among the {systems} systems")
+        check_pair(self.pair, systems)
         if self.tier == "lme4" and self.compare != "pair":
             raise InputError("the lme4 tier tests the pair of interest (--compare pair); use --method fast for "
                              "families of contrasts")

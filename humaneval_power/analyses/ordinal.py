@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..fitting.clmm import check_link, crossed_groups
 from ..ordinal_process import ORDINAL_TESTS, OrdinalProcess, ordinal_decision, study_dfs
 from ..validation import check_alpha, check_choice
-from .base import FamilyFit, fit_each
+from .base import FamilyFit, check_pair, fit_each
 
 TIERS = ("fast", "clmm")  #: fast: fitting/clmm.py (batched Laplace, no R); clmm: ordinal::clmm refits in R
 SINGULAR_SD = 1e-4  #: a fitted random-effect SD below this counts as a singular fit
@@ -68,8 +68,7 @@ class OrdinalCLMM:
         check_alpha(self.alpha)
         if self.compare != "pair":
             raise InputError("the ordinal analysis tests the pair of interest (--compare pair)")
-        if self.pair[0] == self.pair[1]:
-            raise InputError("the pair of interest must name two different systems")
+        check_pair(self.pair)
 
     @classmethod
     def of(cls, process: OrdinalProcess, **options: Any) -> OrdinalCLMM:
@@ -81,8 +80,7 @@ class OrdinalCLMM:
         return 5 if self.tier == "clmm" else 50
 
     def check(self, systems: int, effect: float = 0.0) -> None:
-        if max(self.pair) >= systems or min(self.pair) < 0:
-            raise InputError(f"the pair of interest {self.pair} is not among the {systems} systems")
+        check_pair(self.pair, systems)
 
     def record(self) -> dict[str, Any]:
         return {"model": self.name, "method": self.tier, "test": self.test, "alpha": self.alpha, "link": self.link}
