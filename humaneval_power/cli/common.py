@@ -33,11 +33,6 @@ def add_seed(p: argparse.ArgumentParser, what: str = "; one seed reproduces a wh
     p.add_argument("--seed", type=non_negative, default=default, help=f"random seed{what}")
 
 
-def add_old_spelling(p: argparse.ArgumentParser, option: str, dest: str, kind: Callable[[str], Any]) -> None:
-    """A former name of an option, still accepted but not shown in the help."""
-    p.add_argument(option, dest=dest, type=kind, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-
 def add_json_option(p: argparse.ArgumentParser) -> None:
     """--json: one JSON array of records on stdout, nothing else."""
     p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
