@@ -53,6 +53,9 @@ CASES: dict[str, Argv] = {
     "h2h mde --target-power 0": _s("h2h mde --n 100 --target-power 0"),
     "h2h parameter file version 7": _s(f"{H2H_POWER} --params {{d}}/h2h7.json --workers 5 --items 20 --effect 0.6"),
     "accuracy estimate, one model twice": _s("accuracy estimate {d}/acc.csv --model-a A --model-b A"),
+    "agreement unknown metric": _s("agreement {d}/ratings.csv --metric cosine"),
+    "agreement --boot -1": _s("agreement {d}/ratings.csv --boot -1"),
+    "agreement --level 2": _s("agreement {d}/ratings.csv --level 2 --out {o}/alpha.csv"),
     # item 3: unbounded work refused up front
     "items range of 10^8 values": _likert("--items", "2:100000000:1"),
     "bleu power --n 1e10": _s(BLEU_POWER.replace("--n 200", "--n 1e10")),
@@ -397,7 +400,7 @@ def test_the_matrix_covers_every_subcommand() -> None:
         return dict(found[0].choices) if found else {}
 
     commands = {f"{g} {c}".strip() for g, p in subparsers(build_parser()).items() for c in subparsers(p) or [""]}
-    covered = {" ".join(argv[:1] if argv[0] in ("fit", "analyze", "serve") else argv[:2])
+    covered = {" ".join(argv[:1] if argv[0] in ("fit", "analyze", "serve", "agreement") else argv[:2])
                for argv in (make(Path("d"), Path("o")) for make in CASES.values())}
     assert commands <= covered, sorted(commands - covered)
 
