@@ -304,7 +304,6 @@ def run_cells(
     seed: int = 0,
     jobs: Jobs = None,
     progress: ProgressFn | None = None,
-    checkpoint: str | Path | None = None,
     restart: bool = False,
     store: str | Path | Store | None = None,
 ) -> list[PowerResult]:
@@ -313,7 +312,7 @@ def run_cells(
     ``jobs``: a number of local processes (None: all cores), an executor or a
     ``distributed.Client`` (see :mod:`.executors`). Chunks are generated lazily
     (memory does not grow with ``n_sims``) and, with a result ``store`` (a file
-    name; ``checkpoint`` is its former name), chunks found there are not run again
+    name), chunks found there are not run again
     and each finished chunk is saved before the next is counted; ``restart``
     recomputes this run's cells. On Ctrl-C the workers stop at once and finished
     chunks stay in the store. ``progress(done, total, label)`` is called as chunks
@@ -324,8 +323,6 @@ def run_cells(
         raise InputError(f"the number of simulations must be a positive integer, got {n_sims!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"the seed must be a non-negative integer, got {seed!r}")
-    if checkpoint is not None and store is not None:
-        raise InputError("give the result store once (checkpoint is the former name of store)")
     n_sims, seed = int(n_sims), int(seed)
     started = time.monotonic()
     report = as_progress(progress)
@@ -334,8 +331,7 @@ def run_cells(
     _check_memory([scenarios[i] for i in simulated])
     plan = {i: (*_chunk_sizes(scenarios[i], n_sims), n_sims) for i in simulated}
     keys = {i: cell_key(scenarios[i], seed, plan[i][0], ENGINE_VERSION) for i in simulated}
-    where = store if store is not None else checkpoint
-    db = where if isinstance(where, Store) else Store(where) if where is not None else None
+    db = store if isinstance(store, Store) else Store(store) if store is not None else None
     parts: dict[int, dict[int, PowerCounts]] = {i: {} for i in simulated}  # summed in chunk order at the end:
     sums = {i: PowerCounts() for i in simulated}  # float sums must not depend on the order chunks finish in
     seconds = dict.fromkeys(simulated, 0.0)
@@ -398,7 +394,7 @@ def run_cells(
         raise Interrupted(db.resume_hint() if db is not None else
                           "nothing was saved; add --store FILE to keep finished chunks") from exc
     finally:
-        if db is not None and db is not where:
+        if db is not None and db is not store:
             db.close()
     summarise = getattr(progress, "summary", None)
     if callable(summarise) and simulated:

@@ -43,18 +43,18 @@ def as_list(values: Any) -> list[Any]:
 
 
 def power_grid(make: CellFactory, axes: Mapping[str, Sequence[Any]], n_sims: int, seed: int = 0,
-               jobs: Jobs = None, progress: ProgressFn | None = None, checkpoint: str | None = None,
-               restart: bool = False, store: str | None = None) -> pd.DataFrame:
+               jobs: Jobs = None, progress: ProgressFn | None = None, restart: bool = False,
+               store: str | None = None) -> pd.DataFrame:
     """Power of ``make(**cell)`` for every combination of ``axes`` (one row per cell, in product order);
-    ``jobs`` and the result ``store`` (``checkpoint``: its former name) as in :func:`run_cells`."""
+    ``jobs`` and the result ``store`` as in :func:`run_cells`."""
     names = list(axes)
     values = [list(axes[k]) for k in names]
     empty = [k for k, v in zip(names, values) if not v]
     if empty:
         raise InputError(f"the design grid is empty: give at least one value of {', '.join(empty)}")
     cells = [make(**dict(zip(names, combo))) for combo in itertools.product(*values)]
-    return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
-                                   restart=restart, store=store))
+    return results_table(run_cells(cells, n_sims, seed=seed, jobs=jobs, progress=progress, restart=restart,
+                                   store=store))
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,11 @@
 """Labelled progress: ``progress(done, total, label)``, what the library reports while it works.
 
 ``done`` and ``total`` count units of work (simulated studies, refits); ``label``
-says what is being worked on (which cell, which step, "starting R"). Plain
-two-argument callables ``progress(done, total)`` are still accepted:
-:func:`as_progress` adapts them, and they simply get no label.
+says what is being worked on (which cell, which step, "starting R").
 """
 from __future__ import annotations
 
-import inspect
 import warnings
-from collections.abc import Callable
 from typing import Protocol
 
 from .errors import InputError
@@ -21,7 +17,7 @@ class Progress(Protocol):
     def __call__(self, done: int, total: int, label: str = "") -> None: ...
 
 
-ProgressFn = Progress | Callable[[int, int], None]
+ProgressFn = Progress  #: the type of every ``progress=`` argument
 
 
 def _quiet(done: int, total: int, label: str = "") -> None:
@@ -29,17 +25,8 @@ def _quiet(done: int, total: int, label: str = "") -> None:
 
 
 def as_progress(fn: ProgressFn | None) -> Progress:
-    """A labelled callback from ``fn`` (None: a no-op; a two-argument callable: label dropped)."""
-    if fn is None:
-        return _quiet
-    try:
-        inspect.signature(fn).bind(0, 0, "")
-    except TypeError:
-        two = fn
-        return lambda done, total, label="": two(done, total)  # type: ignore[call-arg]
-    except ValueError:  # a builtin without a signature: assume the labelled form
-        pass
-    return fn  # type: ignore[return-value]
+    """The callback ``fn(done, total, label)`` (None: a no-op)."""
+    return _quiet if fn is None else fn
 
 
 class LongRunWarning(UserWarning):

@@ -45,8 +45,8 @@ def _s(text: str, *more: str) -> Argv:
 CASES: dict[str, Argv] = {
     # item 6: exit codes and validation gaps
     "seed -1": _likert("--seed", "-1"),
-    "bleu estimate --nboot 0": _s(f"bleu estimate {BLEU_FILES} --nboot 0"),
-    "bleu estimate --nboot -1": _s(f"bleu estimate {BLEU_FILES} --nboot -1"),
+    "bleu estimate --n-boot 0": _s(f"bleu estimate {BLEU_FILES} --n-boot 0"),
+    "bleu estimate --n-boot -1": _s(f"bleu estimate {BLEU_FILES} --n-boot -1"),
     "bleu test --trials 0": _s(f"{BLEU_TEST} --trials 0"),
     "h2h size --jobs -1": _s("h2h size --p-win 0.6 --jobs -1"),
     "h2h mde --target-power 2": _s("h2h mde --n 100 --target-power 2"),
@@ -60,7 +60,7 @@ CASES: dict[str, Argv] = {
     "items range of 10^8 values": _likert("--items", "2:100000000:1"),
     "bleu power --n 1e10": _s(BLEU_POWER.replace("--n 200", "--n 1e10")),
     "h2h split ties, n 1e12": _s(f"{H2H_POWER} --ties split --p-tie 0.1".replace("--n 50", "--n 1e12")),
-    "bleu estimate --nboot 1e12": _s(f"bleu estimate {BLEU_FILES} --nboot 1e12"),
+    "bleu estimate --n-boot 1e12": _s(f"bleu estimate {BLEU_FILES} --n-boot 1e12"),
     # item 4: output paths checked first
     "--out is a folder": _likert("--out", "{o}/dir.csv"),
     "--plot is a folder": _likert("--plot", "{o}/dir.png"),

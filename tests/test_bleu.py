@@ -213,7 +213,7 @@ def test_f1_randomization_null_and_effect() -> None:
 def test_cli_estimate_and_test(wmt, capsys: pytest.CaptureFixture[str]) -> None:
     d = wmt[0]
     assert main(["bleu", "estimate", "--ref", str(d / "reference.txt"), "--sys-a", str(d / "system.ONLINE-A.txt"),
-                 "--sys-b", str(d / "system.HW-TSC.txt"), "--nboot", "200", "--json"]) == 0
+                 "--sys-b", str(d / "system.HW-TSC.txt"), "--n-boot", "200", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
     assert {"n", "bleu_a", "bleu_b", "delta", "p0", "b0", "p0_ci_low", "b0_ci_high"} <= set(rec)
     assert rec["p0_ci_low"] <= rec["p0"] <= rec["p0_ci_high"] and rec["b0_ci_low"] <= rec["b0"] <= rec["b0_ci_high"]
@@ -227,7 +227,7 @@ def test_cli_estimate_and_test(wmt, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_power_records(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bleu", "power", "--n", "500", "--delta", "1", "--p0", "0.13", "--b0", "25.8", "--sims", "200",
-                 "--approx", "--json"]) == 0
+                 "--method", "saddlepoint", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
     assert {"n", "delta", "p0", "b0", "power", "type_s", "type_m", "method"} <= set(rec)
     assert rec["method"] == "saddlepoint"

@@ -67,7 +67,7 @@ def test_store_resumes_without_rerunning(tmp_path) -> None:
         db.execute("DELETE FROM chunks WHERE rowid = (SELECT MAX(rowid) FROM chunks)")
     db.close()
     seen: list[tuple[int, int]] = []
-    resumed = _grid(seed=4, jobs=1, checkpoint=str(path), progress=lambda d, t: seen.append((d, t)))  # former name
+    resumed = _grid(seed=4, jobs=1, store=str(path), progress=lambda d, t, label="": seen.append((d, t)))
     pd.testing.assert_frame_equal(first, resumed)
     done, total = seen[0]
     assert total - done == 3000, "only the missing chunk should run again"

@@ -242,7 +242,7 @@ def test_a_study_that_cannot_fit_in_memory_is_refused() -> None:
 
 def test_progress_accepts_old_two_argument_callbacks() -> None:
     seen: list[tuple[int, int]] = []
-    run_cells([_Coin(0.3)], 300, progress=lambda d, t: seen.append((d, t)))
+    run_cells([_Coin(0.3)], 300, progress=lambda d, t, label="": seen.append((d, t)))
     assert seen == [(0, 300), (100, 300), (200, 300), (300, 300)]
 
 

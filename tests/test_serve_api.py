@@ -279,7 +279,7 @@ def test_arguments_are_the_api_signature() -> None:
     from humaneval_power.scenarios.headtohead import h2h_power
 
     assert arguments("h2h_power") == tuple(p for p in inspect.signature(h2h_power).parameters
-                                            if p not in ("jobs", "progress", "checkpoint"))
+                                            if p not in ("jobs", "progress"))
 
 
 def test_serve_defaults_to_localhost_and_help_stays_light() -> None:

@@ -33,11 +33,6 @@ def add_seed(p: argparse.ArgumentParser, what: str = "; one seed reproduces a wh
     p.add_argument("--seed", type=non_negative, default=default, help=f"random seed{what}")
 
 
-def add_old_spelling(p: argparse.ArgumentParser, option: str, dest: str, kind: Callable[[str], Any]) -> None:
-    """A former name of an option, still accepted but not shown in the help."""
-    p.add_argument(option, dest=dest, type=kind, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-
 def add_json_option(p: argparse.ArgumentParser) -> None:
     """--json: one JSON array of records on stdout, nothing else."""
     p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
@@ -114,14 +109,16 @@ def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, str, Any]]:
-    """(name, dest, metavar) of every option of the command ``args`` was parsed for: from its description,
-    or (a hand-written command) from its parser."""
+    """(name, dest, metavar) of every option of the command ``args`` was parsed for, once per dest: from its
+    description, or (a hand-written command) from its parser."""
     from ..interface.commands import COMMANDS
 
     command = COMMANDS.get(tuple(v for v in (args.command, getattr(args, "action", None)) if v))
     if command is not None:
+        # a deprecated spelling shares its dest with the option it names: the first spelling stands for both
+        first = {o.dest_name: o for o in reversed([o for o in command.all_options() if not o.hidden])}
         return [(str(o.metavar) if o.positional else o.flag, o.dest_name, o.metavar)
-                for o in command.all_options() if not o.hidden]
+                for o in command.all_options() if first.get(o.dest_name) is o]
     return [(max(a.option_strings, key=len) if a.option_strings else str(a.metavar), a.dest, a.metavar)
             for a in command_parser(parser, args)._actions]
 

@@ -10,7 +10,7 @@ from ..fitting import registry
 from ..fitting.clmm import LINKS
 from ..interface.values import positive
 from ..validation import TIE_POLICIES
-from .common import StageNotes, add_old_spelling, add_ratings_input, add_seed, print_json, where_filters
+from .common import StageNotes, add_ratings_input, add_seed, print_json, where_filters
 
 
 def add_parser(sub: Any, name: str, text: str) -> None:
@@ -39,7 +39,6 @@ def add_parser(sub: Any, name: str, text: str) -> None:
     fit.add_argument("--intervals", choices=registry.interval_methods(),
                      help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
     fit.add_argument("--n-boot", type=positive, default=500, metavar="N", help="bootstrap refits for --intervals boot")
-    add_old_spelling(fit, "--nboot", "n_boot", positive)
     fit.add_argument("--draws", type=positive, metavar="N",
                      help="parameter draws stored in the file for planning with --assurance: bambi's posterior "
                           "draws per chain (default 1000); lme4/statsmodels: N parametric-bootstrap refits "

@@ -61,7 +61,8 @@ def plot(what: str, type_m: bool = True) -> Group:
 
 STORE = (Option("--store", "result store (SQLite): finished chunks are saved there and not run again; rerun the "
                 "same command to resume; several runs may share one store", metavar="FILE"),
-         Option("--checkpoint", "", dest="store", default=SIGNATURE, param="store", hidden=True),
+         Option("--checkpoint", "deprecated spelling of --store, removed in version 0.2.0", dest="store",
+                param="store", metavar="FILE"),
          Option("--restart", "recompute this run's cells in the --store FILE", action="store_true", api=False))
 
 
@@ -394,8 +395,6 @@ BLEU = (
              Option("--p0", P0_HELP, finite_float, grid=True, required=True),
              Option("--b0", B0_HELP, finite_float, grid=True, required=True),
              Option("--method", BLEU_METHOD_HELP, default=SIGNATURE, choices="BLEU_METHODS"),
-             Option("--approx", "", dest="method", nargs="?", const="saddlepoint", choices=("saddlepoint", "normal"),
-                    hidden=True, default=SIGNATURE, param="method"),
              *STORE, OUT, plot("power curves against n or delta, whichever has more values (the other: a line each)"),
              PERMUTATIONS, ALPHA, *run_options()),
             description=f"Randomization-test power. Grid options take {RANGE_HELP}."),
@@ -409,7 +408,6 @@ BLEU = (
                          api=False),
              Option("--sys-b", "system B's output, one segment per line", required=True, metavar="FILE", api=False),
              Option("--n-boot", "bootstrap resamples for the intervals", positive, SIGNATURE, metavar="N"),
-             Option("--nboot", "", positive, dest="n_boot", default=SIGNATURE, param="n_boot", hidden=True),
              METRIC, seed(""), JSON)),
     Command(("bleu", "test"), "compare_with_baseline", "paired tests of systems against a baseline",
             (REF, Option("--baseline", "the baseline system's output", required=True, metavar="FILE", api=False),

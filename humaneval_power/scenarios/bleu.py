@@ -138,7 +138,7 @@ class BleuScenario:
 def bleu_power(n: Sequence[int] | int, delta: Sequence[float] | float, p0: Sequence[float] | float,
                b0: Sequence[float] | float, method: str = "randomization", permutations: int = 10_000,
                alpha: float = 0.05, n_sims: int = 1000, seed: int = 0, jobs: int | None = None,
-               progress: Progress | None = None, checkpoint: str | None = None,
+               progress: Progress | None = None,
                store: str | None = None) -> pd.DataFrame:
     """Power, Type-S and Type-M of the randomization test over n x delta x p0 x b0 (one row per cell)."""
     def make(n: int, delta: float, p0: float, b0: float) -> BleuScenario:
@@ -151,7 +151,7 @@ def bleu_power(n: Sequence[int] | int, delta: Sequence[float] | float, p0: Seque
         flips = sum(k * permutations for k in axes["n"]) * len(axes["delta"]) * len(axes["p0"]) * len(axes["b0"])
         check_work(f"{n_sims:,} simulated studies per cell with {permutations:,} permutations each",
                    flips * n_sims / FLIPS_PER_SECOND, _PERMUTATION_HINT, warn=False)  # the engine warns
-    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress,
                       store=store)
 
 

@@ -327,7 +327,6 @@ def h2h_mixed_power(
     seed: int = 0,
     jobs: Jobs = None,
     progress: Progress | None = None,
-    checkpoint: str | None = None,
     store: str | None = None,
     assurance: ParamDraws | None = None,
     draws: int | None = DEFAULT_DRAWS,
@@ -336,12 +335,12 @@ def h2h_mixed_power(
 ) -> pd.DataFrame:
     """GLMM power over workers x items x judgments per item x effect (``method``: fast Laplace refits or
     lme4's glmer); with ``assurance`` (draws of sd_worker / sd_item) the assurance over ``draws`` of them."""
-    if assurance is not None and (checkpoint or store):
+    if assurance is not None and store:
         raise InputError("a result store does not cover assurance runs (each design cell runs its draws at once)")
     make = _mixed(params, test, alpha, assurance, draws, n_sims, seed, jobs, target_power, progress, method)
     axes = {"workers": as_list(workers), "items": as_list(items), "per_item": as_list(per_item),
             "log_odds": as_list(log_odds)}
-    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress,
                       store=store)
 
 

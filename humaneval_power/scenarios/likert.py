@@ -74,7 +74,6 @@ def likert_power(
     seed: int = 0,
     jobs: Jobs = None,
     progress: Progress | None = None,
-    checkpoint: str | None = None,
     store: str | None = None,
     ratings_per_item: Sequence[int | None] | int | None = None,
     items_per_hit: Sequence[int] | int = 1,
@@ -101,13 +100,13 @@ def likert_power(
     >>> t[["ratings_per_item", "assignment", "power"]].to_dict("records")
     [{'ratings_per_item': 3, 'assignment': 'balanced', 'power': 0.985}]
     """
-    if assurance is not None and (checkpoint or store):
+    if assurance is not None and store:
         raise InputError("a result store does not cover assurance runs (each design cell runs its draws at once)")
     make = _factory(_params(params), assurance, draws, n_sims, seed, jobs, target_power, progress, method=method,
                     test=test, alpha=alpha, **design)
     axes = {"items": as_list(items), "workers": as_list(workers), "ratings_per_item": as_list(ratings_per_item),
             "items_per_hit": as_list(items_per_hit), "effect": as_list(effect)}
-    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress, checkpoint=checkpoint,
+    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress,
                       store=store)
 
 

@@ -51,7 +51,7 @@ FUNCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 #: that the page can type; ``workload`` and ``design_from`` come from files)
 CROWD_DESIGN = ("systems", "assignment", "presentation", "missing", "model", "compare", "adjust", "pair", "means",
                 "costs")
-SERVER_OWNED = ("jobs", "progress", "checkpoint", "store")  #: set by the server, not by a request
+SERVER_OWNED = ("jobs", "progress", "store")  #: set by the server, not by a request
 OPTION = {"n_sims": "--sims"}  #: API keyword -> CLI option where the names differ beyond _ -> -
 COST_OPTIONS = {"per_rating": "--cost-per-rating", "per_hit": "--cost-per-hit", "fee": "--platform-fee",
                 "per_worker": "--cost-per-worker"}
