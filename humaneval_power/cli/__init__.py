@@ -1,6 +1,6 @@
 """``hepower``: the command line, a thin layer over the Python API.
 
-One module per command group (``likert``, ``h2h``, ``accuracy``, ``bleu``,
+One module per command group (``likert``, ``h2h``, ``accuracy``, ``f1``, ``bleu``,
 ``fit``, ``analyze``, ``store``), each with ``run(args)``. The parsers of the commands described in
 :mod:`humaneval_power.interface.commands` are generated from that description; a group not (yet)
 described there has its own ``add_parser(subparsers, name, text)``. A group's module (and the library
@@ -29,6 +29,7 @@ GROUPS = {
     "likert": "Likert human evaluations (crossed worker x item linear mixed model)",
     "h2h": "head-to-head (pairwise preference) studies",
     "accuracy": "comparing classifiers on accuracy (McNemar; unpaired proportions)",
+    "f1": "comparing classifiers on F1 (paired randomization test, Card et al. App. F)",
     "bleu": "BLEU/chrF: randomization-test power, swap-effect estimates, paired tests",
     "fit": "fit pilot data (ratings or head-to-head judgments) and export parameters",
     "analyze": "analyse a completed study: F test, marginal means, adjusted contrasts (mixed model)",

@@ -425,6 +425,50 @@ BLEU = (
              METRIC, seed(""), JSON)),
 )
 
+# ---- f1 -------------------------------------------------------------------------------------------------------
+
+TABLE_METAVAR = ("BOTH_NEG", "M1_ONLY", "M2_ONLY", "BOTH_POS")
+P_POSITIVE_HELP = "share of positive items (the positive class's prevalence), in (0, 1)"
+
+
+def f1_tables() -> tuple[Option, ...]:
+    """--table-positive and --table-negative: the joint predictions of M1 and M2 per true class (Table 11)."""
+    return tuple(Option(f"--table-{label}", f"{label} items: probabilities that both models predict negative, only M1 "
+                        "positive, only M2 positive, both positive; they sum to 1 (Card et al. App. F, Table 11)",
+                        finite_float, nargs=4, metavar=TABLE_METAVAR, required=True)
+                 for label in ("positive", "negative"))
+
+
+F1_PERMUTATIONS = Option("--permutations", "randomization trials per simulated test set", positive, SIGNATURE,
+                         metavar="N")
+
+
+def f1_search(*more: Option) -> tuple[Option | Group, ...]:
+    """The options of ``f1 size`` and ``f1 mde`` (``more``: theirs, after the target power)."""
+    return (Option("--p-positive", P_POSITIVE_HELP, finite_float, required=True), *f1_tables(), target(), *more,
+            F1_PERMUTATIONS, ALPHA, OUT, *run_options())
+
+
+F1 = (
+    Command(("f1", "power"), "f1_power", "randomization-test power of the F1 difference over n x p_positive",
+            (Option("--n", "test-set size (items)", positive, grid=True, required=True),
+             Option("--p-positive", P_POSITIVE_HELP, finite_float, grid=True, required=True), *f1_tables(),
+             F1_PERMUTATIONS, ALPHA, *STORE, OUT,
+             plot("power curves against n (a line per share of positive items)"), *run_options()),
+            description="Power, Type-S and Type-M of the paired randomization test of F1 (Card et al. App. F): "
+                        "per true class, the joint predictions of the two models (M1, M2); the effect is "
+                        f"F1(M2) - F1(M1) of the positive class. Grid options take {RANGE_HELP}."),
+    Command(("f1", "size"), "f1_size", "test-set size reaching the target power for the tables' F1 difference",
+            f1_search(Option("--max-n", "largest test set searched", positive, SIGNATURE, metavar="N"))),
+    Command(("f1", "mde"), "f1_mde", "smallest F1 difference reaching the target power, in the tables' direction",
+            (Option("--n", "test-set size (items)", positive, required=True), *f1_search()),
+            description="Smallest F1(M2) - F1(M1) reaching the target power: each class keeps its agreement (the "
+                        "both-negative and both-positive cells) and the tables' direction, while the imbalance of "
+                        "its only-M1 and only-M2 cells grows (the record's scale: the answer as a multiple of the "
+                        "tables' imbalance)."),
+)
+
+
 # ---- analyze (a completed study) -----------------------------------------------------------------------------
 
 def ratings_input(what: str = "rating") -> tuple[Option, ...]:
@@ -530,4 +574,5 @@ AGREEMENT = Command(
         JSON))
 
 #: every described command, by its path
-COMMANDS: dict[tuple[str, ...], Command] = {c.path: c for c in (*LIKERT, *H2H, *ACCURACY, *BLEU, ANALYZE, AGREEMENT)}
+COMMANDS: dict[tuple[str, ...], Command] = {c.path: c for c in (*LIKERT, *H2H, *ACCURACY, *BLEU, ANALYZE, AGREEMENT,
+                                                                  *F1)}
