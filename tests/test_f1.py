@@ -144,8 +144,8 @@ def test_mde_keeps_the_agreement_and_reports_the_difference_at_its_answer() -> N
     assert record["effect"] == pytest.approx(result.value, rel=1e-9)
     pos, neg = scaled_tables(positive, negative, record["scale"])
     assert record["table_positive"] == pytest.approx(list(pos)) and record["table_negative"] == pytest.approx(list(neg))
-    for given, answer in ((positive, pos), (negative, neg)):
-        assert answer[0] == given[0] and answer[3] == given[3]  # each class's agreement is kept
+    for table, answer in ((positive, pos), (negative, neg)):
+        assert answer[0] == table[0] and answer[3] == table[3]  # each class's agreement is kept
 
 
 def test_size_reaches_the_target() -> None:

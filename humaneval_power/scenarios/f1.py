@@ -18,7 +18,6 @@ drawn once per study: the same distribution as running the trials, at no cost pe
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
