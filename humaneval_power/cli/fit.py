@@ -1,53 +1,13 @@
-"""``hepower fit``: pilot data (ratings or head-to-head judgments) -> mixed model -> parameter file."""
+"""``hepower fit``: pilot data (ratings or head-to-head judgments) -> mixed model -> parameter file (its parser:
+``interface.commands.FIT``)."""
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from ..errors import InputError
 from ..fitting import registry
-from ..fitting.clmm import LINKS
-from ..interface.values import positive
-from ..validation import TIE_POLICIES
-from .common import StageNotes, add_ratings_input, add_seed, print_json, where_filters
-
-
-def add_parser(sub: Any, name: str, text: str) -> None:
-    """The ``fit`` command."""
-    fit = sub.add_parser(name, help=text, description=text)
-    add_ratings_input(fit, "rating or judgment")
-    fit.add_argument("--system-a", default="system_a", metavar="COL", help="binomial: first system's column")
-    fit.add_argument("--system-b", default="system_b", metavar="COL", help="binomial: second system's column")
-    fit.add_argument("--outcome", default="outcome", metavar="COL", help="binomial: a, b or tie (or the winner)")
-    fit.add_argument("--baseline", metavar="SYSTEM", help="system the others are compared with (default: first)")
-    fit.add_argument("--family", choices=registry.FAMILIES, default="gaussian",
-                     help="gaussian (ratings, LMM), binomial (judgments, logistic GLMM) or ordinal (integer "
-                          "ratings, cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)")
-    fit.add_argument("--link", choices=LINKS, help="ordinal: the cumulative link (default logit)")
-    fit.add_argument("--backend", choices=tuple(registry.REGISTRY),
-                     help="lme4 (R, Satterthwaite t; the default), statsmodels (no R, same tests and Wald intervals, "
-                          "Gaussian only), bambi (Bayesian, posterior intervals); ordinal: clmm (R ordinal::clmm, "
-                          "the default), laplace (no R, the same Laplace likelihood) or bambi (cumulative family)")
-    fit.add_argument("--ties", choices=TIE_POLICIES, default="drop",
-                     help="binomial: drop ties, or split each as half a win for each side")
-    fit.add_argument("--tie-values", nargs="+", default=[], metavar="ANSWER",
-                     help="binomial: further outcome answers that mean a tie, e.g. both neither "
-                          "(always ties: tie, draw, equal, 0)")
-    fit.add_argument("--correlated", action="store_true", help="correlated random intercepts and slopes")
-    fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
-    fit.add_argument("--intervals", choices=registry.interval_methods(),
-                     help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
-    fit.add_argument("--n-boot", type=positive, default=500, metavar="N", help="bootstrap refits for --intervals boot")
-    fit.add_argument("--draws", type=positive, metavar="N",
-                     help="parameter draws stored in the file for planning with --assurance: bambi's posterior "
-                          "draws per chain (default 1000); lme4/statsmodels: N parametric-bootstrap refits "
-                          "(default none)")
-    fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
-    add_seed(fit, " (bootstrap, bambi)", default=1)  # fit_pilot's default
-    fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
-    fit.set_defaults(out_formats=(".json",))
-    fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+from .common import StageNotes, print_json, where_filters
 
 
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
