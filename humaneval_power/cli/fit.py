@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fitting import registry
 from .common import StageNotes, print_json, where_filters
+
+if TYPE_CHECKING:
+    from ..fitting.ratings import PilotData
 
 
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
@@ -18,12 +22,21 @@ def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
             f"{counts['n_systems']} systems with {what.get(args.backend, args.backend)}{boot} ...")
 
 
+def _read_ratings(args: argparse.Namespace) -> PilotData:
+    """The ratings of ``fit --family gaussian|ordinal``."""
+    from ..fitting.ratings import read_ratings
+
+    return read_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
+                        where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates,
+                        args.family)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``hepower fit``."""
     import pandas as pd
 
     from ..fitting.model import fit_pilot
-    from ..fitting.ratings import read_judgments, read_ratings
+    from ..fitting.ratings import read_judgments
     from ..params import params_json
     out = args.outputs.paths.get("out")
     args.backend = args.backend or registry.default_backend(args.family)
@@ -34,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.family == "gaussian":
         if args.ties != "drop" or args.tie_values:
             raise InputError("--ties and --tie-values apply to --family binomial")
-        data = read_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
-                            where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
+        data = _read_ratings(args)
     else:
         if args.scale or args.score or args.system:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
@@ -64,18 +76,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_ordinal(args: argparse.Namespace, out: str | None) -> int:
-    """``hepower fit --family ordinal``: read_ordinal_ratings + fit_ordinal, the ordinal parameter file."""
+    """``hepower fit --family ordinal``: ordinal ratings + fit_ordinal, the ordinal parameter file."""
     import pandas as pd
 
     from ..fitting.ordinal_fit import fit_ordinal
-    from ..fitting.ratings import read_ordinal_ratings
     from ..params import params_json
     given = [o for o, v in (("--correlated", args.correlated), ("--simplify", args.simplify),
                             ("--ties", args.ties != "drop"), ("--tie-values", args.tie_values)) if v]
     if given:
         raise InputError(f"{given[0]} does not apply to --family ordinal")
-    data = read_ordinal_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
-                                where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
+    data = _read_ratings(args)
     with StageNotes("hepower fit") as progress:
         result = fit_ordinal(data, args.backend, args.link or "logit", intervals=args.intervals, progress=progress,
                              draws=args.draws, chains=args.chains, seed=args.seed)
