@@ -72,6 +72,23 @@ def test_permutation_tail_is_the_enumerated_swap_distribution(counts: list[int])
     assert tail == pytest.approx(brute_tail, abs=1e-12)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 150), min_size=8, max_size=8))
+def test_permutation_tail_on_larger_test_sets_is_the_full_binomial_sum(counts: list[int]) -> None:
+    """Beyond brute force: the sum over every (x, y) of the two binomial counts of swapped discordant items."""
+    positives, m_pos, m_neg = sum(counts[:4]), counts[1] + counts[2], counts[5] + counts[6]
+    x, y = np.arange(m_pos + 1)[:, None], np.arange(m_neg + 1)[None, :]
+
+    def f1(tp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+        return np.where(tp > 0, 2 * tp / np.maximum(tp + positives + fp, 1), 0.0)
+
+    diff = f1(counts[3] + x, counts[7] + y) - f1(counts[3] + m_pos - x, counts[7] + m_neg - y)
+    observed = diff[counts[2], counts[6]]
+    extreme = np.abs(diff) >= abs(observed) - 1e-9 * max(1.0, abs(observed))
+    expected = stats.binom.pmf(x[:, 0], m_pos, 0.5) @ extreme @ stats.binom.pmf(y[0], m_neg, 0.5)
+    assert permutation_tail(counts) == pytest.approx((observed, min(expected, 1.0)), abs=1e-12)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=6, max_size=6))
 def test_without_negative_disagreement_the_test_is_mcnemars_exact_test(c: list[int]) -> None:

@@ -18,6 +18,7 @@ drawn once per study: the same distribution as running the trials, at no cost pe
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -91,11 +92,12 @@ def f1_difference(p_positive: float, table_positive: Table, table_negative: Tabl
 
 @lru_cache(maxsize=4096)
 def _support(m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Values and probabilities of Binomial(m, 1/2), its two tails beyond TAIL left out."""
+    """Values and probabilities of Binomial(m, 1/2) within m/2 +- sqrt(m log(2 / TAIL) / 2): Hoeffding's
+    bound puts less than TAIL of the mass outside."""
     from scipy import stats
 
-    lo, hi = (0, m) if m <= 60 else (int(stats.binom.ppf(TAIL, m, 0.5)), int(stats.binom.isf(TAIL, m, 0.5)))
-    k = np.arange(lo, hi + 1)
+    half = math.sqrt(m * math.log(2 / TAIL) / 2)
+    k = np.arange(max(0, math.floor(m / 2 - half)), min(m, math.ceil(m / 2 + half)) + 1)
     return k, stats.binom.pmf(k, m, 0.5)
 
 
@@ -103,23 +105,42 @@ def permutation_tail(counts: Sequence[int]) -> tuple[float, float]:
     """(observed F1 of M2 - M1, P(|difference| >= |observed|) over the item swaps) of one test set.
 
     ``counts``: items of each of the 8 (label, M1, M2) categories. The tail counts ties as in
-    :func:`~humaneval_power.significance.paired.randomization_test` (a relative 1e-9).
+    :func:`~humaneval_power.significance.paired.randomization_test` (a relative 1e-9). The difference
+    falls as M2 gets more of the negative discordant items (more false positives for M2, fewer for
+    M1), so for each x the extreme y form a prefix (difference >= t) and a suffix (<= -t), found by
+    bisection: the cost grows with the square root of n, not with n.
     """
     c = np.asarray(counts, dtype=np.int64)
     positives, tp_both, fp_both = int(c[:4].sum()), int(c[3]), int(c[7])
     m_pos, m_neg = int(c[1] + c[2]), int(c[5] + c[6])
 
+    def f1(tp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+        """F1 = 2 TP / (2 TP + FP + FN), with FN = positives - TP (0 without a true positive)."""
+        return np.where(tp > 0, 2 * tp / np.maximum(tp + positives + fp, 1), 0.0)
+
     def diff(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """F1 of M2 - M1 when M2 predicts x positive-class and y negative-class discordant items positive."""
-        tp2, tp1 = tp_both + x, tp_both + m_pos - x
-        fp2, fp1 = fp_both + y, fp_both + m_neg - y
-        return (f1_from_sums(np.stack(np.broadcast_arrays(tp2, fp2, positives - tp2), -1))
-                - f1_from_sums(np.stack(np.broadcast_arrays(tp1, fp1, positives - tp1), -1)))
+        return f1(tp_both + x, fp_both + y) - f1(tp_both + m_pos - x, fp_both + m_neg - y)
 
     observed = float(diff(np.array(c[2]), np.array(c[6])))
+    threshold = abs(observed) - 1e-9 * max(1.0, abs(observed))
+    if threshold <= 0:
+        return observed, 1.0
     (x, px), (y, py) = _support(m_pos), _support(m_neg)
-    extreme = np.abs(diff(x[:, None], y[None, :])) >= abs(observed) - 1e-9 * max(1.0, abs(observed))
-    return observed, float(min(px @ extreme @ py, 1.0))
+    below = np.concatenate([[0.0], np.cumsum(py)])  # below[k]: mass of the first k values of y
+
+    def first(holds: Any) -> np.ndarray:
+        """Per x, the first index of y where ``holds(x, y)`` fails (it holds on a prefix of y)."""
+        lo, hi = np.zeros(len(x), dtype=np.int64), np.full(len(x), len(y), dtype=np.int64)
+        while (open_ := lo < hi).any():
+            mid = (lo + hi) // 2
+            ok = holds(x, y[np.minimum(mid, len(y) - 1)])
+            lo, hi = np.where(open_ & ok, mid + 1, lo), np.where(open_ & ~ok, mid, hi)
+        return lo
+
+    high = below[first(lambda a, b: diff(a, b) >= threshold)]
+    low = below[-1] - below[first(lambda a, b: diff(a, b) > -threshold)]
+    return observed, float(min(px @ (high + low), 1.0))
 
 
 @dataclass(frozen=True)
