@@ -155,7 +155,7 @@ def test_mde_keeps_the_agreement_and_reports_the_difference_at_its_answer() -> N
     positive, negative = (0.1, 0.05, 0.15, 0.7), (0.9, 0.05, 0.03, 0.02)
     assert np.allclose(scaled_tables(positive, negative, 1.0), (positive, negative), rtol=0, atol=1e-15)
     assert f1_difference(0.3, *scaled_tables(positive, negative, 0.0)) == 0
-    result = f1_mde(300, 0.3, positive, negative, n_sims=200, seed=1, jobs=1)
+    result = f1_mde(300, 0.3, positive, negative, n_sims=100, seed=1, jobs=1)
     record = result.record()
     assert result.attainable and record["power"] >= 0.8
     assert record["effect"] == pytest.approx(result.value, rel=1e-9)
@@ -166,7 +166,7 @@ def test_mde_keeps_the_agreement_and_reports_the_difference_at_its_answer() -> N
 
 
 def test_size_reaches_the_target() -> None:
-    result = f1_size(0.3, (0.1, 0.05, 0.15, 0.7), (0.9, 0.05, 0.03, 0.02), n_sims=200, seed=1, jobs=1)
+    result = f1_size(0.3, (0.1, 0.05, 0.15, 0.7), (0.9, 0.05, 0.03, 0.02), n_sims=100, seed=1, jobs=1)
     assert result.attainable and result.at is not None and result.at.power >= 0.8
     assert result.low <= result.value <= result.high
 
