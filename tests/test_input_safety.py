@@ -45,7 +45,7 @@ def test_every_file_option_is_known_as_read_or_written() -> None:
                        "--design", "D", "--store", "S", "--out", "o.csv", "--plot", "p.png"],
             "bleu": ["bleu", "test", "--ref", "R1", "R2", "--baseline", "B", "--systems", "S1", "S2"],
             "store": ["store", "show", "F"], "fit": ["fit", "R", "-o", "p.json"]}
-    found = {g: file_options(parser, parser.parse_args(a)) for g, a in argv.items()}
+    found = {g: file_options(parser.parse_args(a)) for g, a in argv.items()}
     assert found["analyze"] == ([("RATINGS", "R")], [("--out", "o.csv"), ("--report", "r.md"), ("--plot", "p.png")])
     assert sorted(found["likert"][0]) == sorted([("--design-from", "P"), ("--workload-from", "W"), ("--params", "X"),
                                                  ("--design", "D"), ("--store", "S")])

@@ -76,5 +76,6 @@ def _required(command: object) -> list[str]:
         if option.positional:
             out.append("x.csv")
         elif option.required:
-            out += [option.flag, "x" if option.kind is None else "1"]
+            count = option.nargs if isinstance(option.nargs, int) else 1
+            out += [option.flag, *["x" if option.kind is None else "1"] * count]
     return out

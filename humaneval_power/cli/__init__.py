@@ -1,10 +1,9 @@
 """``hepower``: the command line, a thin layer over the Python API.
 
-One module per command group (``likert``, ``h2h``, ``accuracy``, ``bleu``,
-``fit``, ``analyze``, ``store``), each with ``run(args)``. The parsers of the commands described in
-:mod:`humaneval_power.interface.commands` are generated from that description; a group not (yet)
-described there has its own ``add_parser(subparsers, name, text)``. A group's module (and the library
-behind it) is imported only when that group runs, so ``hepower --help`` starts at once.
+One module per command group (``likert``, ``h2h``, ``accuracy``, ``f1``, ``bleu``,
+``fit``, ``analyze``, ``agreement``, ``serve``, ``store``), each with ``run(args)``. Every parser is
+generated from the description of the commands (:mod:`humaneval_power.interface.commands`). A group's
+module (and the library behind it) is imported only when that group runs, so ``hepower --help`` starts at once.
 
 Exit codes: 0 success, 2 bad input or usage (one line on stderr), 1 an
 internal error, 130 interrupted. Tables go to stdout (``--json``: exactly one
@@ -29,6 +28,7 @@ GROUPS = {
     "likert": "Likert human evaluations (crossed worker x item linear mixed model)",
     "h2h": "head-to-head (pairwise preference) studies",
     "accuracy": "comparing classifiers on accuracy (McNemar; unpaired proportions)",
+    "f1": "comparing classifiers on F1 (paired randomization test, Card et al. App. F)",
     "bleu": "BLEU/chrF: randomization-test power, swap-effect estimates, paired tests",
     "fit": "fit pilot data (ratings or head-to-head judgments) and export parameters",
     "analyze": "analyse a completed study: F test, marginal means, adjusted contrasts (mixed model)",
@@ -58,8 +58,7 @@ def build_parser(groups: Sequence[str] | None = None) -> argparse.ArgumentParser
     sub = parser.add_subparsers(dest="command", metavar="GROUP", required=True, parser_class=Parser)
     for name, text in GROUPS.items():
         if groups is None or name in groups:
-            module = importlib.import_module(f"{__name__}.{name}")
-            getattr(module, "add_parser", add_group)(sub, name, text)
+            add_group(sub, name, text)
         else:
             sub.add_parser(name, help=text)
     return parser
@@ -108,7 +107,7 @@ def main(argv: Sequence[str] | None = None, progress: Callable[[int, int, str], 
         args = parser.parse_args(argv)
         if getattr(args, "action", "") is None:
             parser.parse_args([args.command, "--help"])
-        check_command_line(parser, args)
+        check_command_line(args)
         args.progress = progress
         args.outputs = OutputFiles(args)
         opened = prepare_run(args)

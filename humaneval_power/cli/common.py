@@ -12,10 +12,6 @@ from pathlib import Path
 from typing import Any, cast, overload
 
 from ..errors import InputError
-from ..interface.parsers import add_options
-from ..interface.values import non_negative
-
-DEFAULT_SEED = 0  #: the API's default seed (tests/test_cli_surface.py checks every command against its function)
 
 
 @overload
@@ -25,17 +21,6 @@ def flatten(groups: Sequence[Sequence[Any]]) -> list[Any]: ...
 def flatten(groups: Sequence[Sequence[Any]] | None) -> list[Any] | None:
     """The values of an option given as several lists (``nargs='+'`` of ranges)."""
     return None if groups is None else [v for g in groups for v in g]
-
-
-def add_seed(p: argparse.ArgumentParser, what: str = "; one seed reproduces a whole run",
-             default: int = DEFAULT_SEED) -> None:
-    """--seed, with the API's default."""
-    p.add_argument("--seed", type=non_negative, default=default, help=f"random seed{what}")
-
-
-def add_json_option(p: argparse.ArgumentParser) -> None:
-    """--json: one JSON array of records on stdout, nothing else."""
-    p.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
 
 
 def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: Callable[[Path], object]) -> None:
@@ -97,38 +82,24 @@ OUTPUT_DESTS = ("out", "plot", "report", "latex")
 FILE_METAVARS = ("FILE", "RATINGS", "PREDICTIONS")
 
 
-def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The (sub)parser of a hand-written command ``args`` was parsed for, e.g. ``fit``'s (argparse has no
-    public way to reach a subparser or list its options: this reads its private ``_actions``)."""
-    for dest in ("command", "action"):
-        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-        if sub is None or getattr(args, dest, None) not in sub.choices:
-            break
-        parser = sub.choices[getattr(args, dest)]
-    return parser
-
-
-def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, str, Any]]:
-    """(name, dest, metavar) of every option of the command ``args`` was parsed for, once per dest: from its
-    description, or (a hand-written command) from its parser."""
+def _options_of(args: argparse.Namespace) -> list[tuple[str, str, Any]]:
+    """(name, dest, metavar) of every option of the command ``args`` was parsed for, once per dest, from its
+    description (a deprecated spelling shares its dest with the option it names: the first spelling stands
+    for both)."""
     from ..interface.commands import COMMANDS
 
-    command = COMMANDS.get(tuple(v for v in (args.command, getattr(args, "action", None)) if v))
-    if command is not None:
-        # a deprecated spelling shares its dest with the option it names: the first spelling stands for both
-        first = {o.dest_name: o for o in reversed([o for o in command.all_options() if not o.hidden])}
-        return [(str(o.metavar) if o.positional else o.flag, o.dest_name, o.metavar)
-                for o in command.all_options() if first.get(o.dest_name) is o]
-    return [(max(a.option_strings, key=len) if a.option_strings else str(a.metavar), a.dest, a.metavar)
-            for a in command_parser(parser, args)._actions]
+    command = COMMANDS[tuple(v for v in (args.command, getattr(args, "action", None)) if v)]
+    first = {o.dest_name: o for o in reversed([o for o in command.all_options() if not o.hidden])}
+    return [(str(o.metavar) if o.positional else o.flag, o.dest_name, o.metavar)
+            for o in command.all_options() if first.get(o.dest_name) is o]
 
 
-def file_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[tuple[str, str]], ...]:
+def file_options(args: argparse.Namespace) -> tuple[list[tuple[str, str]], ...]:
     """``(inputs, outputs)``: (option, path) of every file the command line names, read or written
     (``--store`` is read, so it counts as an input); an option given several files is listed once per file."""
     inputs: list[tuple[str, str]] = []
     outputs: list[tuple[str, str]] = []
-    for name, dest, metavar in _options_of(parser, args):
+    for name, dest, metavar in _options_of(args):
         value = getattr(args, dest, None)
         if metavar not in FILE_METAVARS or value is None or not isinstance(value, (str, list)):
             continue
@@ -150,14 +121,14 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def check_file_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def check_file_options(args: argparse.Namespace) -> None:
     """Refuse, before any work, a command line whose output file is one of its own input files (or
     its result store), and an input that is a folder or an empty file name."""
     import os
 
     from ..store import check_sidecar_name
 
-    inputs, outputs = file_options(parser, args)
+    inputs, outputs = file_options(args)
     for option, path in inputs + outputs:
         if not path.strip():
             raise InputError(f"{option} needs a file name, got {path!r}")
@@ -186,17 +157,10 @@ def check_options(args: argparse.Namespace) -> None:
         raise InputError("--type-m adds a panel to the --plot figure; give --plot FILE (the table always has type_m)")
 
 
-def check_command_line(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def check_command_line(args: argparse.Namespace) -> None:
     """Every check of a parsed command line that needs no computation: files, then options."""
-    check_file_options(parser, args)
+    check_file_options(args)
     check_options(args)
-
-
-def add_ratings_input(p: argparse.ArgumentParser, what: str = "rating") -> None:
-    """The input of ``fit`` (hand-written): the ratings options of ``analyze``'s description."""
-    from ..interface.commands import ANALYZE, ratings_input
-
-    add_options(p, ANALYZE, ratings_input(what))
 
 
 def prepare_run(args: argparse.Namespace) -> list[Any]:

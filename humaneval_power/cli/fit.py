@@ -1,53 +1,17 @@
-"""``hepower fit``: pilot data (ratings or head-to-head judgments) -> mixed model -> parameter file."""
+"""``hepower fit``: pilot data (ratings or head-to-head judgments) -> mixed model -> parameter file (its parser:
+``interface.commands.FIT``)."""
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fitting import registry
-from ..fitting.clmm import LINKS
-from ..interface.values import positive
-from ..validation import TIE_POLICIES
-from .common import StageNotes, add_ratings_input, add_seed, print_json, where_filters
+from .common import StageNotes, print_json, where_filters
 
-
-def add_parser(sub: Any, name: str, text: str) -> None:
-    """The ``fit`` command."""
-    fit = sub.add_parser(name, help=text, description=text)
-    add_ratings_input(fit, "rating or judgment")
-    fit.add_argument("--system-a", default="system_a", metavar="COL", help="binomial: first system's column")
-    fit.add_argument("--system-b", default="system_b", metavar="COL", help="binomial: second system's column")
-    fit.add_argument("--outcome", default="outcome", metavar="COL", help="binomial: a, b or tie (or the winner)")
-    fit.add_argument("--baseline", metavar="SYSTEM", help="system the others are compared with (default: first)")
-    fit.add_argument("--family", choices=registry.FAMILIES, default="gaussian",
-                     help="gaussian (ratings, LMM), binomial (judgments, logistic GLMM) or ordinal (integer "
-                          "ratings, cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)")
-    fit.add_argument("--link", choices=LINKS, help="ordinal: the cumulative link (default logit)")
-    fit.add_argument("--backend", choices=tuple(registry.REGISTRY),
-                     help="lme4 (R, Satterthwaite t; the default), statsmodels (no R, same tests and Wald intervals, "
-                          "Gaussian only), bambi (Bayesian, posterior intervals); ordinal: clmm (R ordinal::clmm, "
-                          "the default), laplace (no R, the same Laplace likelihood) or bambi (cumulative family)")
-    fit.add_argument("--ties", choices=TIE_POLICIES, default="drop",
-                     help="binomial: drop ties, or split each as half a win for each side")
-    fit.add_argument("--tie-values", nargs="+", default=[], metavar="ANSWER",
-                     help="binomial: further outcome answers that mean a tie, e.g. both neither "
-                          "(always ties: tie, draw, equal, 0)")
-    fit.add_argument("--correlated", action="store_true", help="correlated random intercepts and slopes")
-    fit.add_argument("--simplify", action="store_true", help="drop zero variance components step by step")
-    fit.add_argument("--intervals", choices=registry.interval_methods(),
-                     help="intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)")
-    fit.add_argument("--n-boot", type=positive, default=500, metavar="N", help="bootstrap refits for --intervals boot")
-    fit.add_argument("--draws", type=positive, metavar="N",
-                     help="parameter draws stored in the file for planning with --assurance: bambi's posterior "
-                          "draws per chain (default 1000); lme4/statsmodels: N parametric-bootstrap refits "
-                          "(default none)")
-    fit.add_argument("--chains", type=positive, default=2, metavar="N", help="bambi: chains")
-    add_seed(fit, " (bootstrap, bambi)", default=1)  # fit_pilot's default
-    fit.add_argument("-o", "--out", metavar="FILE", help="parameter file to write (.json)")
-    fit.set_defaults(out_formats=(".json",))
-    fit.add_argument("--json", action="store_true", help="print one JSON array of records, nothing else")
+if TYPE_CHECKING:
+    from ..fitting.ratings import PilotData
 
 
 def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
@@ -58,12 +22,21 @@ def _stage(counts: dict[str, int], args: argparse.Namespace) -> str:
             f"{counts['n_systems']} systems with {what.get(args.backend, args.backend)}{boot} ...")
 
 
+def _read_ratings(args: argparse.Namespace) -> PilotData:
+    """The ratings of ``fit --family gaussian|ordinal``."""
+    from ..fitting.ratings import read_ratings
+
+    return read_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
+                        where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates,
+                        args.family)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``hepower fit``."""
     import pandas as pd
 
     from ..fitting.model import fit_pilot
-    from ..fitting.ratings import read_judgments, read_ratings
+    from ..fitting.ratings import read_judgments
     from ..params import params_json
     out = args.outputs.paths.get("out")
     args.backend = args.backend or registry.default_backend(args.family)
@@ -74,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.family == "gaussian":
         if args.ties != "drop" or args.tie_values:
             raise InputError("--ties and --tie-values apply to --family binomial")
-        data = read_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
-                            where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
+        data = _read_ratings(args)
     else:
         if args.scale or args.score or args.system:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
@@ -104,18 +76,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_ordinal(args: argparse.Namespace, out: str | None) -> int:
-    """``hepower fit --family ordinal``: read_ordinal_ratings + fit_ordinal, the ordinal parameter file."""
+    """``hepower fit --family ordinal``: ordinal ratings + fit_ordinal, the ordinal parameter file."""
     import pandas as pd
 
     from ..fitting.ordinal_fit import fit_ordinal
-    from ..fitting.ratings import read_ordinal_ratings
     from ..params import params_json
     given = [o for o, v in (("--correlated", args.correlated), ("--simplify", args.simplify),
                             ("--ties", args.ties != "drop"), ("--tie-values", args.tie_values)) if v]
     if given:
         raise InputError(f"{given[0]} does not apply to --family ordinal")
-    data = read_ordinal_ratings(args.data, args.worker, args.item, args.system, args.score, args.baseline, args.systems,
-                                where_filters(args.where), tuple(args.scale) if args.scale else None, args.duplicates)
+    data = _read_ratings(args)
     with StageNotes("hepower fit") as progress:
         result = fit_ordinal(data, args.backend, args.link or "logit", intervals=args.intervals, progress=progress,
                              draws=args.draws, chains=args.chains, seed=args.seed)

@@ -4,30 +4,10 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
-from typing import Any
 
 from ..errors import InputError
-from ..interface.values import finite_float, positive
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")  #: Host headers a server on localhost answers
-
-
-def add_parser(sub: Any, name: str, text: str) -> None:
-    """The ``serve`` command."""
-    from ..serve.commands import Limits
-
-    d = Limits()
-    p = sub.add_parser(name, help=text, description=text + ". Open the printed address in a browser; the JSON API "
-                       "is under /api (docs/serve.md).")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (only this machine by default; 0.0.0.0 exposes the server to the network)")
-    p.add_argument("--port", type=positive, default=8000, help="port to listen on")
-    p.add_argument("--time-limit", type=finite_float, default=d.time_limit, metavar="SECONDS",
-                   help="longest computation of one request")
-    p.add_argument("--max-sims", type=positive, default=d.max_sims, metavar="N",
-                   help="most simulated studies per design cell a request may ask for")
-    p.add_argument("--max-jobs", type=positive, default=d.max_jobs, metavar="N",
-                   help="computations running at once (each takes one core)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,24 +2,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from ..interface.parsers import Parser
-from .common import add_json_option, print_json, print_table
+from .common import print_json, print_table
 
 COLUMNS = ["key", "scenario", "workers", "items", "ratings_per_item", "judgments_per_item", "n", "effect", "method",
            "test", "seed", "chunk_size", "chunks", "studies", "seconds"]
-
-
-def add_parser(sub: Any, name: str, text: str) -> None:
-    """The ``store`` commands."""
-    p = sub.add_parser(name, help=text, description=text)
-    cmds = p.add_subparsers(dest="action", metavar="COMMAND", parser_class=Parser)
-    show = cmds.add_parser("show", help="list the cells a store holds, with their studies done",
-                           description="One row per cell: its design, seed, chunk size, chunks and studies done "
-                                       "and the seconds they took.")
-    show.add_argument("file", metavar="FILE", help="a result store written with --store")
-    add_json_option(show)
 
 
 def run(args: argparse.Namespace) -> int:

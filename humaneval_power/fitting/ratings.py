@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..io import apply_filters, read_table, resolve_column
 from ..validation import TIE_POLICIES, check_choice, check_scores
 
 DUPLICATE_POLICIES = ("error", "average", "keep")
+RATING_FAMILIES = ("gaussian", "ordinal")  #: how :func:`read_ratings` reads scores: interval data or categories
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ def read_ratings(
     where: dict[str, str] | None = None,
     scale: tuple[float, float] | None = None,
     duplicates: str = "error",
+    family: str = "gaussian",
 ) -> PilotData:
     """Read and validate Likert ratings, one row per rating.
 
@@ -96,7 +99,18 @@ def read_ratings(
     error and scores are rescaled to [0, 1] (as Card et al. did).
     ``duplicates``: several ratings of one (worker, item, system) are an
     ``error`` (default), are ``average``d, or ``keep``t as repeated measures.
+    ``family="ordinal"`` reads the ratings as categories (:func:`_as_ordinal`): the same checks
+    without rescaling, then integer scores on ``scale = (lowest, highest)`` (default: the observed range).
     """
+    check_choice("ratings family", family, RATING_FAMILIES)
+    if family == "ordinal":
+        if duplicates == "average":
+            raise InputError("--duplicates average makes mean ratings, not categories: use error or keep with "
+                             "--family ordinal")
+        if scale is not None and not all(float(v).is_integer() for v in scale):
+            raise InputError(f"an ordinal scale is two integer ratings LOWEST HIGHEST, got {scale[0]:g} {scale[1]:g}")
+        return _as_ordinal(read_ratings(source, worker, item, system, score, baseline, systems, where, None,
+                                        duplicates), scale)
     check_choice("duplicates policy", duplicates, DUPLICATE_POLICIES)
     raw, name, digest = read_table(source)
     raw = apply_filters(raw, where)
@@ -237,33 +251,20 @@ def read_judgments(
                      extra={"ties": ties, "p_tie": {str(k): float(v) for k, v in p_tie.items()}})
 
 
-def read_ordinal_ratings(
-    source: str | Path | pd.DataFrame,
-    worker: str | None = None,
-    item: str | None = None,
-    system: str | None = None,
-    score: str | None = None,
-    baseline: str | None = None,
-    systems: Sequence[str] | None = None,
-    where: dict[str, str] | None = None,
-    scale: tuple[float, float] | None = None,
-    duplicates: str = "error",
-) -> PilotData:
-    """Read ordinal (Likert) ratings as categories: the checks of :func:`read_ratings` (without rescaling),
-    then integer scores on ``scale = (lowest, highest)`` (default: the observed range), at least three
-    categories observed and none of the scale unused (:func:`~.clmm.ordinal_codes`). The family is
-    ``ordinal``; ``scale`` holds (lowest, highest) and ``extra["levels"]`` the category labels."""
+def _as_ordinal(data: PilotData, scale: tuple[float, float] | None) -> PilotData:
+    """Ratings read by :func:`read_ratings` (not rescaled) as categories: integer scores on ``scale =
+    (lowest, highest)`` (default: the observed range), at least three categories observed and none of the
+    scale unused (:func:`~.clmm.ordinal_codes`). The family is ``ordinal``; ``scale`` holds (lowest,
+    highest) and ``extra["levels"]`` the category labels."""
     from .clmm import ordinal_codes
 
-    if duplicates == "average":
-        raise InputError("--duplicates average makes mean ratings, not categories: use error or keep with "
-                         "--family ordinal")
-    if scale is not None and not all(float(v).is_integer() for v in scale):
-        raise InputError(f"an ordinal scale is two integer ratings LOWEST HIGHEST, got {scale[0]:g} {scale[1]:g}")
-    data = read_ratings(source, worker, item, system, score, baseline, systems, where, None, duplicates)
     rng = None if scale is None else (int(scale[0]), int(scale[1]))
     if rng is not None and not rng[0] < rng[1]:
         raise InputError(f"--scale needs LOWEST < HIGHEST, got {rng[0]} {rng[1]}")
     _, levels = ordinal_codes(data.frame["score"].to_numpy(), rng)
     return PilotData(data.frame, data.systems, "ordinal", data.source, data.sha256, data.notes,
                      scale=(float(levels[0]), float(levels[-1])), extra={"levels": levels})
+
+
+#: ordinal ratings: ``read_ratings(..., family="ordinal")``
+read_ordinal_ratings = partial(read_ratings, family="ordinal")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -39,6 +39,9 @@ NAMES: dict[str, str] = {
     "mde_table": "humaneval_power.scenarios.accuracy:mde_table",
     "estimate_accuracy": "humaneval_power.scenarios.accuracy:estimate_accuracy",
     "solve_prop_test": "humaneval_power.scenarios.accuracy:solve_prop_test",
+    "f1_power": "humaneval_power.scenarios.f1:f1_power",
+    "f1_size": "humaneval_power.scenarios.f1:f1_size",
+    "f1_mde": "humaneval_power.scenarios.f1:f1_mde",
     "bleu_power": "humaneval_power.scenarios.bleu:bleu_power",
     "bleu_mde": "humaneval_power.scenarios.bleu:bleu_mde",
     "bleu_sample_size": "humaneval_power.scenarios.bleu:bleu_sample_size",
@@ -48,6 +51,12 @@ NAMES: dict[str, str] = {
     "analyze_judgments": "humaneval_power.completed_study:analyze_judgments",
     "read_ratings": "humaneval_power.fitting.ratings:read_ratings",
     "agreement": "humaneval_power.completed_study:agreement",
+    "fit_pilot": "humaneval_power.fitting.model:fit_pilot",
+    "fit_ordinal": "humaneval_power.fitting.ordinal_fit:fit_ordinal",
+    "read_judgments": "humaneval_power.fitting.ratings:read_judgments",
+    "fit_interval_methods": "humaneval_power.fitting.registry:interval_methods",
+    "Store": "humaneval_power.store:Store",
+    "Limits": "humaneval_power.serve.commands:Limits",
     # constants (choices)
     "PRESETS": "humaneval_power.params:PRESETS",
     "LIKERT_METHODS": "humaneval_power.analyses.lmm:TIERS",
@@ -65,6 +74,9 @@ NAMES: dict[str, str] = {
     "ANALYZE_DF": "humaneval_power.completed_study:DF_METHODS",
     "ANALYZE_BACKENDS": "humaneval_power.completed_study:BACKENDS",
     "ALPHA_METRICS": "humaneval_power.agreement:METRICS",
+    "FIT_FAMILIES": "humaneval_power.fitting.registry:FAMILIES",
+    "FIT_BACKENDS": "humaneval_power.fitting.registry:REGISTRY",
+    "CLMM_LINKS": "humaneval_power.fitting.clmm:LINKS",
 }
 
 
@@ -117,6 +129,7 @@ class Option:
     hidden: bool = False  #: a former spelling, accepted but not shown
     api: bool = True
     source: str | None = None  #: the function (NAMES key) whose signature gives the default
+    aliases: tuple[str, ...] = ()  #: other spellings shown before ``flag`` (e.g. ``-o`` for ``--out``)
 
     @property
     def dest_name(self) -> str:
@@ -153,6 +166,8 @@ class Command:
     description: str | None = None
     modes: tuple[str, ...] = ()  #: further functions the command calls in another mode (h2h: the GLMM planner)
     design: str | None = None  #: the function whose keywords the command's function takes through ``**design``
+    #: values the parser sets with no option (argparse's ``set_defaults``), e.g. the formats ``fit --out`` writes
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     def functions(self) -> list[str]:
         """The functions whose keywords the command's options may be (:data:`NAMES` keys)."""

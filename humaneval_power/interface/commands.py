@@ -425,33 +425,83 @@ BLEU = (
              METRIC, seed(""), JSON)),
 )
 
+# ---- f1 -------------------------------------------------------------------------------------------------------
+
+TABLE_METAVAR = ("BOTH_NEG", "M1_ONLY", "M2_ONLY", "BOTH_POS")
+P_POSITIVE_HELP = "share of positive items (the positive class's prevalence), in (0, 1)"
+
+
+def f1_tables() -> tuple[Option, ...]:
+    """--table-positive and --table-negative: the joint predictions of M1 and M2 per true class (Table 11)."""
+    return tuple(Option(f"--table-{label}", f"{label} items: probabilities that both models predict negative, only M1 "
+                        "positive, only M2 positive, both positive; they sum to 1 (Card et al. App. F, Table 11)",
+                        finite_float, nargs=4, metavar=TABLE_METAVAR, required=True)
+                 for label in ("positive", "negative"))
+
+
+F1_PERMUTATIONS = Option("--permutations", "randomization trials per simulated test set", positive, SIGNATURE,
+                         metavar="N")
+
+
+def f1_search(*more: Option) -> tuple[Option | Group, ...]:
+    """The options of ``f1 size`` and ``f1 mde`` (``more``: theirs, after the target power)."""
+    return (Option("--p-positive", P_POSITIVE_HELP, finite_float, required=True), *f1_tables(), target(), *more,
+            F1_PERMUTATIONS, ALPHA, OUT, *run_options())
+
+
+F1 = (
+    Command(("f1", "power"), "f1_power", "randomization-test power of the F1 difference over n x p_positive",
+            (Option("--n", "test-set size (items)", positive, grid=True, required=True),
+             Option("--p-positive", P_POSITIVE_HELP, finite_float, grid=True, required=True), *f1_tables(),
+             F1_PERMUTATIONS, ALPHA, *STORE, OUT,
+             plot("power curves against n (a line per share of positive items)"), *run_options()),
+            description="Power, Type-S and Type-M of the paired randomization test of F1 (Card et al. App. F): "
+                        "per true class, the joint predictions of the two models (M1, M2); the effect is "
+                        f"F1(M2) - F1(M1) of the positive class. Grid options take {RANGE_HELP}."),
+    Command(("f1", "size"), "f1_size", "test-set size reaching the target power for the tables' F1 difference",
+            f1_search(Option("--max-n", "largest test set searched", positive, SIGNATURE, metavar="N"))),
+    Command(("f1", "mde"), "f1_mde", "smallest F1 difference reaching the target power, in the tables' direction",
+            (Option("--n", "test-set size (items)", positive, required=True), *f1_search()),
+            description="Smallest F1(M2) - F1(M1) reaching the target power: each class keeps its agreement (the "
+                        "both-negative and both-positive cells) and the tables' direction, while the imbalance of "
+                        "its only-M1 and only-M2 cells grows (the record's scale: the answer as a multiple of the "
+                        "tables' imbalance)."),
+)
+
+
 # ---- analyze (a completed study) -----------------------------------------------------------------------------
 
-def ratings_input(what: str = "rating") -> tuple[Option, ...]:
+def ratings_input(what: str = "rating", source: str | None = None) -> tuple[Option, ...]:
     """The input of ``fit`` and ``analyze``: the ratings file, its columns, row filters, systems, scale and
-    duplicate policy (the keywords of ``fitting.ratings.read_ratings``)."""
+    duplicate policy (the keywords of ``fitting.ratings.read_ratings``; ``source``: the function taking them
+    when not the command's own, which then names the file ``source``)."""
     return (
-        Option("data", f"tidy CSV or Parquet, one row per {what}", metavar="RATINGS", param="ratings"),
-        *(Option(f"--{role}", f"{role} column (default: found by name)", metavar="COL")
+        Option("data", f"tidy CSV or Parquet, one row per {what}", metavar="RATINGS",
+               param="source" if source else "ratings", source=source),
+        *(Option(f"--{role}", f"{role} column (default: found by name)", metavar="COL", source=source)
           for role in ("worker", "item", "system", "score")),
-        Option("--where", "keep rows where COL equals VALUE (repeatable)", action="append", metavar="COL=VALUE"),
-        Option("--systems", "keep only these systems (default: all)", nargs="+", metavar="SYSTEM"),
+        Option("--where", "keep rows where COL equals VALUE (repeatable)", action="append", metavar="COL=VALUE",
+               source=source),
+        Option("--systems", "keep only these systems (default: all)", nargs="+", metavar="SYSTEM", source=source),
         Option("--scale", "rating scale; scores are rescaled to [0, 1] (default: no rescaling)", finite_float,
-               nargs=2, metavar=("MIN", "MAX")),
+               nargs=2, metavar=("MIN", "MAX"), source=source),
         Option("--duplicates", "several ratings of one (worker, item, system): error (default); average them into "
                "one rating; keep each as its own rating (the model then treats repeats as independent errors: no "
                "worker x item x system effect, so agreeing repeats make the SEs too small)", default=SIGNATURE,
                choices=("error", "average", "keep"), source="read_ratings"))
 
 
-#: the options of the head-to-head judgments (``--family binomial``; also ``fit``'s)
-JUDGMENT_COLUMNS = (
-    Option("--system-a", "binomial: first system's column", default=SIGNATURE, metavar="COL",
-           source="analyze_judgments"),
-    Option("--system-b", "binomial: second system's column", default=SIGNATURE, metavar="COL",
-           source="analyze_judgments"),
-    Option("--outcome", "binomial: a, b or tie (or the winner)", default=SIGNATURE, metavar="COL",
-           source="analyze_judgments"))
+def judgment_columns(source: str) -> tuple[Option, ...]:
+    """The columns of head-to-head judgments (``--family binomial``), keywords of ``source``."""
+    return (
+        Option("--system-a", "binomial: first system's column", default=SIGNATURE, metavar="COL", source=source),
+        Option("--system-b", "binomial: second system's column", default=SIGNATURE, metavar="COL", source=source),
+        Option("--outcome", "binomial: a, b or tie (or the winner)", default=SIGNATURE, metavar="COL",
+               source=source))
+
+
+#: the options of the head-to-head judgments of ``analyze --family binomial``
+JUDGMENT_COLUMNS = judgment_columns("analyze_judgments")
 
 ANALYZE = Command(
     ("analyze",), "analyze", "analyse a completed study: F test, marginal means, adjusted contrasts (mixed model)", (
@@ -529,5 +579,56 @@ AGREEMENT = Command(
         Option("--out", "also write the records to FILE (.csv, .json or .parquet)", metavar="FILE", api=False),
         JSON))
 
+# ---- fit (a pilot), store show, serve ------------------------------------------------------------------------
+
+FIT = Command(
+    ("fit",), "fit_pilot", "fit pilot data (ratings or head-to-head judgments) and export parameters", (
+        *ratings_input("rating or judgment", source="read_ratings"), *judgment_columns("read_judgments"),
+        Option("--baseline", "system the others are compared with (default: first)", metavar="SYSTEM",
+               source="read_ratings"),
+        Option("--family", "gaussian (ratings, LMM), binomial (judgments, logistic GLMM) or ordinal (integer ratings, "
+               "cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)", default="gaussian",
+               choices="FIT_FAMILIES", api=False),
+        Option("--link", "ordinal: the cumulative link (default logit)", choices="CLMM_LINKS", source="fit_ordinal"),
+        Option("--backend", "lme4 (R, Satterthwaite t; the default), statsmodels (no R, same tests and Wald "
+               "intervals, Gaussian only), bambi (Bayesian, posterior intervals); ordinal: clmm (R ordinal::clmm, "
+               "the default), laplace (no R, the same Laplace likelihood) or bambi (cumulative family)",
+               choices=lambda: tuple(resolve("FIT_BACKENDS"))),
+        Option("--ties", "binomial: drop ties, or split each as half a win for each side", default=SIGNATURE,
+               choices="TIE_POLICIES", source="read_judgments"),
+        Option("--tie-values", "binomial: further outcome answers that mean a tie, e.g. both neither (always ties: "
+               "tie, draw, equal, 0)", default=SIGNATURE, nargs="+", metavar="ANSWER", source="read_judgments"),
+        Option("--correlated", "correlated random intercepts and slopes", action="store_true"),
+        Option("--simplify", "drop zero variance components step by step", action="store_true"),
+        Option("--intervals", "intervals for the SDs (default: wald for lme4 and statsmodels, posterior for bambi)",
+               choices=lambda: resolve("fit_interval_methods")()),
+        Option("--n-boot", "bootstrap refits for --intervals boot", positive, SIGNATURE, metavar="N"),
+        Option("--draws", "parameter draws stored in the file for planning with --assurance: bambi's posterior draws "
+               "per chain (default 1000); lme4/statsmodels: N parametric-bootstrap refits (default none)", positive,
+               metavar="N"),
+        Option("--chains", "bambi: chains", positive, SIGNATURE, metavar="N"),
+        seed(" (bootstrap, bambi)"),
+        Option("--out", "parameter file to write (.json)", metavar="FILE", api=False, aliases=("-o",)),
+        JSON), settings={"out_formats": (".json",)})
+
+STORE_SHOW = Command(
+    ("store", "show"), "Store", "list the cells a store holds, with their studies done",
+    (Option("file", "a result store written with --store", metavar="FILE", param="path"), JSON),
+    description="One row per cell: its design, seed, chunk size, chunks and studies done and the seconds they took.")
+
+SERVE = Command(
+    ("serve",), "Limits", "the interactive planner in the browser: a local web app and its JSON API", (
+        Option("--host", "address to listen on (only this machine by default; 0.0.0.0 exposes the server to the "
+               "network)", default="127.0.0.1", api=False),
+        Option("--port", "port to listen on", positive, 8000, api=False),
+        Option("--time-limit", "longest computation of one request", finite_float, SIGNATURE, metavar="SECONDS"),
+        Option("--max-sims", "most simulated studies per design cell a request may ask for", positive, SIGNATURE,
+               metavar="N"),
+        Option("--max-jobs", "computations running at once (each takes one core)", positive, SIGNATURE, metavar="N")),
+    description="the interactive planner in the browser: a local web app and its JSON API. Open the printed "
+                "address in a browser; the JSON API is under /api (docs/serve.md).")
+
+
 #: every described command, by its path
-COMMANDS: dict[tuple[str, ...], Command] = {c.path: c for c in (*LIKERT, *H2H, *ACCURACY, *BLEU, ANALYZE, AGREEMENT)}
+COMMANDS: dict[tuple[str, ...], Command] = {c.path: c for c in (*LIKERT, *H2H, *ACCURACY, *BLEU, ANALYZE, AGREEMENT,
+                                                                  *F1, FIT, STORE_SHOW, SERVE)}

@@ -45,7 +45,8 @@ def add_group(sub: Any, name: str, text: str) -> None:
     from ..interface.commands import COMMANDS
 
     if (name,) in COMMANDS:  # a group that is one command (``analyze``)
-        add_options(sub.add_parser(name, help=text, description=text), COMMANDS[name,])
+        command = COMMANDS[name,]
+        add_options(sub.add_parser(name, help=text, description=command.description or text), command)
         return
     group = sub.add_parser(name, help=text, description=text)
     commands = group.add_subparsers(dest="action", metavar="COMMAND", parser_class=type(group))
@@ -62,13 +63,15 @@ def add_command(sub: Any, command: Command) -> argparse.ArgumentParser:
 
 
 def add_options(target: Any, command: Command, items: Sequence[Option | Group] | None = None) -> None:
-    """Add the described options (default: all of ``command``'s) to a parser or argument group."""
+    """Add the described options (default: all of ``command``'s, and its settings) to a parser or argument group."""
+    if items is None and command.settings:
+        target.set_defaults(**command.settings)
     for item in command.options if items is None else items:
         if isinstance(item, Group):
             group = target.add_mutually_exclusive_group() if item.exclusive else target.add_argument_group(item.title)
             add_options(group, command, item.options)
         else:
-            target.add_argument(item.flag, **argparse_keywords(item, command))
+            target.add_argument(*item.aliases, item.flag, **argparse_keywords(item, command))
 
 
 def argparse_keywords(option: Option, command: Command) -> dict[str, Any]:
