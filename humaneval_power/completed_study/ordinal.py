@@ -241,6 +241,9 @@ def check_ordinal_options(random: str, df: str, backend: str | None, link: str |
         raise InputError(f"--df {df} does not apply to --family ordinal: its tests are asymptotic (z and chi-square, "
                          "emmeans' df = Inf for clmm)")
     backend = backend or ORDINAL_BACKENDS[0]
+    if backend == "bambi":
+        raise InputError("--backend bambi is not offered with --family ordinal yet (posterior contrasts of a "
+                         "cumulative model); use clmm or laplace")
     if backend not in ORDINAL_BACKENDS:
         raise InputError(f"--backend {backend} does not fit ordinal models; --family ordinal uses "
                          + " or ".join(ORDINAL_BACKENDS) + " (R ordinal::clmm, or the Laplace CLMM without R)")

@@ -64,6 +64,7 @@ NAMES: dict[str, str] = {
     "ANALYZE_CONTRASTS": "humaneval_power.completed_study:CONTRASTS",
     "ANALYZE_DF": "humaneval_power.completed_study:DF_METHODS",
     "ANALYZE_BACKENDS": "humaneval_power.completed_study:BACKENDS",
+    "ORDINAL_LINKS": "humaneval_power.fitting.clmm:LINKS",
     "ALPHA_METRICS": "humaneval_power.agreement:METRICS",
 }
 
