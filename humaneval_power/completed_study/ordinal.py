@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -203,26 +203,26 @@ class OrdinalAnalysis:
         sections: list[tuple[str, list[Any]]] = [
             ("Methods (for the paper)", [self.methods()]),
             ("Design", [self.design]),
-            ("Model", [f"`{self.model}`, cumulative {self.link} link, flexible thresholds, fitted by "
+            ("Model", [(f"`{self.model}`, cumulative {self.link} link, flexible thresholds, fitted by "
                        f"{ENGINE_TEXT[self.backend]}. Ratings are ordered categories: the model places each "
                        "system on a latent scale cut by the thresholds, with random effects for workers, items and "
-                       "their interactions with the system on that scale.", self.thresholds]),
+                       "their interactions with the system on that scale."), self.thresholds]),
             ("Test of all systems equal", [self.omnibus, self._tests() + "."]),
             (f"Estimated marginal means ({self.level:.0%} intervals)", [
-                "emmean: latent scale; mean_rating: expected rating for a typical worker and item (random effects "
+                ("emmean: latent scale; mean_rating: expected rating for a typical worker and item (random effects "
                 "0, emmeans' mean.class); mean_rating_population: averaged over the fitted workers' and items' "
-                "random effects; observed_mean: the raw mean.", self.means, self.figure()]),
+                "random effects; observed_mean: the raw mean."), self.means, self.figure()]),
             ("Category probabilities", [
-                "probability: for a typical worker and item (emmeans' prob mode), with delta-method SE; "
-                "population: averaged over the random effects; observed: the share of ratings.",
+                ("probability: for a typical worker and item (emmeans' prob mode), with delta-method SE; "
+                "population: averaged over the random effects; observed: the share of ratings."),
                 category_figure(self.probabilities, f"{Path(self.source).name}: category probabilities"),
                 self.probabilities]),
             ("Contrasts (latent scale)", [f"Family: {self.family}; adjustment: {self.adjustment_text()}.",
                                           self.contrasts]),
             ("Variance components (latent scale)", [self.components]),
         ]
-        warns = list(self.notes) + ["No design check: the report's simulated Type-I error and sensitivity are "
-                                    "computed for the Gaussian analysis (--family gaussian)."]
+        warns = list(self.notes) + [("No design check: the report's simulated Type-I error and sensitivity are "
+                                    "computed for the Gaussian analysis (--family gaussian).")]
         sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
         return f"Ordinal analysis of {Path(self.source).name}", sections
 
@@ -288,7 +288,8 @@ def analyze_ordinal(
 
     sds = full.sds
     latent_sd = math.sqrt(LINK_SD[link] ** 2 + sum(v * v for v in sds.values()))
-    table = contrast_table(inference, rows, names, contrasts, adjust, level, seed, latent_sd, report)
+    # contrast_table needs ``contrasts(rows)`` and ``vcov`` of its inference: WaldInference has both (df = Inf)
+    table = contrast_table(cast(Any, inference), rows, names, contrasts, adjust, level, seed, latent_sd, report)
     table = table.drop(columns="df").rename(columns={"t": "z"})
     means, probs = _emmeans(inference, rows, names, levels, link, sds, level, f)
     components = _components(sds, link, full.terms)
@@ -325,7 +326,11 @@ def _components(sds: dict[str, float], link: str, fitted: tuple[str, ...]) -> pd
 
 
 def _process(theta: np.ndarray, link: str, lowest: int, sds: dict[str, float] | None = None) -> OrdinalProcess:
-    return OrdinalProcess(tuple(float(v) for v in theta), link, lowest=lowest, **(sds or {}))
+    """The cumulative-link model at thresholds ``theta``: with ``sds`` its random effects (averaged over), else none."""
+    sd = sds or {}
+    return OrdinalProcess(tuple(float(v) for v in theta), link, sd.get("sd_worker", 0.0),
+                          sd.get("sd_worker_system", 0.0), sd.get("sd_item", 0.0), sd.get("sd_item_system", 0.0),
+                          lowest=lowest)
 
 
 def _emmeans(inference: WaldInference, rows: np.ndarray, names: list[str], levels: tuple[int, ...], link: str,

@@ -53,7 +53,6 @@ from .inference import (
     marginal_means,
 )
 from .layout import check_data, design_summary
-from .ordinal import OrdinalAnalysis, analyze_ordinal, check_ordinal_options
 from .model_ladder import (
     LADDER,
     RANDOM,
@@ -66,6 +65,7 @@ from .model_ladder import (
     singular_text,
     system_rows,
 )
+from .ordinal import OrdinalAnalysis, analyze_ordinal, check_ordinal_options
 from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
 from .report import markdown_table
 
