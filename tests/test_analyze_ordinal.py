@@ -39,9 +39,9 @@ def _simulated(seed: int = 26, link: str = "probit", workers: int = 8, items: in
 
 
 def _expert(data_dir: Path) -> pd.DataFrame:
-    """DialSummEval expert consistency ratings of C, F, K, M on 15 items (180 ratings; not used elsewhere)."""
+    """DialSummEval expert consistency ratings of C, F, H, N on 15 items (180 ratings; not used elsewhere)."""
     d = pd.read_csv(data_dir / "dialsummeval_expert" / "ratings.csv", dtype={"worker": str, "item": str, "system": str})
-    d = d[(d.dimension == "consistency") & d.system.isin(["C", "F", "K", "M"])]
+    d = d[(d.dimension == "consistency") & d.system.isin(["C", "F", "H", "N"])]
     return d[d.item.isin(sorted(d.item.unique())[20:35])][["worker", "item", "system", "score"]].reset_index(drop=True)
 
 
