@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from humaneval_power.cli import main
 from humaneval_power.completed_study import analyze
-from humaneval_power.completed_study.ordinal import OrdinalAnalysis
+from humaneval_power.completed_study.ordinal import OrdinalAnalysis, OrdinalPosterior
 from humaneval_power.designs import CrowdDesign
 from humaneval_power.errors import InputError
 from humaneval_power.fitting.ratings import read_ordinal_ratings
@@ -202,10 +202,33 @@ def test_probabilities_sum_to_one_and_mean_class_is_their_mean(small_api: Ordina
     assert set(res.omnibus.test) == {"likelihood ratio", "Wald"} and (res.omnibus.p_value.between(0, 1)).all()
 
 
+@pytest.mark.slow
+def test_bambi_posterior_agrees_with_the_laplace_fit(small: Path, small_api: OrdinalAnalysis) -> None:
+    """backend="bambi" (2 chains x 200 draws, ~100 s wall / 15 s CPU): each latent contrast's posterior mean lies
+    within one posterior SD of the maximum-likelihood estimate (120 ratings; bambi's default priors are weak on
+    the effects), P(better) is at least the level where the HDI excludes 0 and at most 1 - level where it lies
+    below, the probabilities sum to 1 and the mean rating is sum_k k p_k."""
+    res = analyze(small, family="ordinal", backend="bambi", contrasts="baseline", draws=200, chains=2, seed=1)
+    assert isinstance(res, OrdinalPosterior)
+    post, ml = res.contrasts, small_api.contrasts
+    assert list(post.system) == list(ml.system) and list(post.versus) == list(ml.versus)
+    assert (np.abs(post.estimate - ml.estimate) < post.sd).all(), (post.estimate, ml.estimate, post.sd)
+    assert (post.prob_greater[post.hdi_low > 0] >= res.level).all()
+    assert (post.prob_greater[post.hdi_high < 0] <= 1 - res.level).all()
+    p = res.probabilities
+    assert np.allclose(p.groupby("system")["probability"].sum(), 1.0, atol=1e-12)
+    expected = (p.rating * p.probability).groupby(p.system).sum()
+    assert np.allclose(res.means.set_index("system").mean_rating, expected.loc[res.means.system], atol=1e-12)
+    records = res.records()
+    assert all(r["inference"] == "posterior" and "p_value" not in r for r in records)
+    assert res.report_sections()[0].startswith("Bayesian ordinal analysis")
+
+
 BAD = {
     "kenward-roger": (["--df", "kenward-roger"], "--df kenward-roger does not apply to --family ordinal"),
     "statsmodels": (["--backend", "statsmodels"], "does not fit ordinal models"),
-    "bambi": (["--backend", "bambi"], "not offered with --family ordinal yet"),
+    "bambi with --adjust": (["--backend", "bambi", "--adjust", "holm"], "--adjust does not apply to --backend bambi"),
+    "bambi with --latex": (["--backend", "bambi", "--latex", "{o}/t.tex"], "apply to ratings (--family gaussian)"),
     "random slopes": (["--random", "slopes"], "does not apply to --family ordinal"),
     "keep singular": (["--random", "maximal", "--keep-singular"], "does not apply to --family ordinal"),
     "latex": (["--latex", "{o}/t.tex"], "apply to ratings (--family gaussian)"),

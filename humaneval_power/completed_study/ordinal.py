@@ -47,6 +47,8 @@ from .layout import check_data, design_summary
 from .model_ladder import RANDOM
 from .report import category_figure, markdown_table
 
+#: the backend of the posterior (bambi's cumulative family: :class:`OrdinalPosterior`)
+POSTERIOR_BACKEND = "bambi"
 #: the latent residual's SD under each link (fixed by the link)
 LINK_SD = {"logit": math.pi / math.sqrt(3), "probit": 1.0}
 #: how each backend fits, in words (methods paragraph)
@@ -227,6 +229,117 @@ class OrdinalAnalysis:
         return f"Ordinal analysis of {Path(self.source).name}", sections
 
 
+@dataclass(frozen=True, eq=False)
+class OrdinalPosterior:
+    """``analyze(..., family="ordinal", backend="bambi")``: the posterior of the cumulative-link model (bambi's
+    ``cumulative`` family, default priors): posterior means, SDs, HDIs and P(better), never p-values."""
+
+    design: pd.DataFrame
+    components: pd.DataFrame     #: component, sd (posterior median), variance, share, status
+    thresholds: pd.DataFrame     #: threshold, estimate (posterior mean), sd
+    means: pd.DataFrame          #: system, emmean (latent), sd, hdi_low, hdi_high, mean_rating, mean_rating_sd,
+    #: mean_rating_hdi_low, mean_rating_hdi_high, mean_rating_population, observed_mean, n_ratings
+    probabilities: pd.DataFrame  #: system, rating, probability, sd, hdi_low, hdi_high, population, observed
+    contrasts: pd.DataFrame      #: system, versus, estimate, sd, hdi_low, hdi_high, prob_greater, effect_size
+    model: str
+    link: str
+    family: str                  #: the contrast family: "pairs" or "baseline"
+    level: float
+    seed: int
+    draws: int
+    chains: int
+    source: str
+    n_draws: int                 #: the joint posterior draws summarised
+    notes: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)
+    data: PilotData | None = field(default=None, repr=False)
+
+    backend = "bambi"
+    adjust = "none"
+    scale = None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The tables by name: design, components, thresholds, means, probabilities, contrasts."""
+        return {"design": self.design, "components": self.components, "thresholds": self.thresholds,
+                "means": self.means, "probabilities": self.probabilities, "contrasts": self.contrasts}
+
+    def records(self, paper: bool = False) -> list[dict[str, Any]]:
+        """One record per contrast (``--json``): posterior summaries, ``inference: posterior``, no p-values."""
+        if paper:
+            raise InputError("--paper-records applies to --family gaussian, not to ordinal ratings")
+        extra = {"inference": "posterior", "level": self.level, "model": self.model, "backend": self.backend,
+                 "family": "ordinal", "link": self.link, "scale": "latent"}
+        return [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
+
+    def methods(self) -> str:
+        """A methods paragraph for the paper."""
+        return (f"We fitted the Bayesian cumulative {self.link} mixed model `{self.model}` with flexible thresholds "
+                f"and bambi's default priors (its cumulative family; PyMC, {self.chains} chains of {self.draws} draws "
+                f"after as many tuning steps, seed {self.seed}; summaries from {self.n_draws} joint draws). For each "
+                f"system we report the posterior of its latent mean (the linear predictor minus the mean threshold), "
+                "of its mean rating and of its category probabilities for a typical worker and item; for each "
+                f"contrast on the latent scale its posterior mean and SD, the {self.level:.0%} highest-density "
+                "interval and the posterior probability that the first system is rated higher (P(better)). These are "
+                "posterior quantities: no p-values, and no multiplicity adjustment.")
+
+    def markdown(self) -> str:
+        """The Markdown report: methods paragraph and tables."""
+        sections = [f"# Bayesian ordinal analysis of {Path(self.source).name}", "", self.methods(), ""]
+        for title, table in (("Design", self.design), (f"Posterior means ({self.level:.0%} HDI)", self.means),
+                             ("Category probabilities", self.probabilities),
+                             ("Posterior of each contrast (latent scale)", self.contrasts),
+                             ("Thresholds", self.thresholds),
+                             ("Variance components (posterior medians, latent scale)", self.components)):
+            sections += [f"## {title}", "", markdown_table(table), ""]
+        if self.notes:
+            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
+        return "\n".join(sections)
+
+    def __str__(self) -> str:
+        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
+        parts = [(f"{self.source}: posterior of {self.model} (bambi cumulative {self.link}, {self.chains} x "
+                  f"{self.draws} draws, seed {self.seed}); posterior quantities, not p-values"),
+                 "", "variance components (posterior medians, latent scale):", self.components.to_string(**fmt),
+                 "", f"posterior means ({self.level:.0%} HDI; emmean latent, mean_rating for a typical worker and item):",
+                 self.means.to_string(**fmt),
+                 "", (f"posterior of each contrast (latent scale): mean, SD, {self.level:.0%} HDI, prob_greater = "
+                      "P(system > versus | data):"), self.contrasts.to_string(**fmt)]
+        if self.notes:
+            parts += ["", *(f"note: {n}" for n in self.notes)]
+        return "\n".join(parts)
+
+    def figure(self) -> Any:
+        """Posterior latent means (left) and contrasts (right) with their HDIs (filled: P(better) beyond the level)."""
+        from ..plots import plot_intervals
+
+        hdi_names = {"hdi_low": "ci_low", "hdi_high": "ci_high"}
+        p = self.contrasts["prob_greater"]
+        con = self.contrasts.rename(columns=hdi_names).assign(
+            label=self.contrasts["system"] + " - " + self.contrasts["versus"],
+            significant=(p >= self.level) | (p <= 1 - self.level))
+        return plot_intervals([
+            (self.means.rename(columns={"system": "label", "emmean": "estimate", **hdi_names}),
+             f"posterior latent means, {self.level:.0%} HDI", "latent scale", None),
+            (con, f"contrasts, {self.level:.0%} HDI", "latent difference", 0.0)], title=Path(self.source).name)
+
+    def report_sections(self, check: Any = None) -> tuple[str, list[tuple[str, list[Any]]]]:
+        """Title and sections of the report, with the category-probability figure."""
+        sections: list[tuple[str, list[Any]]] = [
+            ("Methods (for the paper)", [self.methods()]), ("Design", [self.design]),
+            (f"Posterior means ({self.level:.0%} HDI)", [self.means, self.figure()]),
+            ("Category probabilities", [
+                ("probability: posterior mean for a typical worker and item; population: averaged over the random "
+                 "effects; observed: the share of ratings."),
+                category_figure(self.probabilities, f"{Path(self.source).name}: category probabilities"),
+                self.probabilities]),
+            ("Posterior of each contrast (latent scale)", [self.contrasts]),
+            ("Thresholds", [self.thresholds]),
+            ("Variance components (posterior medians, latent scale)", [self.components])]
+        if self.notes:
+            sections.append(("Warnings", ["\n".join(f"- {n}" for n in self.notes)]))
+        return f"Bayesian ordinal analysis of {Path(self.source).name}", sections
+
+
 # -- the analysis ------------------------------------------------------------------------------
 
 
@@ -241,12 +354,10 @@ def check_ordinal_options(random: str, df: str, backend: str | None, link: str |
         raise InputError(f"--df {df} does not apply to --family ordinal: its tests are asymptotic (z and chi-square, "
                          "emmeans' df = Inf for clmm)")
     backend = backend or ORDINAL_BACKENDS[0]
-    if backend == "bambi":
-        raise InputError("--backend bambi is not offered with --family ordinal yet (posterior contrasts of a "
-                         "cumulative model); use clmm or laplace")
-    if backend not in ORDINAL_BACKENDS:
+    if backend not in (*ORDINAL_BACKENDS, POSTERIOR_BACKEND):
         raise InputError(f"--backend {backend} does not fit ordinal models; --family ordinal uses "
-                         + " or ".join(ORDINAL_BACKENDS) + " (R ordinal::clmm, or the Laplace CLMM without R)")
+                         + ", ".join(ORDINAL_BACKENDS) + f" (R ordinal::clmm, or the Laplace CLMM without R) or "
+                         f"{POSTERIOR_BACKEND} (the posterior of bambi's cumulative family)")
     if agreement_metric != "interval" or reliability_target != 0.8:
         raise InputError("--agreement-metric and --reliability-target apply to --family gaussian")
     return backend, check_link(link or "logit")
@@ -257,14 +368,17 @@ def analyze_ordinal(
     worker: str | None, item: str | None, system: str | None, score: str | None,
     where: dict[str, str] | None, baseline: str | None, scale: tuple[float, float] | None,
     systems: Sequence[str] | None, duplicates: str, contrasts: str, adjust: str, backend: str, link: str,
-    level: float, seed: int, progress: Callable[[str], None] | None = None,
-) -> OrdinalAnalysis:
-    """The ordinal analysis (options checked by ``analyze``): fit, null fit, tests, means, contrasts."""
+    level: float, seed: int, progress: Callable[[str], None] | None = None, draws: int = 1000, chains: int = 2,
+) -> OrdinalAnalysis | OrdinalPosterior:
+    """The ordinal analysis (options checked by ``analyze``): fit, null fit, tests, means, contrasts (with
+    ``backend="bambi"``: :func:`posterior_ordinal`, ``draws`` per chain, ``chains``)."""
     from ..fitting import registry
 
     data = read_ordinal_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
     check_data(data)
     check_choice("contrasts", contrasts, CONTRASTS)
+    if backend == POSTERIOR_BACKEND:
+        return posterior_ordinal(data, contrasts, link, level, seed, draws, chains, progress)
     report = progress or (lambda message: None)
     full = fit_ordinal(data, backend, link, progress=progress)
     fit, f, names = full.fit, data.frame, list(data.systems)
@@ -278,9 +392,7 @@ def analyze_ordinal(
     if not np.all(np.isfinite(inference.vcov)):
         raise InputError(f"the {backend} fit has no covariance ({'; '.join(fit.warnings) or fit.message}): "
                          "the tests cannot be computed")
-    rows = np.zeros((len(names), K1 + p))
-    rows[:, :K1] = -1.0 / K1
-    rows[1:, K1:] = np.eye(p)
+    rows = _emm_rows(len(names), K1, p)
     lr = max(0.0, 2 * (fit.loglik - null.loglik))
     omnibus = pd.DataFrame([
         {"test": "likelihood ratio", "chi2": lr, "df": float(p), "p_value": float(stats.chi2.sf(lr, p))},
@@ -303,6 +415,69 @@ def analyze_ordinal(
         probabilities=probs, contrasts=table, model=full.model.rsplit(" (cumulative", 1)[0], backend=backend, link=link,
         adjust=adjust, family=contrasts, level=level, seed=seed, source=data.source, loglik=float(fit.loglik),
         notes=tuple(dict.fromkeys(notes)), versions=dict(full.versions), data=data)
+
+
+def posterior_ordinal(data: PilotData, contrasts: str, link: str, level: float, seed: int, draws: int, chains: int,
+                      progress: Callable[[str], None] | None = None) -> OrdinalPosterior:
+    """The posterior of every system's latent mean, mean rating, category probabilities and latent contrast from
+    one bambi fit (:func:`~humaneval_power.fitting.ordinal_fit.fit_bambi_ordinal`: at most its 2,000 exported
+    joint draws are summarised)."""
+    from .bayesian import hdi
+    from .inference import family_indices
+
+    full = fit_ordinal(data, "bambi", link, progress=progress, draws=draws, chains=chains, seed=seed)
+    post = full.fit.draws or {}
+    f, names, levels = data.frame, list(data.systems), tuple(data.extra["levels"])
+    K1, p = post["thresholds"].shape[1], post["beta"].shape[1]
+    rows = _emm_rows(len(names), K1, p)
+    params = np.column_stack([post["thresholds"], post["beta"]])
+    sd_draws = {f"sd_{t.replace(':', '_')}": post["sds"][:, j] for j, t in enumerate(full.fit.sd_names)}
+    latent = params @ rows.T
+    typical = np.stack([_on_rating_scale(x, rows, levels, link) for x in params])
+    population = np.stack([_on_rating_scale(x, rows, levels, link, {k: float(v[d]) for k, v in sd_draws.items()})
+                           for d, x in enumerate(params)]).mean(axis=0)
+
+    def summary(values: np.ndarray) -> dict[str, float]:
+        lo, hi = hdi(values, level)
+        return {"mean": float(values.mean()), "sd": float(values.std(ddof=1)), "hdi_low": lo, "hdi_high": hi}
+
+    latent_sd = np.sqrt(LINK_SD[link] ** 2 + sum(v ** 2 for v in sd_draws.values()))
+    rows_out = []
+    for a, b in family_indices(names, contrasts):
+        diff = latent[:, a] - latent[:, b]
+        rec = summary(diff)
+        rows_out.append({"system": names[a], "versus": names[b], "estimate": rec.pop("mean"), **rec,
+                         "prob_greater": float((diff > 0).mean()), "effect_size": float((diff / latent_sd).mean())})
+    lat = pd.DataFrame([summary(latent[:, j]) for j in range(len(names))])
+    mr = pd.DataFrame([summary(typical[:, j, -1]) for j in range(len(names))])
+    shares, observed_means, counts = _observed(f, names, levels)
+    means = pd.DataFrame({"system": names, "emmean": lat["mean"], "sd": lat["sd"], "hdi_low": lat["hdi_low"],
+                          "hdi_high": lat["hdi_high"], "mean_rating": mr["mean"], "mean_rating_sd": mr["sd"],
+                          "mean_rating_hdi_low": mr["hdi_low"], "mean_rating_hdi_high": mr["hdi_high"],
+                          "mean_rating_population": population[:, -1], "observed_mean": observed_means,
+                          "n_ratings": counts})
+    cells = [summary(typical[:, j, k]) for j in range(len(names)) for k in range(len(levels))]
+    probs = pd.DataFrame({"system": np.repeat(names, len(levels)), "rating": np.tile(levels, len(names)),
+                          "probability": [c["mean"] for c in cells], "sd": [c["sd"] for c in cells],
+                          "hdi_low": [c["hdi_low"] for c in cells], "hdi_high": [c["hdi_high"] for c in cells],
+                          "population": population[:, :-1].ravel(), "observed": shares.ravel()})
+    thresholds = pd.DataFrame({"threshold": full.fit.threshold_names, "estimate": post["thresholds"].mean(axis=0),
+                               "sd": post["thresholds"].std(axis=0, ddof=1)})
+    notes = list(data.notes) + list(full.unidentified) + list(full.warnings())
+    return OrdinalPosterior(
+        design=design_summary(data), components=_components(full.sds, link, full.terms), thresholds=thresholds,
+        means=means, probabilities=probs, contrasts=pd.DataFrame(rows_out),
+        model=full.model.rsplit(" (cumulative", 1)[0], link=link, family=contrasts, level=level, seed=seed,
+        draws=draws, chains=chains, source=data.source, n_draws=len(params), notes=tuple(dict.fromkeys(notes)),
+        versions=dict(full.versions), data=data)
+
+
+def _emm_rows(systems: int, K1: int, p: int) -> np.ndarray:
+    """Each system's latent mean as a row over (thresholds, effects): minus the mean threshold, plus its effect."""
+    rows = np.zeros((systems, K1 + p))
+    rows[:, :K1] = -1.0 / K1
+    rows[1:, K1:] = np.eye(p)
+    return rows
 
 
 def _groups(frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -333,51 +508,54 @@ def _process(theta: np.ndarray, link: str, lowest: int, sds: dict[str, float] | 
                           lowest=lowest)
 
 
+def _on_rating_scale(params: np.ndarray, rows: np.ndarray, levels: tuple[int, ...], link: str,
+                     sds: dict[str, float] | None = None) -> np.ndarray:
+    """Per system (rows of ``rows``): the K category probabilities then the mean rating at parameters (thresholds,
+    effects) ``params``; for a typical worker and item, or with ``sds`` averaged over the random effects."""
+    K1 = len(levels) - 1
+    proc = _process(params[:K1], link, levels[0], sds)
+    eta = rows[:, K1:] @ params[K1:]
+    return np.column_stack([proc.probabilities(eta), proc.mean_rating(eta)])
+
+
+def _observed(frame: pd.DataFrame, names: list[str], levels: tuple[int, ...]) -> tuple[np.ndarray, list[float], list[int]]:
+    """Each system's share of each rating, its mean rating and its number of ratings."""
+    counts = pd.crosstab(frame["system"], frame["score"].astype(int)).reindex(index=names, columns=list(levels),
+                                                                              fill_value=0).to_numpy(float)
+    means = [float(frame.loc[frame["system"] == s, "score"].mean()) for s in names]
+    return counts / counts.sum(axis=1, keepdims=True), means, [int(n) for n in counts.sum(axis=1)]
+
+
 def _emmeans(inference: WaldInference, rows: np.ndarray, names: list[str], levels: tuple[int, ...], link: str,
              sds: dict[str, float], level: float, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """emmeans' latent, mean.class and prob EMMs (delta method) and the population-averaged mean and
     probabilities (the fitted random effects integrated out; point estimates)."""
-    K1 = len(levels) - 1
-    S = len(names)
-
-    def conditional(params: np.ndarray) -> np.ndarray:
-        """Per system: K probabilities then the mean rating, at random effects 0."""
-        proc = _process(params[:K1], link, levels[0])
-        eta = rows[:, K1:] @ params[K1:]
-        return np.column_stack([proc.probabilities(eta), proc.mean_rating(eta)]).ravel()
-
     theta = inference.beta
-    values = conditional(theta)
-    jac = np.empty((len(values), len(theta)))
+    values = _on_rating_scale(theta, rows, levels, link)
+    jac = np.empty((values.size, len(theta)))
     for j in range(len(theta)):
         step = np.zeros(len(theta))
         step[j] = _STEP
-        jac[:, j] = (conditional(theta + step) - conditional(theta - step)) / (2 * _STEP)
-    se = np.sqrt(np.maximum(np.einsum("ip,pq,iq->i", jac, inference.vcov, jac), 0.0))
-    values, se = values.reshape(S, K1 + 2), se.reshape(S, K1 + 2)
+        jac[:, j] = ((_on_rating_scale(theta + step, rows, levels, link)
+                      - _on_rating_scale(theta - step, rows, levels, link)).ravel() / (2 * _STEP))
+    se = np.sqrt(np.maximum(np.einsum("ip,pq,iq->i", jac, inference.vcov, jac), 0.0)).reshape(values.shape)
     z = stats.norm.ppf(1 - (1 - level) / 2)
-    eta = rows[:, K1:] @ theta[K1:]
-    pop = _process(theta[:K1], link, levels[0], sds)
-    counts = frame.groupby("system").size()
-    observed = (pd.crosstab(frame["system"], frame["score"].astype(int)).reindex(index=names, columns=list(levels),
-                                                                                  fill_value=0))
+    pop = _on_rating_scale(theta, rows, levels, link, sds)
+    shares, observed_means, counts = _observed(frame, names, levels)
     latent = inference.contrasts(rows)
     means = pd.DataFrame({
         "system": names, "emmean": latent["estimate"], "se": latent["se"],
         "ci_low": latent["estimate"] - z * latent["se"], "ci_high": latent["estimate"] + z * latent["se"],
         "mean_rating": values[:, -1], "mean_rating_se": se[:, -1],
         "mean_rating_ci_low": values[:, -1] - z * se[:, -1], "mean_rating_ci_high": values[:, -1] + z * se[:, -1],
-        "mean_rating_population": pop.mean_rating(eta),
-        "observed_mean": [float(frame.loc[frame["system"] == s, "score"].mean()) for s in names],
-        "n_ratings": [int(counts[s]) for s in names]})
+        "mean_rating_population": pop[:, -1], "observed_mean": observed_means, "n_ratings": counts})
     prob, prob_se = values[:, :-1], se[:, :-1]
     probs = pd.DataFrame({
-        "system": np.repeat(names, len(levels)), "rating": np.tile(levels, S), "probability": prob.ravel(),
+        "system": np.repeat(names, len(levels)), "rating": np.tile(levels, len(names)), "probability": prob.ravel(),
         "se": prob_se.ravel(), "ci_low": (prob - z * prob_se).ravel(), "ci_high": (prob + z * prob_se).ravel(),
-        "population": pop.probabilities(eta).ravel(),
-        "observed": (observed.to_numpy(float) / observed.to_numpy(float).sum(axis=1, keepdims=True)).ravel()})
+        "population": pop[:, :-1].ravel(), "observed": shares.ravel()})
     return means, probs
 
 
-__all__ = ["ENGINE_TEXT", "LINK_SD", "OrdinalAnalysis", "WaldInference", "analyze_ordinal",
-           "check_ordinal_options"]
+__all__ = ["ENGINE_TEXT", "LINK_SD", "POSTERIOR_BACKEND", "OrdinalAnalysis", "OrdinalPosterior", "WaldInference",
+           "analyze_ordinal", "check_ordinal_options", "posterior_ordinal"]

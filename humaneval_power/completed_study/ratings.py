@@ -65,7 +65,7 @@ from .model_ladder import (
     singular_text,
     system_rows,
 )
-from .ordinal import OrdinalAnalysis, analyze_ordinal, check_ordinal_options
+from .ordinal import POSTERIOR_BACKEND, OrdinalAnalysis, OrdinalPosterior, analyze_ordinal, check_ordinal_options
 from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
 from .report import markdown_table
 
@@ -239,6 +239,11 @@ def _check_ordinal(contrasts: str, adjust: str | None, level: float, options: tu
         check_choice("adjustment", adjust, ADJUSTMENTS)
     if not (isinstance(level, (int, float)) and 0 < level < 1):
         raise InputError(f"level must lie strictly between 0 and 1, got {level!r}")
+    if backend == POSTERIOR_BACKEND:
+        if adjust is not None:
+            raise InputError(f"--adjust does not apply to --backend {backend}: a posterior probability is not "
+                             "adjusted for multiplicity (the model's joint posterior covers every contrast)")
+        return "none", backend, link
     return _family_adjust(contrasts, adjust), backend, link
 
 
@@ -269,7 +274,7 @@ def analyze(
     reliability_target: float = 0.8,
     family: str = "gaussian",
     link: str | None = None,
-) -> AnalysisResult | BayesianAnalysis | OrdinalAnalysis | GroupedAnalysis:
+) -> AnalysisResult | BayesianAnalysis | OrdinalAnalysis | OrdinalPosterior | GroupedAnalysis:
     """Analyse a completed study: F test, marginal means and adjusted contrasts (see the module docs).
 
     Input as :func:`~humaneval_power.fitting.ratings.read_ratings` (CSV/Parquet/DataFrame,
@@ -311,7 +316,7 @@ def analyze(
     if family == "ordinal":
         assert backend is not None and link is not None
         return analyze_ordinal(ratings, worker, item, system, score, where, baseline, scale, systems, duplicates,
-                               contrasts, adjust_used, backend, link, level, seed, progress)
+                               contrasts, adjust_used, backend, link, level, seed, progress, draws, chains)
     data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
     check_data(data)
     report = progress or (lambda message: None)
@@ -352,7 +357,7 @@ class GroupedAnalysis:
     """:func:`analyze` with ``by``: one analysis per value of the column ``by``, each with its own family."""
 
     by: str
-    results: dict[str, AnalysisResult | BayesianAnalysis | OrdinalAnalysis]
+    results: dict[str, AnalysisResult | BayesianAnalysis | OrdinalAnalysis | OrdinalPosterior]
 
     def family_text(self) -> str:
         """Which family each adjustment covers, in words."""
@@ -398,7 +403,7 @@ def _analyze_by(ratings: str | Path | pd.DataFrame, by: str, where: dict[str, st
         raise InputError(f"{int(table[by].isna().sum())} rows have no value in the --by column {by!r}")
     values = table[by].astype(str)
     groups = sorted(values.unique())
-    results: dict[str, AnalysisResult | BayesianAnalysis | OrdinalAnalysis] = {}
+    results: dict[str, AnalysisResult | BayesianAnalysis | OrdinalAnalysis | OrdinalPosterior] = {}
     report = options.get("progress") or (lambda message: None)
     for g in groups:
         report(f"{by} = {g}")

@@ -477,7 +477,8 @@ ANALYZE = Command(
                "bambi)", default=SIGNATURE, choices="ADJUSTMENTS"),
         Option("--backend", "lme4 (R, lmerTest; the default), statsmodels (no R, the same REML fit and Satterthwaite "
                "df) or bambi (Bayesian: posterior mean, SD, HDI and P(system > versus) of each contrast); --family "
-               "ordinal: clmm (R ordinal::clmm; its default) or laplace (no R, the same Laplace likelihood)",
+               "ordinal: clmm (R ordinal::clmm; its default), laplace (no R, the same Laplace likelihood) or bambi (the "
+               "posterior of bambi's cumulative family: mean, SD, HDI and P(better) of each latent contrast)",
                default=SIGNATURE, choices="ANALYZE_BACKENDS"),
         Option("--draws", "bambi: posterior draws per chain", positive, SIGNATURE, metavar="N"),
         Option("--chains", "bambi: chains", positive, SIGNATURE, metavar="N"),
