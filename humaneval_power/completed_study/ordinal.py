@@ -22,6 +22,9 @@ for a clmm fit:
   Inf), adjusted over the family as the Gaussian analysis adjusts them
   (:func:`~humaneval_power.completed_study.inference.contrast_table`). ``effect_size`` is the difference over
   the latent SD of a single rating (the link's residual SD and the random effects' together).
+
+``backend="bambi"`` gives the posterior instead (:func:`posterior_ordinal`, :class:`OrdinalPosterior`): the same
+means, probabilities and latent contrasts as posterior means, SDs and HDIs, with P(better); no p-values.
 """
 from __future__ import annotations
 
