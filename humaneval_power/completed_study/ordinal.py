@@ -45,7 +45,7 @@ from ..fitting.ratings import PilotData, read_ordinal_ratings
 from ..ordinal_process import OrdinalProcess
 from ..validation import check_choice
 from .backends import ORDINAL_BACKENDS
-from .inference import ADJUST_TEXT, CONTRASTS, INTERVAL_TEXT, contrast_table
+from .inference import ADJUST_TEXT, INTERVAL_TEXT, contrast_table
 from .layout import check_data, design_summary
 from .model_ladder import RANDOM
 from .report import category_figure, markdown_table
@@ -379,7 +379,6 @@ def analyze_ordinal(
 
     data = read_ordinal_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
     check_data(data)
-    check_choice("contrasts", contrasts, CONTRASTS)
     if backend == POSTERIOR_BACKEND:
         return posterior_ordinal(data, contrasts, link, level, seed, draws, chains, progress)
     report = progress or (lambda message: None)

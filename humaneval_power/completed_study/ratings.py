@@ -295,7 +295,8 @@ def analyze(
     ``family="ordinal"``: integer ratings as ordered categories (``scale`` = LOWEST, HIGHEST names them, no
     rescaling), a cumulative-link mixed model (``link`` logit, the default, or probit) fitted by ``backend`` clmm
     (R ``ordinal::clmm``, the default) or laplace (no R): likelihood-ratio and Wald tests, latent, mean-rating and
-    category-probability marginal means, latent contrasts with z tests (:class:`.ordinal.OrdinalAnalysis`).
+    category-probability marginal means, latent contrasts with z tests (:class:`.ordinal.OrdinalAnalysis`); or
+    bambi: their posterior with P(better) (:class:`.ordinal.OrdinalPosterior`, ``draws`` per chain, ``chains``).
     """
     check_choice("family", family, FAMILIES)
     if family == "ordinal":
