@@ -1,4 +1,5 @@
-"""``hepower analyze``: a completed study's ratings -> one mixed model, F test, marginal means, adjusted contrasts."""
+"""``hepower analyze``: a completed study's ratings -> one mixed model, F test, marginal means, adjusted contrasts
+(``--family ordinal``: a cumulative-link mixed model; ``--family binomial``: head-to-head judgments)."""
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
                          args.adjust, args.backend, args.level, args.seed, args.systems, args.duplicates,
                          progress=progress, df=args.df, by=args.by, draws=args.draws, chains=args.chains,
                          keep_singular=args.keep_singular, agreement_metric=args.agreement_metric,
-                         reliability_target=args.reliability_target)
+                         reliability_target=args.reliability_target, family=args.family, link=args.link)
         return finish(args, result, progress)
 
 
@@ -43,7 +44,7 @@ def output_options(args: argparse.Namespace) -> list[tuple[Any, tuple[str, ...],
         raise InputError("--plot draws one analysis; with --by, --report holds one figure per group")
     if 0 < args.sims < MIN_SIMS:
         raise InputError(f"--sims must be 0 (no design check) or at least {MIN_SIMS}, got {args.sims}")
-    if args.family == "binomial" and (args.latex or args.paper_records):
+    if args.family != "gaussian" and (args.latex or args.paper_records):
         raise InputError("--latex and --paper-records apply to ratings (--family gaussian)")
     if args.latex and args.backend == "bambi":
         raise InputError("--latex writes the frequentist tables; it does not apply to --backend bambi")
@@ -104,7 +105,8 @@ def run_judgments(args: argparse.Namespace) -> int:
     gaussian_only = {"--score": args.score, "--system": args.system, "--scale": args.scale,
                      "--contrasts baseline": args.contrasts == "baseline", "--random": args.random != "invariant",
                      "--keep-singular": args.keep_singular,
-                     f"--backend {args.backend}": args.backend != "lme4", "--duplicates": args.duplicates != "error",
+                     f"--backend {args.backend}": args.backend not in (None, "lme4"), "--link": args.link,
+                     "--duplicates": args.duplicates != "error",
                      f"--df {args.df}": args.df != "satterthwaite", "--by": args.by}
     given = [k for k, v in gaussian_only.items() if v]
     if given:

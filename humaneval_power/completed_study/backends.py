@@ -72,6 +72,9 @@ def register(backend: AnalysisBackend) -> AnalysisBackend:
 
 def get_backend(name: str) -> AnalysisBackend:
     """A registered backend by name (InputError naming the choices otherwise)."""
+    if name in ORDINAL_BACKENDS:
+        raise InputError(f"--backend {name} fits cumulative-link models of --family ordinal; ratings as interval data "
+                         f"(--family gaussian) use {', '.join(REGISTRY)}")
     check_choice("backend", name, tuple(REGISTRY))
     return REGISTRY[name]
 
@@ -195,8 +198,11 @@ register(AnalysisBackend(
     "the no-R solver", kenward_roger=KenwardRogerCost("Kenward-Roger without R", 4e-9, 4000, 4)))
 register(AnalysisBackend("bambi", None))
 
-#: the built-in backends' names, in registration order (the CLI's choices)
-BACKENDS = tuple(REGISTRY)
+#: the backends of ``family="ordinal"`` (:mod:`.ordinal`): the fitting registry's cumulative-link fitters, R
+#: ``ordinal::clmm`` (the default) and the Laplace CLMM without R; they fit no linear mixed model
+ORDINAL_BACKENDS = ("clmm", "laplace")
+#: the built-in backends' names, in registration order, then the ordinal ones (the CLI's choices)
+BACKENDS = (*REGISTRY, *ORDINAL_BACKENDS)
 #: above this many ratings --df kenward-roger is refused, per built-in backend
 KR_MAX_RATINGS = kenward_roger_limits()
 

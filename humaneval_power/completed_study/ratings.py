@@ -65,6 +65,7 @@ from .model_ladder import (
     singular_text,
     system_rows,
 )
+from .ordinal import POSTERIOR_BACKEND, OrdinalAnalysis, OrdinalPosterior, analyze_ordinal, check_ordinal_options
 from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
 from .report import markdown_table
 
@@ -189,6 +190,9 @@ class AnalysisResult:
 
 # -- the analysis ------------------------------------------------------------------------------
 
+#: the families of ratings ``analyze`` takes: interval data (a linear mixed model) or ordered categories (a CLMM)
+FAMILIES = ("gaussian", "ordinal")
+
 
 def _check_options(random: str, contrasts: str, adjust: str | None, backend: str, df: str, level: float,
                    keep_singular: bool = False) -> str:
@@ -215,10 +219,32 @@ def _check_options(random: str, contrasts: str, adjust: str | None, backend: str
         return "none"
     if df == "kenward-roger" and chosen.kenward_roger is None:
         raise InputError(f"--df kenward-roger is not offered by --backend {backend}")
+    return _family_adjust(contrasts, adjust)
+
+
+def _family_adjust(contrasts: str, adjust: str | None) -> str:
+    """The adjustment of the family of contrasts (its default when None): tukey for all pairs only."""
     adjust = adjust or get_family(contrasts).default_adjust
     if adjust == "tukey" and contrasts != "pairs":
         raise InputError("tukey adjusts all pairwise comparisons; for contrasts with a baseline use dunnett")
     return adjust
+
+
+def _check_ordinal(contrasts: str, adjust: str | None, level: float, options: tuple[Any, ...]) -> tuple[str, str, str]:
+    """``family="ordinal"``: the ordinal refusals (:func:`.ordinal.check_ordinal_options`), then the contrasts,
+    adjustment and level as for ratings; (adjust, backend, link)."""
+    backend, link = check_ordinal_options(*options)
+    check_choice("contrasts", contrasts, CONTRASTS)
+    if adjust is not None:
+        check_choice("adjustment", adjust, ADJUSTMENTS)
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise InputError(f"level must lie strictly between 0 and 1, got {level!r}")
+    if backend == POSTERIOR_BACKEND:
+        if adjust is not None:
+            raise InputError(f"--adjust does not apply to --backend {backend}: a posterior probability is not "
+                             "adjusted for multiplicity (the model's joint posterior covers every contrast)")
+        return "none", backend, link
+    return _family_adjust(contrasts, adjust), backend, link
 
 
 def analyze(
@@ -233,7 +259,7 @@ def analyze(
     random: str = "invariant",
     contrasts: str = "pairs",
     adjust: str | None = None,
-    backend: str = "lme4",
+    backend: str | None = None,
     level: float = 0.95,
     seed: int = 0,
     systems: Sequence[str] | None = None,
@@ -246,7 +272,9 @@ def analyze(
     keep_singular: bool = False,
     agreement_metric: str = "interval",
     reliability_target: float = 0.8,
-) -> AnalysisResult | BayesianAnalysis | GroupedAnalysis:
+    family: str = "gaussian",
+    link: str | None = None,
+) -> AnalysisResult | BayesianAnalysis | OrdinalAnalysis | OrdinalPosterior | GroupedAnalysis:
     """Analyse a completed study: F test, marginal means and adjusted contrasts (see the module docs).
 
     Input as :func:`~humaneval_power.fitting.ratings.read_ratings` (CSV/Parquet/DataFrame,
@@ -262,16 +290,34 @@ def analyze(
     stepping down (a fit that did not converge still steps down). The result also holds (``paper``) Krippendorff's
     alpha of the ratings (``agreement_metric``: ``interval`` or ``ordinal``), the reliability of the mean of k
     ratings from the components with the ratings per item that reach ``reliability_target``, letters and clusters
-    (``contrasts="pairs"``) and ranks with intervals and P(best) (:mod:`.paper`).
+    (``contrasts="pairs"``) and ranks with intervals and P(best) (:mod:`.paper`). ``backend``: default lme4.
+
+    ``family="ordinal"``: integer ratings as ordered categories (``scale`` = LOWEST, HIGHEST names them, no
+    rescaling), a cumulative-link mixed model (``link`` logit, the default, or probit) fitted by ``backend`` clmm
+    (R ``ordinal::clmm``, the default) or laplace (no R): likelihood-ratio and Wald tests, latent, mean-rating and
+    category-probability marginal means, latent contrasts with z tests (:class:`.ordinal.OrdinalAnalysis`); or
+    bambi: their posterior with P(better) (:class:`.ordinal.OrdinalPosterior`, ``draws`` per chain, ``chains``).
     """
-    adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
+    check_choice("family", family, FAMILIES)
+    if family == "ordinal":
+        adjust_used, backend, link = _check_ordinal(contrasts, adjust, level, (
+            random, df, backend, link, keep_singular, agreement_metric, reliability_target))
+    elif link is not None:
+        raise InputError("--link applies to --family ordinal")
+    else:
+        backend = backend or "lme4"
+        adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
     check_paper_options(agreement_metric, reliability_target)
     if by is not None:
         return _analyze_by(ratings, by, where, {
             "worker": worker, "item": item, "system": system, "score": score, "baseline": baseline, "scale": scale, "random": random,
             "contrasts": contrasts, "adjust": adjust, "backend": backend, "level": level, "seed": seed, "systems": systems,
             "duplicates": duplicates, "progress": progress, "df": df, "draws": draws, "chains": chains, "keep_singular": keep_singular,
-            "agreement_metric": agreement_metric, "reliability_target": reliability_target})
+            "agreement_metric": agreement_metric, "reliability_target": reliability_target, "family": family, "link": link})
+    if family == "ordinal":
+        assert backend is not None and link is not None
+        return analyze_ordinal(ratings, worker, item, system, score, where, baseline, scale, systems, duplicates,
+                               contrasts, adjust_used, backend, link, level, seed, progress, draws, chains)
     data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
     check_data(data)
     report = progress or (lambda message: None)
@@ -312,7 +358,7 @@ class GroupedAnalysis:
     """:func:`analyze` with ``by``: one analysis per value of the column ``by``, each with its own family."""
 
     by: str
-    results: dict[str, AnalysisResult | BayesianAnalysis]
+    results: dict[str, AnalysisResult | BayesianAnalysis | OrdinalAnalysis | OrdinalPosterior]
 
     def family_text(self) -> str:
         """Which family each adjustment covers, in words."""
@@ -358,7 +404,7 @@ def _analyze_by(ratings: str | Path | pd.DataFrame, by: str, where: dict[str, st
         raise InputError(f"{int(table[by].isna().sum())} rows have no value in the --by column {by!r}")
     values = table[by].astype(str)
     groups = sorted(values.unique())
-    results: dict[str, AnalysisResult | BayesianAnalysis] = {}
+    results: dict[str, AnalysisResult | BayesianAnalysis | OrdinalAnalysis | OrdinalPosterior] = {}
     report = options.get("progress") or (lambda message: None)
     for g in groups:
         report(f"{by} = {g}")

@@ -178,6 +178,48 @@ def analysis_figure(result: Any) -> Any:
          f"difference in {unit}", 0.0)], title=Path(result.source).name)
 
 
+def category_figure(probabilities: pd.DataFrame, title: str = "") -> Any:
+    """Stacked bars of the category probabilities of each system (``--family ordinal``): for each system the
+    model's (``probability``: typical worker and item), averaged over the random effects (``population``) and the
+    observed shares (``observed``), one bar each, the categories stacked from the lowest rating up."""
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    systems = list(dict.fromkeys(probabilities["system"]))
+    ratings = list(dict.fromkeys(probabilities["rating"]))
+    kinds = [("probability", "typical"), ("population", "population"), ("observed", "observed")]
+    fig = Figure(figsize=(6.4, min(1.4 + 0.55 * len(systems), 40.0)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    cmap = colormaps["RdYlGn"]
+    labels: list[str] = []
+    positions: list[float] = []
+    y = 0.0
+    for s in systems:
+        rows = probabilities[probabilities["system"] == s].set_index("rating")
+        for column, kind in kinds:
+            left = 0.0
+            for j, r in enumerate(ratings):
+                width = float(rows.loc[r, column])
+                ax.barh(y, width, left=left, height=0.8, color=cmap(j / max(len(ratings) - 1, 1)),
+                        edgecolor="white", linewidth=0.5, label=str(r) if (s == systems[0] and column == "probability")
+                        else None)
+                left += width
+            positions.append(y)
+            labels.append(f"{s} ({kind})")
+            y -= 1.0
+        y -= 0.5
+    ax.set_yticks(positions, labels, fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("probability of each rating")
+    ax.legend(title="rating", ncols=len(ratings), loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8,
+              title_fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return fig
+
+
 def _with_letters(means: pd.DataFrame, result: Any) -> pd.DataFrame:
     """The means table with each system's compact letters (when the analysis has them), in its own order."""
     paper = getattr(result, "paper", None)

@@ -73,6 +73,7 @@ NAMES: dict[str, str] = {
     "ANALYZE_CONTRASTS": "humaneval_power.completed_study:CONTRASTS",
     "ANALYZE_DF": "humaneval_power.completed_study:DF_METHODS",
     "ANALYZE_BACKENDS": "humaneval_power.completed_study:BACKENDS",
+    "ORDINAL_LINKS": "humaneval_power.fitting.clmm:LINKS",
     "ALPHA_METRICS": "humaneval_power.agreement:METRICS",
     "FIT_FAMILIES": "humaneval_power.fitting.registry:FAMILIES",
     "FIT_BACKENDS": "humaneval_power.fitting.registry:REGISTRY",

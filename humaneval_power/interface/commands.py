@@ -525,9 +525,11 @@ ANALYZE = Command(
         Option("--adjust", "multiplicity adjustment over the family of contrasts (default holm; fdr: "
                "Benjamini-Hochberg; tukey: pairs only; dunnett: multivariate t, emmeans' mvt; not with --backend "
                "bambi)", default=SIGNATURE, choices="ADJUSTMENTS"),
-        Option("--backend", "lme4 (R, lmerTest), statsmodels (no R, the same REML fit and Satterthwaite df) or bambi "
-               "(Bayesian: posterior mean, SD, HDI and P(system > versus) of each contrast)", default=SIGNATURE,
-               choices="ANALYZE_BACKENDS"),
+        Option("--backend", "lme4 (R, lmerTest; the default), statsmodels (no R, the same REML fit and Satterthwaite "
+               "df) or bambi (Bayesian: posterior mean, SD, HDI and P(system > versus) of each contrast); --family "
+               "ordinal: clmm (R ordinal::clmm; its default), laplace (no R, the same Laplace likelihood) or bambi (the "
+               "posterior of bambi's cumulative family: mean, SD, HDI and P(better) of each latent contrast)",
+               default=SIGNATURE, choices="ANALYZE_BACKENDS"),
         Option("--draws", "bambi: posterior draws per chain", positive, SIGNATURE, metavar="N"),
         Option("--chains", "bambi: chains", positive, SIGNATURE, metavar="N"),
         Option("--level", "confidence level of the intervals", finite_float, SIGNATURE),
@@ -550,8 +552,12 @@ ANALYZE = Command(
         Option("--paper-records", "with --json/--out: also the agreement, reliability and per-system (letters, "
                "cluster, rank, P(best)) records, each with a `record` kind (default: the contrast records only)",
                action="store_true", api=False),
-        Option("--family", "gaussian (ratings) or binomial (head-to-head judgments: a logistic GLMM per pair and a "
-               "Bradley-Terry ranking)", default="gaussian", choices=("gaussian", "binomial"), api=False),
+        Option("--family", "gaussian (ratings as interval data), ordinal (integer ratings as ordered categories: a "
+               "cumulative-link mixed model, likelihood-ratio and Wald tests, latent and mean-rating marginal means, "
+               "category probabilities; --scale LOWEST HIGHEST names the categories) or binomial (head-to-head "
+               "judgments: a logistic GLMM per pair and a Bradley-Terry ranking)", default="gaussian",
+               choices=("gaussian", "ordinal", "binomial"), api=False),
+        Option("--link", "ordinal: the cumulative link (default logit)", default=SIGNATURE, choices="ORDINAL_LINKS"),
         *JUDGMENT_COLUMNS,
         Option("--ties", "binomial: drop ties, or split each as half a win for each side", default=SIGNATURE,
                choices="TIE_POLICIES", source="analyze_judgments"),
