@@ -42,6 +42,8 @@ def _s(text: str, *more: str) -> Argv:
     return _cmd(*text.split(), *more)
 
 
+F1_TABLES = "--table-positive 0.1 0.05 0.15 0.7 --table-negative 0.9 0.05 0.03 0.02"
+F1_SYMMETRIC = "--table-positive 0.1 0.1 0.1 0.7 --table-negative 0.9 0.04 0.04 0.02"
 CASES: dict[str, Argv] = {
     # item 6: exit codes and validation gaps
     "seed -1": _likert("--seed", "-1"),
@@ -56,6 +58,9 @@ CASES: dict[str, Argv] = {
     "agreement unknown metric": _s("agreement {d}/ratings.csv --metric cosine"),
     "agreement --boot -1": _s("agreement {d}/ratings.csv --boot -1"),
     "agreement --level 2": _s("agreement {d}/ratings.csv --level 2 --out {o}/alpha.csv"),
+    "f1 power, table not summing to 1": _s(f"f1 power --n 100 --p-positive 0.3 {F1_TABLES.replace('0.7', '0.9')}"),
+    "f1 size, models with the same F1": _s(f"f1 size --p-positive 0.3 {F1_SYMMETRIC}"),
+    "f1 mde, --p-positive 1": _s(f"f1 mde --n 100 --p-positive 1 {F1_TABLES}"),
     # item 3: unbounded work refused up front
     "items range of 10^8 values": _likert("--items", "2:100000000:1"),
     "bleu power --n 1e10": _s(BLEU_POWER.replace("--n 200", "--n 1e10")),
