@@ -122,13 +122,13 @@ def convert(command: Command, option: Option, value: Any, key: str | None = None
             raise InputError(f"{key} takes {'strings' if several else 'a string'}, got {v!r}")
         if several and isinstance(v, str) and v.startswith("-"):
             raise InputError(f"{key}: a value may not start with '-', got {v!r}")
+    count = option.nargs if isinstance(option.nargs, int) else None
+    if several and (not values or (count is not None and len(values) != count)):  # argparse counts, then converts
+        expected = "at least one argument" if count is None else f"{count} argument{'s' * (count != 1)}"
+        raise _fail(command, option, f"expected {expected}")
     converted: list[Any] = []
     for v in values:
         converted += _value(command, option, word(v))
-    count = option.nargs if isinstance(option.nargs, int) else None
-    if several and (not values or (count is not None and len(values) != count)):
-        expected = "at least one argument" if count is None else f"{count} argument{'s' * (count != 1)}"
-        raise _fail(command, option, f"expected {expected}")
     if count is not None:  # a fixed number of values (--pair, --scale): a tuple, as the API takes them
         return tuple(converted)
     return converted if several else converted[0]
@@ -248,7 +248,7 @@ def _costs(command: Command, costs: Any) -> dict[str, Any]:
 
 def _pair(command: Command, option: Option, pair: Any) -> tuple[int, int]:
     """Two system indices from 0 (``--pair`` counts from 1)."""
-    if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(_is_number(v) for v in pair):
+    if not isinstance(pair, (list, tuple)) or not all(_is_number(v) for v in pair):
         raise InputError(f"pair takes two system indices from 0, got {pair!r}")
     a, b = convert(command, option, [v + 1 for v in pair])
     return a - 1, b - 1
