@@ -306,3 +306,33 @@ def _params_words(params: Any, h2h: bool) -> list[str]:
     first = () if h2h else ("preset",)
     keys = [*first, *(k for k in params if k not in first)]
     return [f"--{k.replace('_', '-')}={word(params[k])}" for k in keys if params.get(k) is not None]
+
+
+def describe(function: str) -> list[dict[str, Any]]:
+    """The arguments of a request for ``function`` as a form shows them (the web page's generic form): name,
+    the command line's flag, help, ``type`` (file, switch, number, integer, text, params, costs, pair, where),
+    whether it takes several values, its choices and whether it is required."""
+    from . import default_of, help_of
+
+    command = command_of()[function]
+    options = request_options(function)
+    files = file_arguments(function)
+    out = []
+    for name in request_arguments(function):
+        option = options.get(name)
+        if option is None or name in STRUCTURED:  # a structured argument
+            out.append({"name": name, "type": name, "help": "see docs/serve.md", "required": False})
+            continue
+        kind = option.kind
+        integer = kind is not None and getattr(kind, "__name__", "").startswith("integer")
+        choices = choices_of(option)
+        default = default_of(option, command) if option.action != "store_true" else None
+        out.append({
+            "name": name, "flag": option.flag, "help": help_of(option), "required": option.required or name in files,
+            "type": ("file" if name in files else "switch" if option.action == "store_true" else "integer"
+                     if integer else "number" if kind is not None else "text"),
+            "several": option.grid or option.nargs is not None,
+            "choices": None if choices is None else [str(c) for c in choices],
+            "default": None if default is None else word(default) if not isinstance(default, (list, tuple))
+            else " ".join(map(word, default))})
+    return out

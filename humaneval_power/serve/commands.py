@@ -32,7 +32,10 @@ from ..interface.validation import (
 #: described functions the server does not run, and why
 NOT_SERVED: dict[str, str] = {
     "estimate_swap_parameters": "bleu estimate reads several text files (references, system outputs): use hepower",
-    "compare_with_baseline": "bleu test reads several text files (references, system outputs): use hepower"}
+    "compare_with_baseline": "bleu test reads several text files (references, system outputs): use hepower",
+    "fit_pilot": "fit reads, fits and writes by family in the command line; use hepower fit",
+    "Store": "store show reads a result store on the machine running hepower; a client has none on the server",
+    "Limits": "serve is the server itself"}
 #: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
 H2H_GLMM = ("h2h_mixed_power", "h2h_mixed_sample_size")
 SIZE_KEYS = ("items", "workers", "n", "ratings_per_item", "items_per_hit")

@@ -73,7 +73,8 @@ def _with_design(name: str, kw: dict[str, Any]) -> dict[str, Any]:
                           pilot_systems=kw.pop("pilot_systems", None), duplicates=kw.pop("duplicates", "error"))
     if pilot is not None:
         items = design["design_from"].items
-        kw.setdefault("items", [items] if name == "likert_power" else items)
+        if name != "likert_sample_size":  # a size search varies the items unless told otherwise
+            kw.setdefault("items", [items] if name == "likert_power" else items)
         kw["workers"] = worker_pool(design, kw.get("workers"))
     return {**kw, **design}
 
