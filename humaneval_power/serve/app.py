@@ -12,10 +12,11 @@ Endpoints (every error is ``{"detail": "<one line>"}``; bad input is HTTP 422 wi
 * ``GET /api``: the functions, their arguments and the server's limits;
   ``GET /api/presets``: the built-in parameter files; ``POST /api/params``: validate an
   uploaded parameter file (multipart field ``file``);
-* ``POST /api/upload/analyze``: analyse a completed study, a job (HTTP 202): the ratings file
-  (multipart ``file``, .csv or .parquet, within the body limit) and ``arguments``, a JSON object of
-  :func:`humaneval_power.completed_study.analyze`'s other keyword arguments; its outcome has the records,
-  ``summary`` (the text ``hepower analyze`` prints) and ``report`` (the HTML report).
+* ``POST /api/upload/<function>``: a job (HTTP 202) of a function taking a file (``analyze``, ``agreement``,
+  ``estimate_accuracy``: their input; the Likert planners: a pilot's layout, ``design_from``): the file
+  (multipart ``file``, .csv, .json or .parquet, within the body limit) and ``arguments``, a JSON object of
+  the function's other keyword arguments; an analysis's outcome adds ``summary`` (the text the command
+  prints) and ``report`` (the HTML report).
 """
 from __future__ import annotations
 
