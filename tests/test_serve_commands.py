@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 import time
 from contextlib import redirect_stderr, redirect_stdout
@@ -92,3 +93,26 @@ def test_a_bad_upload_of_a_new_command_is_one_line(client: TestClient) -> None:
     r = client.post("/api/upload/agreement", files={"file": ("s.csv", ratings_csv(), "text/csv")},
                     data={"arguments": json.dumps({"metric": "cubic"})})
     assert r.status_code == 422 and r.json()["detail"].startswith("hepower agreement: argument --metric: invalid choice")
+
+
+@pytest.mark.slow
+def test_a_pilot_size_search_varies_the_items_as_the_cli_does(client: TestClient, tmp_path: Path) -> None:
+    """`likert size --design-from`: the items are searched, not fixed at the pilot's (the worker used to set
+    them, and the search refused them)."""
+    arguments = {"params": "card2020-high", "effect": 0.6, "pilot_systems": ["A", "C"], "n_sims": 20, "seed": 1,
+                 "method": "fast", "target_power": 0.6}
+    r = client.post("/api/upload/likert_sample_size", files={"file": ("pilot.csv", ratings_csv(2), "text/csv")},
+                    data={"arguments": json.dumps(arguments)})
+    assert r.status_code == 202, r.text
+    job = _finished(client, r.json())
+    assert job["state"] == "done", job
+    (tmp_path / "design_from.csv").write_bytes(ratings_csv(2))
+    out, here = io.StringIO(), Path.cwd()
+    os.chdir(tmp_path)  # the file as the command names it
+    try:
+        with redirect_stdout(out), redirect_stderr(io.StringIO()):
+            assert main([*shlex.split(job["command"])[1:], "--json"]) == 0
+    finally:
+        os.chdir(here)
+    cli = json.loads(out.getvalue())
+    assert job["records"] == cli and cli[0]["solve_for"] == "items"
