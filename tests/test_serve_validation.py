@@ -16,6 +16,7 @@ from humaneval_power.interface.parsers import command_parser as parser_of
 from humaneval_power.interface.validation import (
     command_of,
     command_words,
+    convert,
     request_arguments,
     request_options,
     validate,
@@ -146,3 +147,21 @@ def test_converted_values_are_the_command_lines() -> None:
     args = command_parser(("likert", "power")).parse_args(
         command_words("likert_power", {"effect": [0.1, 0.2], "workers": [3.0], "pair": [0, 2]})[2:])
     assert args.workers == [[3]] and args.pair == [1, 3]
+
+
+@pytest.mark.parametrize("function", SERVED)
+def test_the_generated_form_is_the_request_arguments(function: str) -> None:
+    """GET /api's form of a function (the page's generic form): its arguments, the files to upload, the required
+    ones, and choices the validation takes."""
+    from humaneval_power.interface.validation import describe, file_arguments
+
+    form = describe(function)
+    assert [a["name"] for a in form] == list(request_arguments(function))
+    assert [a["name"] for a in form if a["type"] == "file"] == list(file_arguments(function))
+    options = request_options(function)
+    for a in form:
+        assert a["type"] in ("file", "switch", "integer", "number", "text", "params", "costs", "pair", "where")
+        if a["name"] in options and a["type"] != "where":
+            assert a["required"] == (options[a["name"]].required or a["type"] == "file") and a["help"]
+        for choice in a.get("choices") or []:  # each choice shown is taken (as the string the page sends)
+            convert(command_of()[function], options[a["name"]], [choice] if a["several"] else choice)
