@@ -24,6 +24,7 @@ from humaneval_power.serve.app import create_app  # noqa: E402
 from humaneval_power.serve.commands import (  # noqa: E402
     Limits,
     arguments,
+    check,
     command_line,
     functions,
     python_snippet,
@@ -109,7 +110,7 @@ def test_records_are_the_api_and_cli_records(client: TestClient, name: str, tmp_
     doc = r.json()
     assert doc["records"] == _api_records(name, CALLS[name], tmp_path)
     argv = doc["command"].split()[1:]
-    assert argv == command_line(name, CALLS[name])
+    assert argv == command_line(name, check(name, CALLS[name]))  # the values as validated
     if name == "likert_mde":
         argv = [str(tmp_path / "params.json") if a == "params.json" else a for a in argv]
     code, out, err = _cli(argv + ["--json"])

@@ -168,7 +168,7 @@ def _snippet_table(code: str, cwd: Path) -> Any:
 
 
 def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_path: Path) -> None:
-    from humaneval_power.serve.commands import command_line, shell_command
+    from humaneval_power.serve.commands import check, command_line, shell_command
 
     _open(page, server, {"scenario": "likert", "items": "60", "workers": "6", "ratings_per_item": "3",
                          "n_sims": str(SIMS), "seed": "2", "search_items": "40 160", "search_workers": "6 12",
@@ -177,7 +177,7 @@ def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_pat
     kwargs = {"params": "card2020-high", "workers": [6], "items": [60], "effect": [0.25], "ratings_per_item": [3],
               "items_per_hit": [1], "systems": 2, "presentation": "within", "costs": {"per_rating": 0.1},
               "method": "fast", "test": "satterthwaite", "alpha": 0.05, "n_sims": SIMS, "seed": 2}
-    command = shell_command(command_line("likert_power", kwargs))
+    command = shell_command(command_line("likert_power", check("likert_power", kwargs)))
     _settled(page, command)
     status, api = _post(server, "/api/likert_power", kwargs)
     assert status == 200
@@ -243,9 +243,9 @@ def test_upload_a_fitted_parameter_file(page: Any, server: str, fitted_params: P
     kwargs = {"params": doc, "workers": [10], "items": [100], "effect": [0.1], "items_per_hit": [1], "systems": 2,
               "presentation": "within", "costs": {"per_rating": 0.1}, "method": "fast", "test": "satterthwaite",
               "alpha": 0.05, "n_sims": 200, "seed": 0}
-    from humaneval_power.serve.commands import command_line, shell_command
+    from humaneval_power.serve.commands import check, command_line, shell_command
 
-    command = shell_command(command_line("likert_power", kwargs))
+    command = shell_command(command_line("likert_power", check("likert_power", kwargs)))
     assert "--params params.json" in command
     _settled(page, command)
     status, api = _post(server, "/api/likert_power", kwargs)
@@ -356,9 +356,9 @@ def test_glmm_head_to_head_planner_from_the_page(page: Any, server: str, tmp_pat
     kwargs = {"params": {"sd_worker": 0.4, "sd_item": 0.6, "p_tie": 0.1, "ties": "split"}, "workers": [6],
               "items": [30], "log_odds": [log_odds], "per_item": [3], "test": "z", "method": "fast",
               "alpha": 0.05, "n_sims": 60, "seed": 4}
-    from humaneval_power.serve.commands import command_line, shell_command
+    from humaneval_power.serve.commands import check, command_line, shell_command
 
-    assert sorted(words) == sorted(shell_command(command_line("h2h_mixed_power", kwargs)).split())
+    assert sorted(words) == sorted(shell_command(command_line("h2h_mixed_power", check("h2h_mixed_power", kwargs))).split())
     status, doc = _post(server, "/api/h2h_mixed_power", kwargs)
     assert status == 200, doc
     assert _value(page, "#power") == doc["records"][0]["power"]

@@ -116,3 +116,14 @@ def test_a_pilot_size_search_varies_the_items_as_the_cli_does(client: TestClient
         os.chdir(here)
     cli = json.loads(out.getvalue())
     assert job["records"] == cli and cli[0]["solve_for"] == "items"
+
+
+def test_the_command_and_snippet_shown_make_the_call_the_worker_makes(client: TestClient) -> None:
+    """Values as the validation converts them (6.0 workers is 6, the pair counted from 0 in Python, from 1 on
+    the command line): the command and the snippet shown make the worker's call, not the raw JSON's."""
+    r = client.post("/api/command/likert_power", json={"workers": [6.0], "items": [40], "effect": [0.2],
+                                                        "systems": 3, "pair": [0, 2], "n_sims": 1e2})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert "--workers 6 " in doc["command"] and "--pair 1 3" in doc["command"] and "--sims=100" in doc["command"]
+    assert "workers=[6]" in doc["python"] and "pair=(0, 2)" in doc["python"] and "n_sims=100" in doc["python"]

@@ -142,9 +142,8 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
     @app.post("/api/command/{function}")
     async def command(function: str, request: Request) -> dict[str, Any]:
         kwargs = await _kwargs(request)
-        check(function, kwargs, limits)
-        return {"command": shell_command(command_line(function, kwargs)),
-                "python": python_snippet(function, kwargs)}
+        call = check(function, kwargs, limits)
+        return {"command": shell_command(command_line(function, call)), "python": python_snippet(function, call)}
 
     @app.post("/api/jobs/{function}", status_code=202)
     async def submit(function: str, request: Request) -> dict[str, Any]:

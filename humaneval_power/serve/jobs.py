@@ -43,8 +43,8 @@ class Job:
     """One computation: its state, progress and outcome (``status``: the HTTP status of the outcome)."""
 
     function: str
-    arguments: dict[str, Any]  #: as the client gave them (shown as the command and the Python snippet)
-    call: dict[str, Any]  #: validated and converted (the worker's keyword arguments)
+    arguments: dict[str, Any]  #: as the client gave them
+    call: dict[str, Any]  #: validated and converted: the worker's keyword arguments, the command and snippet shown
     argv: list[str]
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "running"  #: running, done, failed, cancelled
@@ -67,7 +67,7 @@ class Job:
         out = {"id": self.id, "function": self.function, "state": self.state, "done": self.done,
                "total": self.total, "label": self.label, "seconds": round(self.seconds or
                                                                           time.monotonic() - self.started, 3),
-               "command": shell_command(self.argv), "python": python_snippet(self.function, self.arguments)}
+               "command": shell_command(self.argv), "python": python_snippet(self.function, self.call)}
         if self.state != "running":
             out.update(status=self.status, warnings=self.warnings)
             if self.result is not None:
@@ -96,7 +96,7 @@ class Jobs:
     def submit(self, function: str, arguments: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> Job:
         """Validate and start a computation (InputError when bad; :class:`Busy` when too many run)."""
         call = check(function, arguments, self.limits)
-        job = Job(function, dict(arguments), call, command_line(function, arguments), files=dict(files or {}))
+        job = Job(function, dict(arguments), call, command_line(function, call), files=dict(files or {}))
         with self.lock:
             if sum(j.state == "running" for j in self.jobs.values()) >= self.limits.max_jobs:
                 raise Busy(f"the server is running {self.limits.max_jobs} computations already; cancel one or "
