@@ -43,7 +43,6 @@ class Job:
     """One computation: its state, progress and outcome (``status``: the HTTP status of the outcome)."""
 
     function: str
-    arguments: dict[str, Any]  #: as the client gave them
     call: dict[str, Any]  #: validated and converted: the worker's keyword arguments, the command and snippet shown
     argv: list[str]
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -96,7 +95,7 @@ class Jobs:
     def submit(self, function: str, arguments: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> Job:
         """Validate and start a computation (InputError when bad; :class:`Busy` when too many run)."""
         call = check(function, arguments, self.limits)
-        job = Job(function, dict(arguments), call, command_line(function, call), files=dict(files or {}))
+        job = Job(function, call, command_line(function, call), files=dict(files or {}))
         with self.lock:
             if sum(j.state == "running" for j in self.jobs.values()) >= self.limits.max_jobs:
                 raise Busy(f"the server is running {self.limits.max_jobs} computations already; cancel one or "
