@@ -79,7 +79,7 @@ command_parser = cache(parser_of)
 
 @pytest.mark.parametrize("function", SERVED)
 def test_validation_accepts_what_the_command_line_accepts(function: str) -> None:
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(requests(function))
     def check(request: dict[str, Any]) -> None:
         expected = _cli(function, request)
@@ -104,7 +104,7 @@ ILL_TYPED = st.one_of(st.booleans(), TEXT, st.lists(NUMBERS, min_size=2, max_siz
 
 
 @pytest.mark.parametrize("function", ["likert_power", "h2h_mixed_power", "agreement", "mde_table"])
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(data=st.data())
 def test_a_value_of_the_wrong_json_type_is_refused_naming_the_field(function: str, data: Any) -> None:
     name, option = data.draw(st.sampled_from(sorted(request_options(function).items())))
