@@ -9,7 +9,6 @@ import time
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,16 +19,16 @@ pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (htt
 from fastapi.testclient import TestClient  # noqa: E402
 
 from humaneval_power.cli import main  # noqa: E402
-from humaneval_power.io import json_records  # noqa: E402
 from humaneval_power.params import PRESETS, LikertParams  # noqa: E402
 from humaneval_power.serve.app import create_app  # noqa: E402
 from humaneval_power.serve.commands import (  # noqa: E402
-    FUNCTIONS,
-    UPLOADS,
     Limits,
     arguments,
+    check,
+    command_line,
+    functions,
     python_snippet,
-    to_argv,
+    uploads,
 )
 
 FIT_DOC = LikertParams(0.55, 0.02, 0.05, 0.03, 0.08, 0.2, scale=None, name="B vs A").to_json()
@@ -58,6 +57,8 @@ CALLS: dict[str, dict[str, Any]] = {
                         "log_odds": [0.6], "per_item": [3], "n_sims": 30, "seed": 2},
     "h2h_mixed_sample_size": {"params": {"sd_worker": 0.3, "sd_item": 0.3}, "log_odds": 1.5, "workers": 8,
                               "n_sims": 30, "target_power": 0.6},
+    "mde_table": {"prior": "squad2", "methods": ["normal"]},
+    "solve_prop_test": {"p1": 0.8, "p2": 0.85, "power": 0.8},
 }
 
 
@@ -87,14 +88,14 @@ def _api_records(name: str, kwargs: dict[str, Any], folder: Any) -> list[dict[st
             exec(python_snippet(name, kwargs), namespace)  # noqa: S102 - the snippet under test
     finally:
         os.chdir(here)
-    if "table" in namespace:
-        return json_records(namespace["table"])
-    return json_records(pd.DataFrame([namespace["result"].record()]))
+    from humaneval_power.serve.worker import outcome
+
+    return outcome(namespace["table"] if "table" in namespace else namespace["result"])["records"]
 
 
 def test_api_lists_every_function_with_the_api_names(client: TestClient) -> None:
     doc = client.get("/api").json()
-    assert set(doc["functions"]) == set(FUNCTIONS) and set(CALLS) | set(UPLOADS) == set(FUNCTIONS)
+    assert set(doc["functions"]) == set(functions()) and set(CALLS) | set(uploads()) == set(functions())
     assert doc["functions"]["likert_power"][:4] == ["params", "workers", "items", "effect"]
     assert "n_sims" in doc["functions"]["bleu_power"] and "jobs" not in doc["functions"]["bleu_power"]
     assert doc["limits"]["max_body"] == Limits().max_body
@@ -109,7 +110,7 @@ def test_records_are_the_api_and_cli_records(client: TestClient, name: str, tmp_
     doc = r.json()
     assert doc["records"] == _api_records(name, CALLS[name], tmp_path)
     argv = doc["command"].split()[1:]
-    assert argv == to_argv(name, CALLS[name])
+    assert argv == command_line(name, check(name, CALLS[name]))  # the values as validated
     if name == "likert_mde":
         argv = [str(tmp_path / "params.json") if a == "params.json" else a for a in argv]
     code, out, err = _cli(argv + ["--json"])
@@ -171,7 +172,7 @@ def test_bad_input_message_is_the_cli_message(client: TestClient, case: str) -> 
     """The same one line as `hepower` prints for the same command."""
     name, kwargs, _ = BAD[case]
     detail = client.post(f"/api/{name}", json=kwargs).json()["detail"]
-    argv = list(FUNCTIONS[name][1])
+    argv = command_line(name, {})
     for key, value in kwargs.items():  # the command line by hand (the CLI's option names)
         option = "--preset" if key == "params" else f"--{key.replace('_', '-')}"
         argv += [option, *map(str, value if isinstance(value, list) else [value])]

@@ -168,7 +168,7 @@ def _snippet_table(code: str, cwd: Path) -> Any:
 
 
 def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_path: Path) -> None:
-    from humaneval_power.serve.commands import shell_command, to_argv
+    from humaneval_power.serve.commands import check, command_line, shell_command
 
     _open(page, server, {"scenario": "likert", "items": "60", "workers": "6", "ratings_per_item": "3",
                          "n_sims": str(SIMS), "seed": "2", "search_items": "40 160", "search_workers": "6 12",
@@ -177,7 +177,7 @@ def test_page_power_is_the_api_and_the_cli_power(page: Any, server: str, tmp_pat
     kwargs = {"params": "card2020-high", "workers": [6], "items": [60], "effect": [0.25], "ratings_per_item": [3],
               "items_per_hit": [1], "systems": 2, "presentation": "within", "costs": {"per_rating": 0.1},
               "method": "fast", "test": "satterthwaite", "alpha": 0.05, "n_sims": SIMS, "seed": 2}
-    command = shell_command(to_argv("likert_power", kwargs))
+    command = shell_command(command_line("likert_power", check("likert_power", kwargs)))
     _settled(page, command)
     status, api = _post(server, "/api/likert_power", kwargs)
     assert status == 200
@@ -243,9 +243,9 @@ def test_upload_a_fitted_parameter_file(page: Any, server: str, fitted_params: P
     kwargs = {"params": doc, "workers": [10], "items": [100], "effect": [0.1], "items_per_hit": [1], "systems": 2,
               "presentation": "within", "costs": {"per_rating": 0.1}, "method": "fast", "test": "satterthwaite",
               "alpha": 0.05, "n_sims": 200, "seed": 0}
-    from humaneval_power.serve.commands import shell_command, to_argv
+    from humaneval_power.serve.commands import check, command_line, shell_command
 
-    command = shell_command(to_argv("likert_power", kwargs))
+    command = shell_command(command_line("likert_power", check("likert_power", kwargs)))
     assert "--params params.json" in command
     _settled(page, command)
     status, api = _post(server, "/api/likert_power", kwargs)
@@ -337,3 +337,77 @@ def test_a_completed_study_uploads_and_its_report_shows(page: Any, server: str, 
     assert records == _cli_records(command, tmp_path)
     frame = page.frame_locator("#analysis-report")
     assert "C" in frame.locator("body").inner_text() and frame.locator("table").count() > 0
+
+
+def test_glmm_head_to_head_planner_from_the_page(page: Any, server: str, tmp_path: Path) -> None:
+    """The GLMM head-to-head planner typed into the page: its power is the API's (`h2h_mixed_power`) and the
+    command shown's."""
+    import math
+
+    page.goto(server + "/")
+    page.select_option("#scenario", "h2h_glmm")
+    _fill(page, "h2h_glmm", {"sd_worker": "0.4", "sd_item": "0.6", "p_tie": "0.1", "ties": "split", "workers": "6",
+                             "items": "30", "per_item": "3", "p_win": "0.7", "n_sims": "60", "seed": "4"})
+    page.wait_for_function("document.querySelector('#power').dataset.value "
+                           "&& document.querySelector('#command').textContent.includes('--seed=4')")
+    words = page.text_content("#command").split()
+    log_odds = float(words[words.index("--log-odds") + 1])  # the page's log(p / (1 - p)), to the last digit
+    assert log_odds == pytest.approx(math.log(0.7 / 0.3), rel=1e-14)
+    kwargs = {"params": {"sd_worker": 0.4, "sd_item": 0.6, "p_tie": 0.1, "ties": "split"}, "workers": [6],
+              "items": [30], "log_odds": [log_odds], "per_item": [3], "test": "z", "method": "fast",
+              "alpha": 0.05, "n_sims": 60, "seed": 4}
+    from humaneval_power.serve.commands import check, command_line, shell_command
+
+    assert sorted(words) == sorted(shell_command(command_line("h2h_mixed_power", check("h2h_mixed_power", kwargs))).split())
+    status, doc = _post(server, "/api/h2h_mixed_power", kwargs)
+    assert status == 200, doc
+    assert _value(page, "#power") == doc["records"][0]["power"]
+    assert _cli_records(page.text_content("#command"), tmp_path) == doc["records"]
+
+
+def test_a_pilot_layout_plans_from_the_page(page: Any, server: str, tmp_path: Path) -> None:
+    """A pilot uploaded in the Likert planner (--design-from): the page's power is that of the command shown,
+    run on the same file."""
+    from tests.test_serve_uploads import ratings_csv
+
+    page.goto(server + "/")
+    pilot = tmp_path / "pilot.csv"
+    pilot.write_bytes(ratings_csv(2))
+    _fill(page, "likert", {"method": "fast", "n_sims": "40", "items": "24", "pilot_systems": "A C"})
+    page.set_input_files("#pilot-file", str(pilot))
+    page.wait_for_function("document.querySelector('#command').textContent.includes('--design-from=design_from.csv') "
+                           "&& document.querySelector('#command').textContent.includes('--sims=40') "
+                           "&& document.querySelector('#power').dataset.value")
+    (tmp_path / "design_from.csv").write_bytes(ratings_csv(2))
+    records = _cli_records(page.text_content("#command"), tmp_path)
+    assert _value(page, "#power") == records[0]["power"] and records[0]["items"] == 24
+
+
+def test_every_other_command_runs_from_its_generated_form(page: Any, server: str, tmp_path: Path) -> None:
+    """`agreement` from the generic form: ratings uploaded, the records shown are the command's."""
+    from tests.test_serve_uploads import ratings_csv
+
+    page.goto(server + "/")
+    page.wait_for_selector("#other-form [data-arg=ratings]")
+    study = tmp_path / "study.csv"
+    study.write_bytes(ratings_csv())
+    page.set_input_files("#other-form [data-arg=ratings]", str(study))
+    page.select_option("#other-form [data-arg=metric]", "interval")
+    page.fill("#other-form [data-arg=n_boot]", "30")
+    page.click("#other-run")
+    page.wait_for_function("document.querySelector('#other-records').dataset.records "
+                           "|| !document.querySelector('#other-error').hidden")
+    assert page.is_hidden("#other-error"), page.text_content("#other-error")
+    records = json.loads(page.locator("#other-records").get_attribute("data-records"))
+    command = page.text_content("#other-command")
+    assert command == "hepower agreement --metric=interval --boot=30 ratings.csv"
+    (tmp_path / "ratings.csv").write_bytes(ratings_csv())
+    assert records == _cli_records(command, tmp_path)
+    assert page.locator("#other-records table tbody tr").count() == len(records)
+    assert "alpha" in page.text_content("#other-summary").lower()
+    page.select_option("#other-function", "solve_prop_test")
+    page.fill("#other-form [data-arg=p1]", "0.8")
+    page.fill("#other-form [data-arg=power]", "0.8")
+    page.click("#other-run")
+    page.wait_for_selector("#other-error:not([hidden])")  # n and p2 both left out: the API's one line
+    assert "\n" not in page.text_content("#other-error")

@@ -4,7 +4,7 @@ Each public command is described once (:mod:`.commands`): the Python function it
 parameter its API name, converter, default (read from the function's signature, never retyped),
 choices (the library's own constants), help text and command-line flag. ``hepower``'s argparse
 parsers are generated from it (:func:`humaneval_power.cli.common.add_command`) and so is the web
-API's validation (:func:`humaneval_power.serve.commands.to_argv`).
+API's validation (:func:`humaneval_power.interface.validation.validate`).
 
 Functions and constants are named by dotted path in one table, :data:`NAMES`, resolved lazily (on
 first use), so that ``hepower --help`` imports nothing numerical.

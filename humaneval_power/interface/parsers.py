@@ -2,7 +2,8 @@
 
 :class:`Parser` is argparse with one-line errors (:class:`~humaneval_power.errors.InputError`, exit 2) and
 defaults shown in the help; :func:`command_parser` is the parser of one described command, which the
-command line nests under ``hepower GROUP`` and the web API uses, alone, to validate a request.
+command line nests under ``hepower GROUP`` (the web API validates a request from the same description:
+:mod:`.validation`).
 """
 from __future__ import annotations
 

@@ -12,10 +12,11 @@ Endpoints (every error is ``{"detail": "<one line>"}``; bad input is HTTP 422 wi
 * ``GET /api``: the functions, their arguments and the server's limits;
   ``GET /api/presets``: the built-in parameter files; ``POST /api/params``: validate an
   uploaded parameter file (multipart field ``file``);
-* ``POST /api/upload/analyze``: analyse a completed study, a job (HTTP 202): the ratings file
-  (multipart ``file``, .csv or .parquet, within the body limit) and ``arguments``, a JSON object of
-  :func:`humaneval_power.completed_study.analyze`'s other keyword arguments; its outcome has the records,
-  ``summary`` (the text ``hepower analyze`` prints) and ``report`` (the HTML report).
+* ``POST /api/upload/<function>``: a job (HTTP 202) of a function taking a file (``analyze``, ``agreement``,
+  ``estimate_accuracy``: their input; the Likert planners: a pilot's layout, ``design_from``): the file
+  (multipart ``file``, .csv, .json or .parquet, within the body limit) and ``arguments``, a JSON object of
+  the function's other keyword arguments; an analysis's outcome adds ``summary`` (the text the command
+  prints) and ``report`` (the HTML report).
 """
 from __future__ import annotations
 
@@ -35,14 +36,17 @@ from fastapi.staticfiles import StaticFiles
 from starlette.requests import ClientDisconnect
 
 from ..errors import HepowerError, InputError
+from ..interface.validation import describe, file_arguments, request_options
 from .commands import (
-    FUNCTIONS,
-    UPLOADS,
+    NOT_SERVED,
     Limits,
     arguments,
+    check,
+    command_line,
+    functions,
     python_snippet,
     shell_command,
-    to_argv,
+    uploads,
 )
 from .jobs import Busy, Jobs
 
@@ -93,7 +97,9 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
 
     @app.get("/api")
     async def api() -> dict[str, Any]:
-        return {"functions": {name: list(arguments(name)) for name in FUNCTIONS}, "limits": asdict(limits)}
+        return {"functions": {name: list(arguments(name)) for name in functions()}, "limits": asdict(limits),
+                "forms": {name: describe(name) for name in functions()}, "uploads": uploads(),
+                "not_served": NOT_SERVED}
 
     @app.get("/api/presets")
     async def presets() -> dict[str, Any]:
@@ -119,23 +125,25 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
         multipart ``file``, with the other keyword arguments as the JSON object ``arguments``."""
         from ..io import TABLE_FORMATS
 
-        if function not in UPLOADS:
-            raise InputError(f"{function} takes no file; files go to {', '.join(UPLOADS)}")
+        files = uploads()
+        if function not in files:
+            raise InputError(f"{function} takes no file; files go to {', '.join(files)}")
         kwargs = _json(arguments.encode(), "arguments")
         if not isinstance(kwargs, dict):
             raise InputError("send the keyword arguments as a JSON object")
         suffix = "." + (file.filename or "").rsplit(".", 1)[-1].lower() if "." in (file.filename or "") else ""
         if suffix not in TABLE_FORMATS:
-            raise InputError(f"{file.filename or 'the file'}: upload ratings as {', '.join(TABLE_FORMATS)}")
-        name = UPLOADS[function] + suffix
-        kwargs[UPLOADS[function]] = name
+            what = str(request_options(function)[files[function]].metavar or "a table").lower()
+            raise InputError(f"{file.filename or 'the file'}: upload {what} as {', '.join(TABLE_FORMATS)}")
+        name = files[function] + suffix
+        kwargs[files[function]] = name
         return jobs.submit(function, kwargs, files={name: await file.read()}).view()
 
     @app.post("/api/command/{function}")
     async def command(function: str, request: Request) -> dict[str, Any]:
         kwargs = await _kwargs(request)
-        return {"command": shell_command(to_argv(function, kwargs, limits)),
-                "python": python_snippet(function, kwargs)}
+        call = check(function, kwargs, limits)
+        return {"command": shell_command(command_line(function, call)), "python": python_snippet(function, call)}
 
     @app.post("/api/jobs/{function}", status_code=202)
     async def submit(function: str, request: Request) -> dict[str, Any]:
@@ -197,13 +205,16 @@ async def _finished_while_connected(job: Any, request: Request, timeout: float) 
 async def _kwargs(request: Request) -> Any:
     """The request's JSON object of keyword arguments (a function taking an uploaded file is refused: its
     file comes with POST /api/upload/<function>, never as a path on the server)."""
-    function = request.path_params.get("function")
-    if function in UPLOADS and UPLOADS[function] in _json(await request.body() or b"{}", "the request body"):
-        raise InputError(f"{function}'s {UPLOADS[function]} is an uploaded file: POST it to /api/upload/{function} "
-                         "(multipart 'file' and 'arguments'), never a path on the server")
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise InputError("send the keyword arguments as a JSON object (Content-Type: application/json)")
+    function = request.path_params.get("function")
     body = _json(await request.body() or b"{}", "the request body")
+    named = [f for f in (file_arguments(function) if function in functions() else ()) if isinstance(body, dict)
+             and body.get(f) is not None]
+    if named:
+        where = (f"POST it to /api/upload/{function} (multipart 'file' and 'arguments')" if function in uploads()
+                 else "this server takes no such file")
+        raise InputError(f"{function}'s {named[0]} is an uploaded file: {where}, never a path on the server")
     if not isinstance(body, dict):
         raise InputError("send the keyword arguments as a JSON object")
     return body

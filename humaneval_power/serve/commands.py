@@ -1,22 +1,16 @@
-"""An API call given as JSON -> the equivalent ``hepower`` command line and Python snippet.
+"""An API call given as JSON -> its validation, the equivalent ``hepower`` command line and Python snippet.
 
-A call is the name of a public API function (``likert_power``, ``mcnemar_power``, ...) and
-its keyword arguments, by the API's names. :func:`to_argv` writes the ``hepower`` command
-that makes the same call and validates it with the parser generated from the command's
-description (:mod:`humaneval_power.interface`): a bad value gives the CLI's one-line message.
-The worker (:mod:`.worker`) then calls the Python API directly, as :func:`python_snippet`
-shows. Three arguments are structured:
-
-* ``params``: a preset name, a parameter-file document (as written by ``hepower fit``), or
-  typed SDs ``{"sd_worker_intercept": ..., ..., "intercept": 0.5}`` (optionally with
-  ``"preset"`` as the base the SDs override, or the five coding-invariant SDs);
-* ``costs``: the fields of :class:`humaneval_power.designs.Costs`;
-* ``pair``: two system indices from 0, as in the API.
+A call is the name of a public API function (``likert_power``, ``mcnemar_power``, ``agreement``, ...)
+and its keyword arguments, by the API's names. Every function a described command calls is served
+(:mod:`humaneval_power.interface.commands`; a command's modes too, e.g. the GLMM head-to-head
+planner), except :data:`NOT_SERVED`. A request is checked by
+:func:`humaneval_power.interface.validation.validate`, generated from the same description as the
+command line's parser (a bad value gives the CLI's one-line message), and against the server's
+:class:`Limits`; the worker (:mod:`.worker`) then calls the Python API directly, as
+:func:`python_snippet` shows. The command line (:func:`shell_command`) is only shown, never parsed.
 """
 from __future__ import annotations
 
-import argparse
-import inspect
 import math
 import shlex
 from collections.abc import Mapping
@@ -25,39 +19,45 @@ from functools import cache
 from typing import Any
 
 from ..errors import InputError
-from ..interface import NAMES, Command, Option, resolve
+from ..interface import NAMES
+from ..interface.validation import (
+    PARAMS_FILE,
+    command_of,
+    command_words,
+    file_arguments,
+    request_arguments,
+    validate,
+)
 
-#: the commands the page runs: API function -> the command running it (described in interface.commands)
-COMMAND_OF: dict[str, tuple[str, ...]] = {
-    "likert_power": ("likert", "power"), "likert_sample_size": ("likert", "size"), "likert_mde": ("likert", "mde"),
-    "likert_budget": ("likert", "budget"), "h2h_power": ("h2h", "power"), "h2h_sample_size": ("h2h", "size"),
-    "h2h_mde": ("h2h", "mde"), "mcnemar_power": ("accuracy", "power"), "mcnemar_sample_size": ("accuracy", "size"),
-    "accuracy_mde": ("accuracy", "mde"), "bleu_power": ("bleu", "power"), "bleu_sample_size": ("bleu", "size"),
-    "bleu_mde": ("bleu", "mde"), "h2h_mixed_power": ("h2h", "power"), "h2h_mixed_sample_size": ("h2h", "size"),
-    "analyze": ("analyze",),
-}
-#: functions whose first argument is a file the client uploads (POST /api/upload/<function>): -> that argument
-UPLOADS = {"analyze": "ratings", "likert_power": "design_from", "likert_sample_size": "design_from",
-           "likert_mde": "design_from"}
-#: the keywords of a pilot's layout (``plan_inputs.crowd_design``'s) the Likert planners take with an uploaded pilot
-PILOT_LAYOUT = ("design_from", "where", "pilot_systems", "duplicates")
+#: described functions the server does not run, and why
+NOT_SERVED: dict[str, str] = {
+    "estimate_swap_parameters": "bleu estimate reads several text files (references, system outputs): use hepower",
+    "compare_with_baseline": "bleu test reads several text files (references, system outputs): use hepower",
+    "fit_pilot": "fit reads, fits and writes by family in the command line; use hepower fit",
+    "Store": "store show reads a result store on the machine running hepower; a client has none on the server",
+    "Limits": "serve is the server itself"}
 #: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
 H2H_GLMM = ("h2h_mixed_power", "h2h_mixed_sample_size")
-H2H_FIELDS = ("sd_worker", "sd_item", "p_tie", "ties")  #: the typed fields of a GLMM design's ``params``
-#: API function -> (its module under humaneval_power, the command running it)
-FUNCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    name: (NAMES[name].split(":")[0].removeprefix("humaneval_power."), path) for name, path in COMMAND_OF.items()}
-#: the crowd-design keywords the Likert functions take through ``**design`` (those of ``crowd.cell_factory``
-#: that the page can type; ``workload`` and ``design_from`` come from files)
-CROWD_DESIGN = ("systems", "assignment", "presentation", "missing", "model", "compare", "adjust", "pair", "means",
-                "costs")
-SERVER_OWNED = ("jobs", "progress", "store")  #: set by the server, not by a request
-OPTION = {"n_sims": "--sims"}  #: API keyword -> CLI option where the names differ beyond _ -> -
-COST_OPTIONS = {"per_rating": "--cost-per-rating", "per_hit": "--cost-per-hit", "fee": "--platform-fee",
-                "per_worker": "--cost-per-worker"}
-PARAMS_FILE = "params.json"  #: the name an uploaded parameter file has in the command shown
 SIZE_KEYS = ("items", "workers", "n", "ratings_per_item", "items_per_hit")
-NOT_AXES = ("pair", "means")  #: list arguments that are not grid axes
+NOT_AXES = ("pair", "means", "scale", "levels", "tie_values", "methods")  #: list arguments that are not grid axes
+
+
+@cache
+def functions() -> dict[str, str]:
+    """The served API functions -> their module under humaneval_power (for the Python snippet)."""
+    return {name: NAMES[name].split(":")[0].removeprefix("humaneval_power.") for name in command_of()
+            if name not in NOT_SERVED}
+
+
+#: functions whose command takes a file the server does not take (budget searches crowd designs: the command
+#: refuses --design-from)
+NO_UPLOAD = ("likert_budget",)
+
+
+@cache
+def uploads() -> dict[str, str]:
+    """The served functions that take a file the client uploads (POST /api/upload/<function>) -> that argument."""
+    return {name: files[0] for name in functions() if (files := file_arguments(name)) and name not in NO_UPLOAD}
 
 
 @dataclass(frozen=True)
@@ -75,157 +75,30 @@ class Limits:
     abandon_after: float = 30.0  #: seconds a job may go unpolled before it is cancelled (its client left)
 
 
-def _fn(name: str) -> Any:
-    if name not in FUNCTIONS:
-        raise InputError(f"unknown function {name!r}; the API offers {', '.join(FUNCTIONS)}")
-    return resolve(name)
-
-
-@cache
 def arguments(name: str) -> tuple[str, ...]:
     """The keyword arguments a request for ``name`` may give (the API's, less what the server sets)."""
-    sig = inspect.signature(_fn(name)).parameters.values()
-    names = [p.name for p in sig if p.kind is not inspect.Parameter.VAR_KEYWORD and p.name not in SERVER_OWNED]
-    if name.startswith("likert_"):
-        names += [k for k in CROWD_DESIGN + (PILOT_LAYOUT if name in UPLOADS else ()) if k not in names]
-    return tuple(names)
+    _served(name)
+    return request_arguments(name)
 
 
-def described(name: str) -> Command:
-    """The description of the command running ``name``."""
-    from ..interface.commands import COMMANDS
-
-    return COMMANDS[FUNCTIONS[name][1]]
-
-
-@cache
-def command_parser(name: str) -> argparse.ArgumentParser:
-    """The parser of the command running ``name``, generated from its description."""
-    from ..interface.parsers import command_parser as parser_of
-
-    return parser_of(FUNCTIONS[name][1])
+def _served(name: str) -> None:
+    if name not in functions():
+        why = f" ({NOT_SERVED[name]})" if name in NOT_SERVED else ""
+        raise InputError(f"unknown function {name!r}{why}; the API offers {', '.join(functions())}")
 
 
-def _option(name: str, key: str) -> Option:
-    for option in described(name).all_options():
-        if option.api and option.name == key and not option.hidden:
-            return option
-    raise InputError(f"{name}: the command line has no option for {key!r}")
-
-
-def _number(key: str, value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{key} takes numbers, got {value!r}")
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def _scalar(key: str, value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return _number(key, value)
-
-
-def _h2h_params_argv(params: Any) -> list[str]:
-    if not isinstance(params, Mapping):
-        raise InputError(f"params must be a head-to-head parameter file (JSON object) or {', '.join(H2H_FIELDS)}, "
-                         f"got {params!r}")
-    if "schema" in params:
-        return ["--params", PARAMS_FILE]
-    unknown = sorted(set(params) - set(H2H_FIELDS))
-    if unknown:
-        raise InputError(f"params: unknown field(s) {', '.join(unknown)}; give a parameter file (with its "
-                         f"\"schema\") or any of {', '.join(H2H_FIELDS)}")
-    return [f"--{k.replace('_', '-')}={_scalar(k, params[k])}" for k in H2H_FIELDS if params.get(k) is not None]
-
-
-def _params_argv(params: Any) -> list[str]:
-    from ..interface.commands import INVARIANT_TYPED
-    from ..params import SD_NAMES
-
-    if isinstance(params, str):
-        return [f"--preset={params}"]
-    if not isinstance(params, Mapping):
-        raise InputError(f"params must be a preset name, a parameter file (JSON object) or SDs, got {params!r}")
-    if "schema" in params:
-        return ["--params", PARAMS_FILE]
-    typed = ("preset", "intercept") + SD_NAMES + INVARIANT_TYPED
-    unknown = sorted(set(params) - set(typed))
-    if unknown:
-        raise InputError(f"params: unknown field(s) {', '.join(unknown)}; give a parameter file (with its "
-                         f"\"schema\") or any of {', '.join(typed)}")
-    argv = [f"--preset={params['preset']}"] if params.get("preset") is not None else []
-    for key in typed[1:]:
-        if params.get(key) is not None:
-            argv.append(f"--{key.replace('_', '-')}={_number(key, params[key])}")
-    return argv
-
-
-def _costs_argv(costs: Any) -> list[str]:
-    if not isinstance(costs, Mapping):
-        raise InputError(f"costs takes an object with any of {', '.join(COST_OPTIONS)}, got {costs!r}")
-    unknown = sorted(set(costs) - set(COST_OPTIONS))
-    if unknown:
-        raise InputError(f"costs: unknown field(s) {', '.join(unknown)}; known: {', '.join(COST_OPTIONS)}")
-    return [f"{COST_OPTIONS[k]}={_number('costs.' + k, v)}" for k, v in costs.items() if v is not None]
-
-
-def _pair_argv(pair: Any) -> list[str]:
-    if (not isinstance(pair, (list, tuple)) or len(pair) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
-        raise InputError(f"pair takes two system indices from 0, got {pair!r}")
-    return ["--pair", str(pair[0] + 1), str(pair[1] + 1)]  # the CLI numbers systems from 1
-
-
-def to_argv(name: str, kwargs: Mapping[str, Any], limits: Limits | None = None) -> list[str]:
-    """The ``hepower`` arguments making the call ``name(**kwargs)``, checked against ``limits`` and
-    parsed by the CLI's parser (InputError with its one-line message when bad)."""
-    if not isinstance(kwargs, Mapping):
-        raise InputError(f"{name} takes a JSON object of keyword arguments")
-    known = arguments(name)
-    unknown = [k for k in kwargs if k not in known]
-    if unknown:
-        raise InputError(f"{name} has no argument {unknown[0]!r}; it takes {', '.join(known)}")
+def check(name: str, kwargs: Any, limits: Limits | None = None) -> dict[str, Any]:
+    """The validated, converted keyword arguments of the call ``name(**kwargs)`` (InputError with one line
+    when bad, or larger than ``limits`` allow)."""
+    _served(name)
+    call = validate(name, kwargs)
     check_limits(kwargs, limits or Limits())
-    argv = list(FUNCTIONS[name][1])
-    for key, value in kwargs.items():
-        if value is None:
-            continue
-        if key == "params":
-            argv += _h2h_params_argv(value) if name in H2H_GLMM else _params_argv(value)
-        elif key == "costs":
-            argv += _costs_argv(value)
-        elif key == "pair":
-            argv += _pair_argv(value)
-        elif key == "where":
-            argv += _where_argv(value)
-        else:
-            option = _option(name, key)
-            word = _number if option.kind is not None else _scalar
-            if option.positional:
-                argv.append(_scalar(key, value))
-            elif option.grid or option.nargs is not None:
-                values = value if isinstance(value, (list, tuple)) else [value]
-                if not values:
-                    raise InputError(f"{key} takes at least one value")
-                if any(isinstance(v, str) and v.startswith("-") for v in values):
-                    raise InputError(f"{key}: a value may not start with '-', got {values!r}")
-                argv += [option.flag, *(word(key, v) for v in values)]
-            elif isinstance(value, (list, tuple)):
-                raise InputError(f"{key} takes one value, got {value!r}")
-            elif option.action == "store_true":
-                if value is not True and value is not False:
-                    raise InputError(f"{key} takes true or false, got {value!r}")
-                argv += [option.flag] if value else []
-            else:
-                argv.append(f"{option.flag}={_scalar(key, value)}")
-    command_parser(name).parse_args(argv[len(FUNCTIONS[name][1]):])  # the description's validation (InputError)
-    return argv
+    return call
 
 
-def _where_argv(where: Any) -> list[str]:
-    if not isinstance(where, Mapping) or not all(isinstance(v, (str, int, float)) for v in where.values()):
-        raise InputError(f"where takes an object of column: value, got {where!r}")
-    return [a for k, v in where.items() for a in ("--where", f"{k}={v}")]
+def command_line(name: str, kwargs: Mapping[str, Any]) -> list[str]:
+    """The ``hepower`` arguments making the call (shown, never parsed)."""
+    return command_words(name, kwargs)
 
 
 def check_limits(kwargs: Mapping[str, Any], limits: Limits) -> None:
@@ -265,8 +138,8 @@ def shell_command(argv: list[str]) -> str:
 
 
 def python_snippet(name: str, kwargs: Mapping[str, Any]) -> str:
-    """Python making the same call as :func:`to_argv`'s command (and printing its result)."""
-    module = FUNCTIONS[name][0]
+    """Python making the same call as :func:`command_line`'s command (and printing its result)."""
+    module = functions()[name]
     imports = [f"from humaneval_power.{module} import {name}"]
     args = []
     for key, value in kwargs.items():

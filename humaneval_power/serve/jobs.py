@@ -23,9 +23,10 @@ from typing import Any
 from .commands import (
     PARAMS_FILE,
     Limits,
+    check,
+    command_line,
     python_snippet,
     shell_command,
-    to_argv,
 )
 
 #: modules the fork server imports once for every worker
@@ -42,7 +43,7 @@ class Job:
     """One computation: its state, progress and outcome (``status``: the HTTP status of the outcome)."""
 
     function: str
-    arguments: dict[str, Any]
+    call: dict[str, Any]  #: validated and converted: the worker's keyword arguments, the command and snippet shown
     argv: list[str]
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "running"  #: running, done, failed, cancelled
@@ -65,7 +66,7 @@ class Job:
         out = {"id": self.id, "function": self.function, "state": self.state, "done": self.done,
                "total": self.total, "label": self.label, "seconds": round(self.seconds or
                                                                           time.monotonic() - self.started, 3),
-               "command": shell_command(self.argv), "python": python_snippet(self.function, self.arguments)}
+               "command": shell_command(self.argv), "python": python_snippet(self.function, self.call)}
         if self.state != "running":
             out.update(status=self.status, warnings=self.warnings)
             if self.result is not None:
@@ -93,8 +94,8 @@ class Jobs:
 
     def submit(self, function: str, arguments: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> Job:
         """Validate and start a computation (InputError when bad; :class:`Busy` when too many run)."""
-        argv = to_argv(function, arguments, self.limits)
-        job = Job(function, dict(arguments), argv, files=dict(files or {}))
+        call = check(function, arguments, self.limits)
+        job = Job(function, call, command_line(function, call), files=dict(files or {}))
         with self.lock:
             if sum(j.state == "running" for j in self.jobs.values()) >= self.limits.max_jobs:
                 raise Busy(f"the server is running {self.limits.max_jobs} computations already; cancel one or "
@@ -132,7 +133,7 @@ class Jobs:
             for file_name, content in job.files.items():
                 with open(os.path.join(folder, file_name), "wb") as f:
                     f.write(content)
-            params = job.arguments.get("params")
+            params = job.call.get("params")
             if isinstance(params, Mapping) and "schema" in params:
                 with open(os.path.join(folder, PARAMS_FILE), "w", encoding="utf-8") as f:
                     json.dump(params, f)
@@ -147,7 +148,7 @@ class Jobs:
 
         receive, send = self.context.Pipe(duplex=False)
         # not a daemon: some commands run a pool of their own; the worker leads a process group, killed whole
-        process = self.context.Process(target=work, args=(job.function, job.arguments, send, folder))
+        process = self.context.Process(target=work, args=(job.function, job.call, send, folder))
         process.start()
         send.close()
         deadline = job.started + self.limits.time_limit

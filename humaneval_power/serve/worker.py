@@ -29,16 +29,14 @@ for _name in PRELOADED:
 
 
 def api_arguments(name: str, arguments: Mapping[str, Any], folder: str) -> dict[str, Any]:
-    """The keyword arguments of the API function ``name`` for a request's JSON ``arguments`` (validated by
-    :func:`~humaneval_power.serve.commands.to_argv`): parameters, costs and the pair built as the command
-    line builds them (:mod:`humaneval_power.plan_inputs`); an uploaded parameter file is ``folder``'s
-    :data:`PARAMS_FILE`."""
+    """The keyword arguments of the API function ``name`` for a request's ``arguments`` (validated and
+    converted by :func:`humaneval_power.interface.validation.validate`; an uploaded file is named relative to
+    ``folder``, the worker's working directory);
+    parameters, costs and the design built as the command line builds them (:mod:`humaneval_power.plan_inputs`);
+    an uploaded parameter file is ``folder``'s :data:`PARAMS_FILE`."""
     from ..plan_inputs import h2h_params, likert_params, likert_systems
 
     kw = {k: v for k, v in arguments.items() if v is not None}
-    if name == "analyze":
-        return {**kw, "ratings": os.path.join(folder, kw["ratings"]),
-                **({"scale": tuple(kw["scale"])} if "scale" in kw else {})}
     params = kw.pop("params", None)
     path = os.path.join(folder, PARAMS_FILE) if isinstance(params, Mapping) and "schema" in params else None
     _assurance(name, kw, path)
@@ -75,7 +73,8 @@ def _with_design(name: str, kw: dict[str, Any]) -> dict[str, Any]:
                           pilot_systems=kw.pop("pilot_systems", None), duplicates=kw.pop("duplicates", "error"))
     if pilot is not None:
         items = design["design_from"].items
-        kw.setdefault("items", [items] if name == "likert_power" else items)
+        if name != "likert_sample_size":  # a size search varies the items unless told otherwise
+            kw.setdefault("items", [items] if name == "likert_power" else items)
         kw["workers"] = worker_pool(design, kw.get("workers"))
     return {**kw, **design}
 
@@ -98,14 +97,12 @@ def call(name: str, arguments: Mapping[str, Any], folder: str,
          progress: Callable[[int, int, str], None]) -> dict[str, Any]:
     """Run the request: ``{"records": [...]}``, the records ``hepower ... --json`` prints (a budget search
     adds ``"designs"``, the evaluated designs), and ``"warnings"`` (one line each)."""
-    import pandas as pd
-
     from ..io import json_records
 
     function = resolve(name)
     kw = api_arguments(name, arguments, folder)
     accepted = inspect.signature(function).parameters
-    if name in STAGE_PROGRESS:  # its progress is a stage note, ``progress(message)``
+    if name in STAGE_PROGRESS and "progress" in accepted:  # its progress is a stage note, ``progress(message)``
         kw["progress"] = lambda message: progress(0, 0, str(message))
     elif "progress" in accepted:
         kw["progress"] = progress
@@ -121,25 +118,30 @@ def call(name: str, arguments: Mapping[str, Any], folder: str,
             raise InputError(f"{name}: {exc}".replace(f"{name}() ", "")) from None
     out: dict[str, Any] = {"warnings": [str(w.message).splitlines()[0] for w in caught if str(w.message)]}
     if name == "analyze":
-        return {**out, **_analysis_outcome(result)}
+        from ..completed_study.report import report_text
+
+        out["report"] = report_text(result, REPORT_FILE)
     if name == "likert_budget":
         designs, result = result
         out["designs"] = json_records(designs)
-    table = result if isinstance(result, pd.DataFrame) else pd.DataFrame([result.record()])
-    out["records"] = json_records(table)
-    return out
+    return {**out, **outcome(result)}
 
 
-def _analysis_outcome(result: Any) -> dict[str, Any]:
-    """The records of a completed study's analysis and its report (HTML), as ``hepower analyze FILE --json
-    --report report.html --sims 0`` writes them (no design check: a web request's time is limited)."""
+def outcome(result: Any) -> dict[str, Any]:
+    """An API function's result as the web API returns it: ``records``, the records ``hepower ... --json``
+    prints, and for a completed study's analysis or an agreement its ``summary`` (the text the command prints)."""
     import pandas as pd
 
-    from ..completed_study.report import report_text
     from ..io import json_records
 
-    return {"records": json_records(pd.DataFrame(result.records())),
-            "report": report_text(result, REPORT_FILE), "summary": str(result)}
+    if hasattr(result, "records"):
+        return {"records": json_records(pd.DataFrame(result.records())), "summary": str(result)}
+    if isinstance(result, pd.DataFrame):
+        table = result
+    else:  # a search's answer (its record), one record, or a list of them (a table)
+        table = pd.DataFrame([result.record()] if hasattr(result, "record") else
+                             result if isinstance(result, list) else [result])
+    return {"records": json_records(table)}
 
 
 def work(name: str, arguments: Mapping[str, Any], send: Any, folder: str) -> None:

@@ -5,7 +5,8 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { paramsDoc: null, paramsName: null, presets: {}, last: null, generation: 0, running: new Set() };
+const state = { paramsDoc: null, paramsName: null, presets: {}, last: null, generation: 0, running: new Set(),
+  pilot: null, h2hDoc: null, h2hName: null, forms: {}, uploads: {} };
 
 // ---------- inputs <-> state <-> URL ----------
 
@@ -43,6 +44,11 @@ function showPanels() {
   for (const el of document.querySelectorAll("[data-source]")) el.hidden = el.dataset.source !== source;
   $("#params-name").textContent = state.paramsDoc ? `loaded: ${state.paramsName} (${state.paramsDoc.name || "fitted"})`
                                                   : "no file loaded";
+  const h2hSource = panel("h2h_glmm").querySelector("[name=source]").value;
+  for (const el of document.querySelectorAll("[data-h2h-source]")) el.hidden = el.dataset.h2hSource !== h2hSource;
+  $("#h2h-params-name").textContent = state.h2hDoc ? `loaded: ${state.h2hName}` : "no file loaded";
+  $("#pilot-name").textContent = state.pilot ? `pilot: ${state.pilot.name} (its own layout, scaled to the items)`
+    : "no pilot: the crowd design above";
   $("#frontier-figure").hidden = $("#dl-params").hidden = scenario() !== "likert";
   $("#dl-design").textContent = scenario() === "likert" ? "Download design JSON" : "Download request JSON";
 }
@@ -77,9 +83,34 @@ function likertCosts(v) {
   return Object.keys(c).length ? c : null;
 }
 
+const words = (text) => text.split(/[\s,;]+/).filter((s) => s !== "");
+function pilotWhere(text) {  // "COL=VALUE ..." -> {COL: VALUE}
+  const out = {};
+  for (const w of words(text || "")) {
+    const at = w.indexOf("=");
+    if (at < 1) throw new InputProblem(`keep rows takes COL=VALUE, got ${JSON.stringify(w)}`);
+    out[w.slice(0, at)] = w.slice(at + 1);
+  }
+  return Object.keys(out).length ? out : null;
+}
+
+// a pilot's layout (an uploaded file, --design-from): its own workers, k, h, systems and presentation
+function likertPilotPlan(v) {
+  const params = likertParams(v);
+  const analysis = { method: v.method, test: v.test, alpha: num(v.alpha), n_sims: num(v.n_sims), seed: num(v.seed) };
+  const pilot = { where: pilotWhere(v.pilot_where), pilot_systems: words(v.pilot_systems || "").length
+    ? words(v.pilot_systems) : null };
+  const items = num(v.items);
+  const power = (itemsList) => compact({ params, items: itemsList, effect: [num(v.effect)], ...pilot, ...analysis });
+  return { main: ["likert_power", power([items])], curve: ["likert_power", power(around(items, 20000)), "items"],
+    cheapest: ["likert_sample_size", compact({ params, effect: num(v.effect), target_power: num(v.target_power),
+      vary: "items", ...pilot, ...analysis })] };
+}
+
 // scenario -> the three calls: [function, keyword arguments] (+ the curve's x axis)
 const PLANS = {
   likert(v) {
+    if (state.pilot) return likertPilotPlan(v);
     const params = likertParams(v), costs = likertCosts(v);
     const design = { systems: num(v.systems), assignment: v.assignment || null, presentation: v.presentation };
     const analysis = { method: v.method, test: v.test, alpha: num(v.alpha), n_sims: num(v.n_sims), seed: num(v.seed) };
@@ -102,6 +133,24 @@ const PLANS = {
       cheapest: ["h2h_sample_size", compact({ p_win: num(v.p_win), p_tie: num(v.p_tie),
         target_power: num(v.target_power), ...common })] };
   },
+  h2h_glmm(v) {  // the GLMM head-to-head planner: repeated judgments of workers on items
+    let params;
+    if (v.source === "file") {
+      if (!state.h2hDoc) throw new InputProblem("load a head-to-head parameter file (from `hepower fit --family binomial -o FILE`) or type the SDs");
+      params = state.h2hDoc;
+    } else {
+      params = compact({ sd_worker: num(v.sd_worker), sd_item: num(v.sd_item), p_tie: num(v.p_tie), ties: v.ties });
+    }
+    const p = num(v.p_win);
+    if (!(p > 0 && p < 1)) throw new InputProblem(`P(B preferred | decisive) must be in (0, 1), got ${v.p_win}`);
+    const logOdds = Math.log(p / (1 - p)), k = num(v.per_item), items = num(v.items), workers = num(v.workers);
+    const common = { params, test: v.test, method: v.method, alpha: num(v.alpha), n_sims: num(v.n_sims), seed: num(v.seed) };
+    const power = (itemsList) => compact({ workers: [workers], items: itemsList, log_odds: [logOdds],
+      per_item: k === null ? null : [k], ...common });
+    return { main: ["h2h_mixed_power", power([items])], curve: ["h2h_mixed_power", power(around(items, 20000)), "items"],
+      cheapest: ["h2h_mixed_sample_size", compact({ log_odds: logOdds, workers, per_item: k,
+        target_power: num(v.target_power), ...common })] };
+  },
   accuracy(v) {
     const power = (n) => compact({ n, delta: [num(v.delta)], agreement: [num(v.agreement)], method: v.method,
       alpha: num(v.alpha), n_sims: num(v.n_sims), seed: num(v.seed) });
@@ -121,7 +170,9 @@ const PLANS = {
 
 // ---------- jobs ----------
 
-class ApiError extends Error {}
+class ApiError extends Error {
+  constructor(message, status) { super(message); this.status = status; }
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function api(method, url, body) {
@@ -129,19 +180,49 @@ async function api(method, url, body) {
   if (body !== undefined) { init.headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
   const r = await fetch(url, init);
   const doc = await r.json().catch(() => ({ detail: `HTTP ${r.status}` }));
-  if (!r.ok) throw new ApiError(doc.detail || `HTTP ${r.status}`);
+  if (!r.ok) throw new ApiError(doc.detail || `HTTP ${r.status}`, r.status);
   return doc;
 }
 
 // Run one call as a job: poll its progress, return its outcome (null when superseded or cancelled).
+async function submit(fn, body) {  // a job; with a pilot, the Likert planners' upload (--design-from)
+  if (state.pilot) await state.described;
+  if (!(state.pilot && scenario() === "likert" && state.uploads[fn] === "design_from")) {
+    return api("POST", `/api/jobs/${fn}`, body);
+  }
+  return upload(fn, state.pilot, body);
+}
+
+async function upload(fn, file, body) {  // POST /api/upload/<fn>: the file and the other arguments
+  const form = new FormData();
+  form.append("file", file);
+  form.append("arguments", JSON.stringify(body));
+  const r = await fetch(`/api/upload/${fn}`, { method: "POST", body: form });
+  const doc = await r.json().catch(() => ({ detail: `HTTP ${r.status}` }));
+  if (!r.ok) throw new ApiError(doc.detail || `HTTP ${r.status}`, r.status);
+  return doc;
+}
+
+// Start a job, waiting while the server is busy (HTTP 429: the slots of superseded inputs free up) and
+// ``current()`` (the request is still wanted).
+async function started(start, current) {
+  for (let wait = 100; ; wait = Math.min(2 * wait, 1000)) {
+    try { return await start(); } catch (e) {
+      if (!(e instanceof ApiError && e.status === 429) || !current()) throw e;
+      await sleep(wait);
+    }
+  }
+}
+
 async function runJob(what, fn, body, generation) {
-  let job = await api("POST", `/api/jobs/${fn}`, body);
+  let job = await started(() => submit(fn, body), () => generation === state.generation);
+  if (generation !== state.generation) { api("DELETE", `/api/jobs/${job.id}`).catch(() => {}); return null; }
   state.running.add(job.id);
-  const started = performance.now();
+  const t0 = performance.now();
   try {
     while (job.state === "running") {
       if (generation !== state.generation) { await api("DELETE", `/api/jobs/${job.id}`).catch(() => {}); return null; }
-      if (performance.now() - started > 300) showProgress(what, job);
+      if (performance.now() - t0 > 300) showProgress(what, job);
       await sleep(job.total ? 80 : 40);
       job = await api("GET", `/api/jobs/${job.id}`);
     }
@@ -182,6 +263,7 @@ function schedule() {
 
 async function update() {
   const generation = ++state.generation;
+  for (const id of state.running) api("DELETE", `/api/jobs/${id}`).catch(() => {});  // superseded: free their slots
   let plan;
   try { plan = PLANS[scenario()](values()); } catch (e) { showError(e.message); return; }
   state.last = plan;
@@ -370,14 +452,10 @@ async function analyseStudy() {
   const error = $("#analysis-error");
   error.hidden = true;
   if (!file) { error.textContent = "choose a ratings file first"; error.hidden = false; return; }
-  const form = new FormData();
-  form.append("file", file);
-  form.append("arguments", JSON.stringify({ contrasts: $("#analysis-contrasts").value, backend: $("#analysis-backend").value }));
   $("#analysis-status").textContent = "analysing ...";
   try {
-    const r = await fetch("/api/upload/analyze", { method: "POST", body: form });
-    let job = await r.json().catch(() => ({ detail: `HTTP ${r.status}` }));
-    if (!r.ok) throw new ApiError(job.detail || `HTTP ${r.status}`);
+    let job = await started(() => upload("analyze", file,
+      { contrasts: $("#analysis-contrasts").value, backend: $("#analysis-backend").value }), () => true);
     while (job.state === "running") {
       $("#analysis-status").textContent = `analysing: ${job.label || "working"} (${job.seconds.toFixed(1)} s)`;
       await sleep(100);
@@ -395,14 +473,131 @@ async function analyseStudy() {
   }
 }
 
+// ---------- every other command: a form generated from the description (GET /api "forms") ----------
+
+function buildForm() {
+  const fn = $("#other-function").value, form = $("#other-form");
+  form.innerHTML = "";
+  for (const a of state.forms[fn] || []) {
+    if (["params", "costs", "pair"].includes(a.type)) continue;  // the planners above build these
+    const label = document.createElement("label");
+    label.title = a.help || "";
+    label.append(`${a.name}${a.required ? " *" : ""} `);
+    let input;
+    if (a.type === "file") {
+      input = Object.assign(document.createElement("input"), { type: "file", accept: ".csv,.parquet,.json" });
+    } else if (a.choices && !a.several) {
+      input = document.createElement("select");
+      input.append(new Option(a.default === null || a.default === undefined ? "(default)" : `(default: ${a.default})`, ""));
+      for (const c of a.choices) input.append(new Option(c, c));
+    } else if (a.type === "switch") {
+      input = Object.assign(document.createElement("input"), { type: "checkbox" });
+    } else {
+      input = Object.assign(document.createElement("input"), { type: "text",
+        placeholder: a.type === "where" ? "COL=VALUE ..." : a.default ?? "" });
+    }
+    input.dataset.arg = a.name;
+    label.append(input);
+    form.append(label);
+  }
+}
+
+function otherArguments(fn) {  // the form's values as the function's JSON keyword arguments
+  const body = {};
+  let file = null;
+  for (const input of $("#other-form").querySelectorAll("[data-arg]")) {
+    const a = state.forms[fn].find((x) => x.name === input.dataset.arg);
+    if (a.type === "file") { file = input.files[0] || null; continue; }
+    if (a.type === "switch") { if (input.checked) body[a.name] = true; continue; }
+    if (input.value.trim() === "") continue;
+    const numeric = a.type === "number" || a.type === "integer";
+    const value = (w) => (numeric && w !== "" && !isNaN(Number(w)) ? Number(w) : w);
+    if (a.type === "where") body[a.name] = pilotWhere(input.value);
+    else body[a.name] = a.several ? words(input.value).map(value) : value(input.value.trim());
+  }
+  return { body, file };
+}
+
+function recordsTable(records) {
+  const table = document.createElement("table");
+  const columns = [...new Set(records.flatMap((r) => Object.keys(r)))];
+  const head = table.createTHead().insertRow();
+  for (const c of columns) head.append(Object.assign(document.createElement("th"), { textContent: c }));
+  const body = table.createTBody();
+  for (const r of records) {
+    const row = body.insertRow();
+    for (const c of columns) {
+      const v = r[c];
+      row.insertCell().textContent = typeof v === "number" && !Number.isInteger(v) ? sig(v) : v === null || v === undefined ? "" : String(v);
+    }
+  }
+  return table;
+}
+
+async function runOther() {
+  const fn = $("#other-function").value, error = $("#other-error");
+  error.hidden = true;
+  $("#other-records").innerHTML = ""; $("#other-summary").hidden = $("#other-command").hidden = true;
+  $("#other-status").textContent = "running ...";
+  try {
+    const { body, file } = otherArguments(fn);
+    if (state.uploads[fn] === state.forms[fn].find((a) => a.type === "file" && a.required)?.name && !file) {
+      throw new InputProblem(`choose the file (${state.uploads[fn]}) first`);
+    }
+    let job = await started(() => (file ? upload(fn, file, body) : api("POST", `/api/jobs/${fn}`, body)), () => true);
+    while (job.state === "running") {
+      $("#other-status").textContent = `running: ${job.label || (job.total ? `${job.done} / ${job.total}` : "working")} (${job.seconds.toFixed(1)} s)`;
+      await sleep(100);
+      job = await api("GET", `/api/jobs/${job.id}`);
+    }
+    if (job.state !== "done") throw new ApiError(job.detail);
+    $("#other-status").textContent = `${fn}: ${job.records.length} record${job.records.length === 1 ? "" : "s"}`;
+    $("#other-command").textContent = job.command; $("#other-command").hidden = false;
+    if (job.summary) { $("#other-summary").textContent = job.summary; $("#other-summary").hidden = false; }
+    const records = $("#other-records");
+    records.dataset.records = JSON.stringify(job.records);
+    records.append(recordsTable(job.records));
+  } catch (e) {
+    $("#other-status").textContent = "";
+    error.textContent = e.message; error.hidden = false;
+  }
+}
+
+async function loadForms() {
+  const doc = await api("GET", "/api");
+  state.forms = doc.forms; state.uploads = doc.uploads;
+  const select = $("#other-function");
+  for (const fn of Object.keys(doc.forms)) select.append(new Option(fn, fn));
+  select.value = "agreement" in doc.forms ? "agreement" : Object.keys(doc.forms)[0];
+  buildForm();
+}
+
+function readJson(file) {  // a head-to-head parameter file, sent as the request's params (checked by the server)
+  return file.text().then((text) => {
+    try { return JSON.parse(text); } catch (e) { throw new InputProblem(`${file.name} is not JSON (${e.message})`); }
+  });
+}
+
 function init() {
   restoreState(location.hash);
   showPanels();
   $("#inputs").addEventListener("input", schedule);
-  $("#inputs").addEventListener("change", (e) => { if (e.target.id !== "params-file") schedule(); });
+  const files = ["params-file", "pilot-file", "h2h-params-file"];
+  $("#inputs").addEventListener("change", (e) => { if (!files.includes(e.target.id)) schedule(); });
   $("#params-file").addEventListener("change", (e) => { if (e.target.files[0]) uploadParams(e.target.files[0]); });
   $("#cancel").addEventListener("click", cancelAll);
   $("#analysis-run").addEventListener("click", analyseStudy);
+  $("#pilot-file").addEventListener("change", (e) => { state.pilot = e.target.files[0] || null; schedule(); });
+  $("#pilot-clear").addEventListener("click", () => { state.pilot = null; $("#pilot-file").value = ""; schedule(); });
+  $("#h2h-params-file").addEventListener("change", async (e) => {
+    const file = e.target.files[0];
+    if (!file) return;
+    try { state.h2hDoc = await readJson(file); state.h2hName = file.name; clearError(); schedule(); }
+    catch (err) { state.h2hDoc = null; showPanels(); showError(err.message); }
+  });
+  $("#other-function").addEventListener("change", buildForm);
+  $("#other-run").addEventListener("click", runOther);
+  state.described = loadForms().catch((e) => { $("#other-error").textContent = e.message; $("#other-error").hidden = false; });
   window.addEventListener("hashchange", () => { restoreState(location.hash); showPanels(); update(); });  // a link pasted
   $("#share").addEventListener("click", async () => {
     const url = location.href.split("#")[0] + "#" + encodeState();
