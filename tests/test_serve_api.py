@@ -35,6 +35,12 @@ FIT_DOC = LikertParams(0.55, 0.02, 0.05, 0.03, 0.08, 0.2, scale=None, name="B vs
 
 #: one call of every function (small, so the whole module runs in seconds)
 CALLS: dict[str, dict[str, Any]] = {
+    "f1_power": {"n": [300], "p_positive": [0.3], "table_positive": [0.1, 0.05, 0.15, 0.7],
+                 "table_negative": [0.9, 0.05, 0.03, 0.02], "permutations": 200, "n_sims": 100},
+    "f1_size": {"p_positive": 0.3, "table_positive": [0.1, 0.05, 0.15, 0.7], "table_negative": [0.9, 0.05, 0.03, 0.02],
+                "permutations": 200, "n_sims": 100},
+    "f1_mde": {"n": 500, "p_positive": 0.3, "table_positive": [0.1, 0.05, 0.15, 0.7],
+               "table_negative": [0.9, 0.05, 0.03, 0.02], "permutations": 200, "n_sims": 100},
     "likert_power": {"params": "card2020-high", "workers": [6], "items": [40], "effect": [0.25],
                      "ratings_per_item": [3], "costs": {"per_rating": 0.1}, "n_sims": 200, "seed": 3},
     "likert_sample_size": {"params": {"sd_worker_intercept": 0.01, "sd_worker_slope": 0.1, "sd_item_intercept": 0.04,

@@ -57,6 +57,8 @@ NAMES: dict[str, str] = {
     "fit_interval_methods": "humaneval_power.fitting.registry:interval_methods",
     "Store": "humaneval_power.store:Store",
     "Limits": "humaneval_power.serve.commands:Limits",
+    "DEFAULT_DRAWS": "humaneval_power.assurance:DEFAULT_DRAWS",
+    "PRIOR_HELP": "humaneval_power.assurance:PRIOR_HELP",
     # constants (choices)
     "PRESETS": "humaneval_power.params:PRESETS",
     "LIKERT_METHODS": "humaneval_power.analyses.lmm:TIERS",
@@ -77,7 +79,6 @@ NAMES: dict[str, str] = {
     "ALPHA_METRICS": "humaneval_power.agreement:METRICS",
     "FIT_FAMILIES": "humaneval_power.fitting.registry:FAMILIES",
     "FIT_BACKENDS": "humaneval_power.fitting.registry:REGISTRY",
-    "CLMM_LINKS": "humaneval_power.fitting.clmm:LINKS",
 }
 
 

@@ -67,17 +67,17 @@ STORE = (Option("--store", "result store (SQLite): finished chunks are saved the
 
 
 def assurance(solve: bool) -> Group:
-    """--assurance, --prior, --draws (and --target-assurance for a search)."""
-    from ..assurance import DEFAULT_DRAWS, PRIOR_HELP
-
+    """--assurance, --prior, --draws (and --target-assurance for a search); their help quotes the assurance
+    module's constants when shown (that module imports scipy and pandas: not for every ``--help``)."""
     options = [
         Option("--assurance", "average power over parameter draws: those stored in --params (`hepower fit --draws N`: "
                "parametric bootstrap, or bambi's posterior) or --prior; reports conditional power, assurance and "
                "P(power >= target)", action="store_true", default=SIGNATURE),
-        Option("--prior", f"with --assurance: draw these parameters from a prior instead ({PRIOR_HELP}); the others "
-               "stay at their point values", nargs="+", metavar="NAME=DIST:ARGS", api=False),
-        Option("--draws", f"with --assurance: parameter draws used (default {DEFAULT_DRAWS}; a file's draws are "
-               "thinned to N, a prior sampled N times)", positive, metavar="N")]
+        Option("--prior", lambda: f"with --assurance: draw these parameters from a prior instead "
+               f"({resolve('PRIOR_HELP')}); the others stay at their point values", nargs="+", metavar="NAME=DIST:ARGS",
+               api=False),
+        Option("--draws", lambda: f"with --assurance: parameter draws used (default {resolve('DEFAULT_DRAWS')}; a "
+               "file's draws are thinned to N, a prior sampled N times)", positive, metavar="N")]
     if solve:
         options.append(Option("--target-assurance", "with --assurance: the assurance to reach (default: "
                               "--target-power)", target_power, metavar="A"))
@@ -595,7 +595,7 @@ FIT = Command(
         Option("--family", "gaussian (ratings, LMM), binomial (judgments, logistic GLMM) or ordinal (integer ratings, "
                "cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)", default="gaussian",
                choices="FIT_FAMILIES", api=False),
-        Option("--link", "ordinal: the cumulative link (default logit)", choices="CLMM_LINKS", source="fit_ordinal"),
+        Option("--link", "ordinal: the cumulative link (default logit)", choices="ORDINAL_LINKS", source="fit_ordinal"),
         Option("--backend", "lme4 (R, Satterthwaite t; the default), statsmodels (no R, same tests and Wald "
                "intervals, Gaussian only), bambi (Bayesian, posterior intervals); ordinal: clmm (R ordinal::clmm, "
                "the default), laplace (no R, the same Laplace likelihood) or bambi (cumulative family)",
