@@ -310,49 +310,75 @@ def smallest_in_grid(table: pd.DataFrame, target: float, vary: str, by: Sequence
     return pd.DataFrame(rows)
 
 
-#: overall probability that the sequential Monte Carlo of :func:`sequential_cells` settles a cell whose
-#: true power reaches the target as falling short (split evenly over its interim looks, Bonferroni)
+#: overall probability that the sequential Monte Carlo of :func:`sequential_cells` settles a cell on the wrong
+#: side of the target early: one whose true power reaches it as falling short, or (two-sided) one whose true
+#: power falls short as reaching it (each split evenly over the interim looks, Bonferroni)
 SEQUENTIAL_ERROR = 0.05
 
+#: how :func:`sequential_cells` settled a cell: run to the end, stopped with its upper bound below the target,
+#: stopped with its lower bound at or above it
+FULL, BELOW, ABOVE = "full", "below", "above"
 
-def sequential_bound(k: Any, n: Any, looks: int, error: float = SEQUENTIAL_ERROR) -> Any:
-    """The one-sided Clopper-Pearson upper bound of k successes in n studies at level
-    ``1 - error / looks``: one interim look's share of the sequential error (elementwise on arrays)."""
+
+def mc_margin(power: float, n_sims: int) -> float:
+    """The half-width of the normal 95% interval of a power near ``power`` estimated from ``n_sims``
+    studies: how far from the target a full run cannot tell a design."""
+    return float(1.959963984540054 * math.sqrt(power * (1 - power) / n_sims))
+
+
+def sequential_bound(k: Any, n: Any, looks: int, error: float = SEQUENTIAL_ERROR, lower: bool = False) -> Any:
+    """The one-sided Clopper-Pearson upper bound (``lower``: lower bound) of k successes in n studies at
+    level ``1 - error / looks``: one interim look's share of the sequential error (elementwise on arrays)."""
     from scipy import stats
 
     k, n = np.asarray(k), np.asarray(n)
-    bound = np.where(k >= n, 1.0, stats.beta.ppf(1 - error / looks, k + 1, np.maximum(n - k, 1)))
+    if lower:
+        bound = np.where(k <= 0, 0.0, stats.beta.ppf(error / looks, np.maximum(k, 1), n - k + 1))
+    else:
+        bound = np.where(k >= n, 1.0, stats.beta.ppf(1 - error / looks, k + 1, np.maximum(n - k, 1)))
     return float(bound) if bound.ndim == 0 else bound
 
 
 def sequential_cells(cells: Sequence[Scenario], n_sims: int, target: float, seed: int = 0, jobs: Jobs = None,
-                     error: float = SEQUENTIAL_ERROR) -> list[tuple[PowerResult, bool]]:
-    """Power of each cell by sequential Monte Carlo: ``(result, stopped early)`` per cell.
+                     error: float = SEQUENTIAL_ERROR, above: float | None = None,
+                     rank: Sequence[float] | None = None) -> list[tuple[PowerResult, str] | None]:
+    """Power of each cell by sequential Monte Carlo: ``(result, how)`` per cell, ``how`` one of
+    :data:`FULL`, :data:`BELOW`, :data:`ABOVE`.
 
     Each cell runs chunk by chunk (the engine's chunks, seeded by stream key and chunk index,
     so results depend on ``seed`` only, never on ``jobs``, and a cell run to the end equals
     :func:`run_cells` at ``n_sims``). After each chunk but the last (``m`` interim looks), a
     cell whose one-sided Clopper-Pearson upper bound at level ``1 - error / m`` falls below
-    ``target`` stops there. Error control: for a cell whose true power is at least ``target``
-    each look stops it wrongly with probability at most ``error / m``, so it is settled as
-    falling short with probability at most ``error`` (Bonferroni over the looks); a cell
-    that does not stop is run in full and judged as :func:`run_cells` would judge it.
-    Closed-form cells return their exact result."""
+    ``target`` stops there (BELOW); with ``above`` (at most ``target``), so does a cell whose lower
+    bound at that level reaches ``above`` (ABOVE). Error control: a cell whose true power is at least
+    ``target`` stops BELOW at a look with probability at most ``error / m``, so with probability at
+    most ``error`` in all (Bonferroni over the looks); a cell whose true power is below ``above``
+    stops ABOVE with probability at most ``error`` likewise. A cell that does not stop is run in
+    full and judged as :func:`run_cells` would judge it. With ``rank`` (e.g. the cells' costs), once a
+    cell is settled as reaching the target (ABOVE, or FULL with power >= target) the cells of no lower
+    rank still running are dropped (None): only what a search for the lowest-ranked cell reaching the
+    target needs is run. Closed-form cells return their exact result (FULL)."""
     from .engine import PowerCounts, _check_memory, _chunk_sizes, _in_order, _run_task
 
-    out: dict[int, tuple[PowerResult, bool]] = {}
+    out: dict[int, tuple[PowerResult, str] | None] = {}
     todo = []
     for i, c in enumerate(cells):
         exact = c.exact()
         if exact is not None:
-            out[i] = (exact, False)
+            out[i] = (exact, FULL)
         else:
             todo.append(i)
     _check_memory([cells[i] for i in todo])
     plans = {i: _chunk_sizes(cells[i], n_sims) for i in todo}
     parts: dict[int, dict[int, PowerCounts]] = {i: {} for i in todo}
+
+    def reached(i: int) -> bool:
+        r = out.get(i)
+        return r is not None and (r[1] == ABOVE or (r[1] == FULL and r[0].power >= target))
+
     with using(jobs) as executor:
         look = 0
+        todo = _undropped(todo, out, rank, reached)
         while todo:
             tasks = [(i, cells[i], seed, look, min(plans[i][0], n_sims - look * plans[i][0])) for i in todo]
 
@@ -364,14 +390,26 @@ def sequential_cells(cells: Sequence[Scenario], n_sims: int, target: float, seed
             still = []
             for i in todo:
                 counts = _in_order(parts[i])
+                result = PowerResult.from_counts(cells[i].cell(), counts)
                 if look == plans[i][1]:
-                    out[i] = (PowerResult.from_counts(cells[i].cell(), counts), False)
+                    out[i] = (result, FULL)
                     continue
-                effect = float(cells[i].effect)
-                k = counts.n_correct_sign if effect != 0 else counts.n_significant
-                if sequential_bound(k, counts.n, plans[i][1] - 1, error) < target:
-                    out[i] = (PowerResult.from_counts(cells[i].cell(), counts), True)
+                k = counts.n_correct_sign if float(cells[i].effect) != 0 else counts.n_significant
+                looks = plans[i][1] - 1
+                if sequential_bound(k, counts.n, looks, error) < target:
+                    out[i] = (result, BELOW)
+                elif above is not None and sequential_bound(k, counts.n, looks, error, lower=True) >= above:
+                    out[i] = (result, ABOVE)
                 else:
                     still.append(i)
-            todo = still
-    return [out[i] for i in range(len(cells))]
+            todo = _undropped(still, out, rank, reached)
+    return [out.get(i) for i in range(len(cells))]
+
+
+def _undropped(todo: list[int], out: dict[int, Any], rank: Sequence[float] | None,
+               reached: Callable[[int], bool]) -> list[int]:
+    """The cells of ``todo`` ranked below every cell settled as reaching the target (all without ``rank``)."""
+    if rank is None:
+        return todo
+    best = min((rank[i] for i in out if reached(i)), default=math.inf)
+    return [i for i in todo if rank[i] < best]

@@ -13,7 +13,8 @@ from humaneval_power.designs import (
     BUDGET_WORKERS,
     Costs,
 )
-from humaneval_power.scenarios.likert import likert_budget
+from humaneval_power.planning import ABOVE
+from humaneval_power.scenarios.likert import SETTLED, likert_budget
 
 
 def test_budget_has_a_default_search_space_stated_in_its_help(capsys) -> None:
@@ -51,12 +52,12 @@ def test_mde_text_names_the_pair_scale_adjustment_and_design(capsys) -> None:
 
 
 @pytest.mark.slow
-def test_budget_designs_are_screened_and_the_answer_comes_from_a_full_run() -> None:
-    """Designs are settled by the analytic screen or sequential Monte Carlo (an upper bound below the
-    target); the answer and its cheaper neighbour are run in full."""
+def test_budget_designs_are_screened_and_the_answer_is_settled_as_reaching_the_target() -> None:
+    """Designs cheaper than the answer are settled by the analytic screen or sequential Monte Carlo (an upper
+    bound below the target); the answer by a full run or a lower bound within Monte-Carlo error of the target."""
     table, r = likert_budget("card2020-high", 0.2, items=[10, 20, 40, 80, 160], workers=[30], ratings_per_item=[2],
                              costs=Costs(per_rating=1.0), n_sims=500, seed=4, jobs=1)
-    early = table[table.settled != "full"]
+    early = table[(table.cost < r.value) & (table.settled != "full")]
     assert len(early) >= 1 and (early.ci_high < 0.8).all()
-    assert r.attainable and r.at.n_sims == 500 and r.at.power >= 0.8
+    assert r.attainable and r.at.extra["settled"] in ("full", SETTLED[ABOVE]) and r.at.ci_high >= 0.8
     assert (table.cost.diff().dropna() >= 0).all()  # in order of cost

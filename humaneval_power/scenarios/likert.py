@@ -33,7 +33,7 @@ from ..errors import InputError
 from ..executors import Jobs, one_executor
 from ..ordinal_process import OrdinalProcess
 from ..params import LikertParams, as_params, beyond_scale_note
-from ..planning import SolveResult, as_list, power_grid, sequential_cells, solve
+from ..planning import ABOVE, BELOW, FULL, SolveResult, as_list, mc_margin, power_grid, sequential_cells, solve
 from ..processes import InvariantProcess, SlopeProcess
 from ..progress import Progress
 from ..validation import check_choice, check_number, check_target_power
@@ -272,11 +272,12 @@ def likert_budget(
 
     Designs are settled in order of cost, cheapest first (docs/crowd.md, "Costs and budgets"):
     by the analytic screen (:func:`optimistic_power` below the target; two-system within-item
-    designs with even workloads), else by sequential Monte Carlo in rounds of up to four designs
-    (:func:`~humaneval_power.planning.sequential_cells`: stopped once an upper bound falls short,
-    at most a 5% chance of wrongly stopping a design that reaches the target), to the first round
-    holding a design that reaches the target in a full run; the answer's cheaper neighbour is then
-    run in full too (the frontier at full precision). Each record's ``settled`` says how. Returns the evaluated
+    designs with even workloads), else by two-sided sequential Monte Carlo in rounds of up to four
+    designs (:func:`~humaneval_power.planning.sequential_cells`: stopped once an upper bound falls
+    short or a lower bound reaches the target, each at most a 5% chance of stopping a design on the
+    wrong side of the target), to the first round holding a design settled as reaching the target;
+    designs of no lower cost than one settled as reaching it are not run (not needed), every cheaper
+    one is settled. Each record's ``settled`` says how. Returns the evaluated
     designs (the cost-power frontier, one row each, with ``cost``) and the answer
     as a :class:`SolveResult` over ``cost``: ``value`` the cheapest cost reaching
     the target, ``high`` the cheapest whose lower 95% bound reaches it (the
@@ -355,12 +356,19 @@ def optimistic_power(cell: Any, deflation: float = SCREEN_DEFLATION) -> float | 
     return float(stats.norm.sf(stats.norm.isf(cell.analysis.alpha / 2) - z))
 
 
+#: the ``settled`` of a budget record, by how :func:`~humaneval_power.planning.sequential_cells` settled it
+SETTLED = {FULL: "full", BELOW: "stopped early (upper bound below target)",
+           ABOVE: "stopped early (lower bound within Monte-Carlo error of target)"}
+
+
 def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: int, executor: Any,
             progress: Progress | None, screen: bool) -> list[PowerResult]:
-    """The budget search over ``cells`` (in order of cost): analytic screen, sequential Monte Carlo in
-    rounds of four designs, cheapest first, to the first round holding a design that reaches ``target``,
-    then the frontier confirmed at full precision, on the caller's open ``executor``. Each result says how it
-    was settled (``settled``)."""
+    """The budget search over ``cells`` (in order of cost): analytic screen, then two-sided sequential Monte
+    Carlo in rounds of up to four designs, cheapest first, to the first round holding a design settled as
+    reaching ``target``, on the caller's open ``executor``. Within a round, once a design is settled as
+    reaching the target the designs of no lower cost are dropped (not needed for the answer); the cheaper
+    ones run on until settled: every design cheaper than the answer is settled, which confirms the frontier.
+    Each result says how it was settled (``settled``)."""
     results: dict[int, PowerResult] = {}
     doubt = []
     for j, (_, c) in enumerate(cells):
@@ -373,37 +381,29 @@ def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: in
         else:
             doubt.append(j)
 
-    def settle(batch: list[int], full: bool) -> None:
-        if progress is not None:
-            progress(len(results), len(cells), f"budget search ({len(cells)} designs, cheapest first): "
-                                               f"simulating {len(batch)} at cost {cells[batch[0]][0]:g}")
-        runs = sequential_cells([cells[j][1] for j in batch], n_sims, -math.inf if full else target, seed, executor)
-        for j, (r, early) in zip(batch, runs):
-            how = "exact" if r.n_sims == 0 else "stopped early (upper bound below target)" if early else "full"
-            results[j] = replace(r, extra={**r.extra, "settled": how})
+    def likely(j: int) -> float | None:  # the approximation itself (no deflation)
+        return optimistic_power(cells[j][1], 1.0) if screen else None
 
-    def reaches(j: int) -> bool:
-        return results[j].power >= target and results[j].extra["settled"] in ("exact", "full")
-
+    # designs of equal cost: the likeliest to reach the target first (it may settle the round alone)
+    doubt.sort(key=lambda j: (cells[j][0], -(likely(j) or 0.0), j))
     rounds: list[list[int]] = [[]]
     for j in doubt:  # rounds of four, a round ending early at a design likely to reach the target
         rounds[-1].append(j)
-        likely = optimistic_power(cells[j][1], 1.0) if screen else None  # the approximation itself
-        if len(rounds[-1]) == 4 or (likely is not None and likely >= target):
+        guess = likely(j)
+        if len(rounds[-1]) == 4 or (guess is not None and guess >= target):
             rounds.append([])
     for batch in filter(None, rounds):
-        settle(batch, False)
-        if any(reaches(j) for j in batch):
+        if progress is not None:
+            progress(len(results), len(cells), f"budget search ({len(cells)} designs, cheapest first): "
+                                               f"simulating {len(batch)} at cost {cells[batch[0]][0]:g}")
+        runs = sequential_cells([cells[j][1] for j in batch], n_sims, target, seed, executor,
+                                above=target - mc_margin(target, n_sims), rank=[cells[j][0] for j in batch])
+        for j, run in zip(batch, runs):
+            if run is not None:
+                r, how = run
+                results[j] = replace(r, extra={**r.extra, "settled": "exact" if r.n_sims == 0 else SETTLED[how]})
+        if any(_reaches(results[j], target) for j in batch if j in results):
             break
-    answer = next((j for j in sorted(results) if reaches(j)), None)
-    while answer is not None and answer > 0:  # the frontier: the cheaper neighbour at full precision too
-        below = answer - 1
-        if results[below].extra["settled"] in ("exact", "full"):
-            break
-        settle([below], True)
-        if not reaches(below):
-            break
-        answer = below
     return [results[j] for j in sorted(results)]
 
 
@@ -421,12 +421,18 @@ def _largest_pools(cells: list[tuple[float, Any]]) -> list[tuple[float, Any]]:
     return sorted(best.values(), key=lambda c: (c[0], c[1].design.items, -c[1].design.workers))
 
 
+def _reaches(r: PowerResult, target: float) -> bool:
+    """A design settled as reaching the target: its power estimate reaches it, or sequential Monte Carlo
+    stopped it with a lower bound within the Monte-Carlo error of a full run below it."""
+    return r.power >= target or r.extra.get("settled") == SETTLED[ABOVE]
+
+
 def _cheapest(results: list[PowerResult], target: float, budget: float | None, params: Any) -> SolveResult:
     """The budget search's answer as a solve result over cost."""
     def first(ok: Any) -> PowerResult | None:
         return next((r for r in results if ok(r)), None)
 
-    best, sure, maybe = first(lambda r: r.power >= target), first(lambda r: r.ci_low >= target), \
+    best, sure, maybe = first(lambda r: _reaches(r, target)), first(lambda r: r.ci_low >= target), \
         first(lambda r: r.ci_high >= target)
     top = max(results, key=lambda r: (r.extra.get("settled") != "analytic screen", r.power))  # simulated first
     detail = {"designs_evaluated": len(results), "budget": budget}
