@@ -162,7 +162,7 @@ def test_registered_analysis_follows_the_protocol(name: str) -> None:
     from humaneval_power.errors import InputError
 
     analysis = get_analysis(name)
-    assert isinstance(analysis, Analysis) and type(analysis) is REGISTRY[name] and analysis.name == name
+    assert isinstance(analysis, Analysis) and type(analysis) is REGISTRY.get(name) and analysis.name == name
     assert get_analysis(analysis) is analysis
     rec = analysis.record()
     assert rec["alpha"] == analysis.alpha and json.loads(json.dumps(rec)) == rec
