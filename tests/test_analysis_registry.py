@@ -57,7 +57,7 @@ def test_a_registered_model_is_planned_with_by_name_without_other_changes() -> N
         a, b = run_cells([cell], 30, seed=1)[0], run_cells([ref], 30, seed=1)[0]
         assert (a.power, a.mean_estimate) == (b.power, b.mean_estimate)
     finally:
-        del REGISTRY["test-plugin"]
+        REGISTRY.unregister("test-plugin")
 
 
 def test_options_an_analysis_does_not_have_are_refused() -> None:

@@ -18,7 +18,7 @@ from humaneval_power.completed_study import analyze
 from humaneval_power.completed_study.ordinal import OrdinalAnalysis, OrdinalPosterior
 from humaneval_power.designs import CrowdDesign
 from humaneval_power.errors import InputError
-from humaneval_power.fitting.ratings import read_ordinal_ratings
+from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.ordinal_process import OrdinalProcess
 
 #: acceptance tolerance (issue 26): latent contrasts and SEs, Holm p, mean-class EMMs, category probabilities
@@ -260,8 +260,8 @@ def test_bad_combinations_are_refused(case: str, small: Path, tmp_path: Path, ca
 def test_malformed_ordinal_scores_are_refused(spoil: str, row: int, seed: int, tmp_path: Path) -> None:
     """Any one spoilt score (or spoilt category use) is refused by the API with one InputError, before a fit."""
     frame = _simulated(seed=seed, link="logit", workers=5, items=8)
-    assume(frame["score"].nunique() == 5)  # the clean ratings are analysable (read_ordinal_ratings accepts them)
-    read_ordinal_ratings(frame)
+    assume(frame["score"].nunique() == 5)  # the clean ratings are analysable (read_ratings(family="ordinal") accepts them)
+    read_ratings(frame, family="ordinal")
     row %= len(frame)
     scale = None
     if spoil == "fraction":

@@ -2,6 +2,7 @@
 options each entry declares (maximal structure, Kenward-Roger, posterior) decide what is refused."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -20,12 +21,12 @@ def _ratings() -> pd.DataFrame:
 
 
 @pytest.fixture
-def copy_of_no_r(monkeypatch: pytest.MonkeyPatch) -> backends.AnalysisBackend:
+def copy_of_no_r() -> Iterator[backends.AnalysisBackend]:
     """The no-R backend registered once more under another name and engine text, without a Kenward-Roger cost."""
-    entry = replace(backends.get_backend("statsmodels"), name="copy", methods_text="a copied REML solver",
-                    kenward_roger=None)
-    monkeypatch.setitem(backends.REGISTRY, "copy", entry)
-    return entry
+    entry = backends.register(replace(backends.get_backend("statsmodels"), name="copy",
+                                      methods_text="a copied REML solver", kenward_roger=None))
+    yield entry
+    backends.REGISTRY.unregister("copy")
 
 
 def test_a_registered_backend_is_used_through_its_entry_alone(copy_of_no_r: backends.AnalysisBackend) -> None:

@@ -1,10 +1,13 @@
-"""One conformance check that every scenario class, design and analysis passes (scikit-learn style).
+"""One conformance check that every scenario class, design, analysis and backend passes (scikit-learn style).
 
 The classes are discovered, not listed: every scenario class defined in
 ``humaneval_power.scenarios`` (and the assurance cell), every design class in
 ``humaneval_power.designs`` and every registered analysis
 (``humaneval_power.analyses.REGISTRY``) must be exercised by a cell in
 :data:`CELLS`; a new class without one fails :func:`test_every_class_is_covered`.
+Every registered fitting backend (``fitting.registry.REGISTRY``) and completed-study
+backend (``completed_study.backends.REGISTRY``) is checked by its entry: it resolves,
+what it declares is consistent, and its refusals are one line.
 
 A scenario cell must (1) carry its effect in its record, (2) draw its random
 stream independently of the effect (common random numbers across effects),
@@ -22,6 +25,7 @@ import json
 import pkgutil
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,6 +35,7 @@ import pytest
 import humaneval_power.scenarios
 from humaneval_power import assurance, designs
 from humaneval_power.analyses import (
+    RATING_MODELS,
     REGISTRY,
     Analysis,
     CrossedSlopes,
@@ -40,15 +45,21 @@ from humaneval_power.analyses import (
     SlopesLMM,
 )
 from humaneval_power.assurance import Prior, apply_draws, assured
+from humaneval_power.completed_study import backends as study_backends
 from humaneval_power.designs import CrowdDesign, Layout, PilotDesign
 from humaneval_power.engine import Scenario, run_cells
+from humaneval_power.errors import InputError
+from humaneval_power.fitting import registry as fitting_registry
+from humaneval_power.interface import choices_of
+from humaneval_power.interface.commands import COMMANDS
 from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.params import H2HParams, get_preset
 from humaneval_power.processes import InvariantProcess, SlopeProcess
+from humaneval_power.registry import load
 from humaneval_power.scenarios.accuracy import McNemarScenario
 from humaneval_power.scenarios.bleu import BleuScenario
 from humaneval_power.scenarios.crossed import CrossedLikertScenario
-from humaneval_power.scenarios.crowd import CrowdScenario
+from humaneval_power.scenarios.crowd import CrowdScenario, cell_factory
 from humaneval_power.scenarios.f1 import F1Scenario
 from humaneval_power.scenarios.headtohead import IndependentJudgments, MixedJudgments
 
@@ -159,10 +170,9 @@ def test_registered_analysis_follows_the_protocol(name: str) -> None:
     """Built by name with its defaults: the protocol's methods, a JSON record with its alpha, refusals of
     what it cannot do as InputError."""
     from humaneval_power.analyses import get_analysis
-    from humaneval_power.errors import InputError
 
     analysis = get_analysis(name)
-    assert isinstance(analysis, Analysis) and type(analysis) is REGISTRY[name] and analysis.name == name
+    assert isinstance(analysis, Analysis) and type(analysis) is REGISTRY.get(name) and analysis.name == name
     assert get_analysis(analysis) is analysis
     rec = analysis.record()
     assert rec["alpha"] == analysis.alpha and json.loads(json.dumps(rec)) == rec
@@ -220,3 +230,95 @@ def test_closed_form_analyses_are_offered_by_the_slope_model_only() -> None:
     assert SlopesLMM().closed_form(crossed, SlopeProcess(HIGH), None, sufficient=False) is None
     assert InvariantLMM().closed_form(crossed, SlopeProcess(HIGH), None) is None
     assert JudgmentGLMM().closed_form(crossed, SlopeProcess(HIGH), None) is None
+
+
+def _one_line_refusal(call: Callable[[], Any], *expected: str) -> str:
+    """The InputError message of ``call()``: one line, naming each of ``expected``."""
+    with pytest.raises(InputError) as refused:
+        call()
+    message = str(refused.value)
+    assert "\n" not in message and all(e in message for e in expected), message
+    return message
+
+
+def test_rating_models_are_the_analyses_users_choose_for_ratings() -> None:
+    """A registered analysis is a rating model exactly when the Likert planner builds it by name for ratings of
+    its kind, and the Likert commands' ``--model`` offers exactly the rating models."""
+    gaussian = get_preset("card2020-low").with_sds(sd_worker_intercept=0.3, sd_worker_slope=0.4,
+                                                   sd_item_intercept=0.3, sd_item_slope=0.4)  # has an invariant form
+    for name in REGISTRY:
+        params = ORDINAL if getattr(REGISTRY.get(name), "ordinal", False) else gaussian
+        if name in RATING_MODELS:
+            assert cell_factory(params, model=name)(8, 6).analysis.name == name
+            assert RATING_MODELS.get(name) is REGISTRY.get(name)
+        else:
+            _one_line_refusal(partial(cell_factory, params, model=name), name)
+    _one_line_refusal(lambda: RATING_MODELS.get("crossed-slopes"), "unknown rating model", *RATING_MODELS)
+    offered = [c for c in COMMANDS.values() if any(o.name == "model" for o in c.all_options())
+               and c.path[0] == "likert"]
+    assert offered and all(set(choices_of(c.option("model")) or ()) == set(RATING_MODELS) for c in offered)
+
+
+@pytest.mark.parametrize("name", fitting_registry.REGISTRY.names())
+def test_registered_fitting_backend_is_consistent(name: str) -> None:
+    """Its fitters resolve (one per family it declares, none for the others), its interval methods are
+    known and unique, and every refusal is one line."""
+    backend = fitting_registry.REGISTRY.get(name)
+    assert backend.name == name and set(backend.families) <= set(fitting_registry.FAMILIES)
+    for family, methods in backend.intervals.items():
+        assert methods and len(set(methods)) == len(methods)
+        assert set(methods) <= set(fitting_registry.interval_methods())
+        assert backend.resolve_intervals(family, None) == methods[0]
+        _one_line_refusal(partial(backend.resolve_intervals, family, "no-such-method"), name, *methods)
+    for family in set(fitting_registry.FAMILIES) - set(backend.families):
+        _one_line_refusal(partial(backend.resolve_intervals, family, None), name, family)
+    assert (backend.gaussian is not None) == ("gaussian" in backend.families)
+    assert (backend.ordinal is not None) == ("ordinal" in backend.families)
+    for where, fitter in ((backend.gaussian, backend.gaussian_fitter), (backend.ordinal, backend.ordinal_fitter)):
+        if where is None:
+            _one_line_refusal(fitter, name)
+        else:
+            assert callable(load(where)) and fitter() is load(where)
+
+
+def test_fitting_registry_defaults_and_unknown_names() -> None:
+    assert set(fitting_registry.DEFAULT_BACKENDS) == set(fitting_registry.FAMILIES)
+    for family, name in fitting_registry.DEFAULT_BACKENDS.items():
+        assert name in fitting_registry.backends_for(family) and fitting_registry.default_backend(family) == name
+    _one_line_refusal(lambda: fitting_registry.REGISTRY.get("no-such-backend"), "unknown backend",
+                      *fitting_registry.REGISTRY)
+
+
+@pytest.mark.parametrize("name", study_backends.REGISTRY.names())
+def test_registered_completed_study_backend_is_consistent(name: str) -> None:
+    """A REML backend has a fitter and the texts naming its engine; a posterior one has neither a fitter nor
+    Kenward-Roger nor the maximal structure; Kenward-Roger's limit refuses in one line and the estimate below
+    it is a line of text."""
+    backend = study_backends.get_backend(name)
+    assert backend.name == name and backend.posterior == (backend.fit is None)
+    if backend.posterior:
+        assert backend.kenward_roger is None and not backend.maximal
+    else:
+        assert callable(backend.fit) and backend.methods_text and backend.report_text
+    cost = backend.kenward_roger
+    if cost is None:
+        assert name not in study_backends.kenward_roger_limits()
+        _one_line_refusal(lambda: study_backends.check_kenward_roger(100, 3, name), name)
+        return
+    assert study_backends.kenward_roger_limits()[name] == cost.max_ratings
+    assert cost.max_ratings > 0 and cost.seconds_per_cube > 0 and cost.fixed_matrices >= 1
+    assert "\n" not in study_backends.check_kenward_roger(cost.max_ratings, 3, name)
+    _one_line_refusal(lambda: study_backends.check_kenward_roger(cost.max_ratings + 1, 3, name), "--df kenward-roger")
+
+
+def test_completed_study_ordinal_backends_are_the_fitting_registrys() -> None:
+    """The ordinal backends are the fitting registry's cumulative-link fitters (the default first), refused for
+    Gaussian ratings in one line; the CLI's choices are the two lists, each name once."""
+    assert study_backends.ORDINAL_BACKENDS[0] == fitting_registry.default_backend("ordinal")
+    for name in study_backends.ORDINAL_BACKENDS:
+        assert fitting_registry.REGISTRY.get(name).ordinal is not None and name not in study_backends.REGISTRY
+        _one_line_refusal(partial(study_backends.get_backend, name), "--family ordinal", *study_backends.REGISTRY)
+    assert study_backends.BACKENDS == (*study_backends.REGISTRY, *study_backends.ORDINAL_BACKENDS)
+    assert len(set(study_backends.BACKENDS)) == len(study_backends.BACKENDS)
+    _one_line_refusal(lambda: study_backends.get_backend("no-such-backend"), "unknown backend",
+                      *study_backends.REGISTRY)

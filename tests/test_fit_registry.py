@@ -38,12 +38,12 @@ def test_importing_a_backend_does_not_load_the_model_layer() -> None:
 
 def test_registry_says_what_each_backend_supports() -> None:
     assert set(registry.REGISTRY) >= {"lme4", "statsmodels", "bambi"}
-    assert registry.get("statsmodels").resolve_intervals("gaussian", None) == "wald"
-    assert registry.get("bambi").resolve_intervals("gaussian", None) == "posterior"
+    assert registry.REGISTRY.get("statsmodels").resolve_intervals("gaussian", None) == "wald"
+    assert registry.REGISTRY.get("bambi").resolve_intervals("gaussian", None) == "posterior"
     assert registry.backends_for("binomial") == ("lme4", "bambi")
     with pytest.raises(InputError, match="does not fit binomial"):
-        registry.get("statsmodels").resolve_intervals("binomial", None)
+        registry.REGISTRY.get("statsmodels").resolve_intervals("binomial", None)
     with pytest.raises(InputError, match="not available with the bambi backend"):
-        registry.get("bambi").resolve_intervals("gaussian", "wald")
+        registry.REGISTRY.get("bambi").resolve_intervals("gaussian", "wald")
     with pytest.raises(InputError, match="unknown backend"):
-        registry.get("nope")
+        registry.REGISTRY.get("nope")

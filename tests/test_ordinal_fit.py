@@ -21,7 +21,7 @@ from humaneval_power.fitting.ordinal_fit import (
     fit_ordinal,
     identified_terms,
 )
-from humaneval_power.fitting.ratings import read_ordinal_ratings
+from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.params import ORDINAL_SD_NAMES, OrdinalParams, load_ordinal_params
 
@@ -82,7 +82,7 @@ def real_fits(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, lme4_bac
     out = {}
     for case in CASES:
         frame = _subset(data_dir, case)
-        data = read_ordinal_ratings(frame)
+        data = read_ratings(frame, family="ordinal")
         fits = {b: fit_ordinal(data, b) for b in ("clmm", "laplace")}
         ref = _clmm_typed(frame, tmp_path_factory.mktemp(case) / "ratings.csv", fits["laplace"].terms, data.systems)
         out[case] = {"fits": fits, "ref": ref}
@@ -149,7 +149,7 @@ def _synthetic(seed: int = 3, workers: int = 6, items: int = 12) -> pd.DataFrame
 
 @pytest.fixture(scope="module")
 def synthetic_fit() -> OrdinalFitResult:
-    return fit_ordinal(read_ordinal_ratings(_synthetic()), "laplace")
+    return fit_ordinal(read_ratings(_synthetic(), family="ordinal"), "laplace")
 
 
 def test_parameter_file_round_trip(synthetic_fit: OrdinalFitResult, tmp_path: Path) -> None:
@@ -358,7 +358,7 @@ def test_bambi_posterior_draws_round_trip(synthetic_fit: OrdinalFitResult, tmp_p
     pytest.importorskip("bambi")
     from humaneval_power.params import params_json
 
-    post = fit_ordinal(read_ordinal_ratings(_synthetic()), "bambi", draws=150, chains=1, seed=2)
+    post = fit_ordinal(read_ratings(_synthetic(), family="ordinal"), "bambi", draws=150, chains=1, seed=2)
     assert post.intervals == "posterior" and post.posterior
     rec, ml = post.records()[0], synthetic_fit.records()[0]
     assert ml["effect_ci_low"] < rec["effect"] < ml["effect_ci_high"] and 0.5 <= rec["p_direction"] <= 1

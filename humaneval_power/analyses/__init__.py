@@ -13,7 +13,8 @@ name                model                                                  modul
 ==================  =====================================================  ===========================
 
 A new model is a class with the protocol's methods in its own module, registered
-here with :func:`register` (docs/architecture.md, "Adding an analysis").
+here with :func:`register` (``rating_model=True`` when users choose it for ratings:
+:data:`RATING_MODELS`; docs/architecture.md, "Adding an analysis model").
 """
 from __future__ import annotations
 
@@ -21,28 +22,36 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ..errors import InputError
-from ..validation import check_choice
+from ..registry import Registry
 from .base import Analysis, FamilyFit
 from .crossed import CrossedSlopes
 from .glmm import JudgmentGLMM
 from .lmm import InvariantLMM, SlopesLMM
 from .ordinal import OrdinalCLMM
 
-REGISTRY: dict[str, Any] = {}  #: name -> analysis class
+#: the analysis classes by name, in registration order
+REGISTRY: Registry[type[Analysis]] = Registry("analysis model")
+#: the analyses a user chooses by name to analyse ratings (``hepower likert --model``, ``cell_factory(model=...)``;
+#: iterating gives the names): the others are chosen for the user (``crossed-slopes``, the slope model's closed
+#: form) or analyse other data (``judgment-glmm``)
+RATING_MODELS: Registry[type[Analysis]] = Registry("rating model")
 
 
-def register(cls: Any) -> Any:
-    """Add (or replace) an analysis class (a frozen dataclass following :class:`Analysis`) under its ``name``."""
-    REGISTRY[cls.name] = cls
+def register(cls: type[Analysis], rating_model: bool = False) -> type[Analysis]:
+    """Add (or replace) an analysis class (a frozen dataclass following :class:`Analysis`) under its ``name``;
+    ``rating_model``: users choose it by name to analyse ratings (:data:`RATING_MODELS`)."""
+    REGISTRY.register(cls.name, cls)
+    if rating_model:
+        RATING_MODELS.register(cls.name, cls)
+    else:
+        RATING_MODELS.unregister(cls.name)
     return cls
 
 
 def get_analysis(analysis: str | Analysis, **options: Any) -> Analysis:
     """The analysis named ``analysis`` built with ``options`` (tier, test, alpha, ...), or the instance
     given (with ``options`` replacing its fields); InputError naming the choices for an unknown name."""
-    if isinstance(analysis, str):
-        check_choice("analysis model", analysis, tuple(REGISTRY))
-    cls: Any = REGISTRY[analysis] if isinstance(analysis, str) else type(analysis)
+    cls: Any = REGISTRY.get(analysis) if isinstance(analysis, str) else type(analysis)
     unknown = sorted(set(options) - {f.name for f in fields(cls)})
     if unknown:
         raise InputError(f"the {cls.name} analysis has no option {', '.join(unknown)}")
@@ -52,8 +61,9 @@ def get_analysis(analysis: str | Analysis, **options: Any) -> Analysis:
     return made
 
 
-for _cls in (InvariantLMM, SlopesLMM, CrossedSlopes, JudgmentGLMM, OrdinalCLMM):
-    register(_cls)
+for _cls, _rates in ((InvariantLMM, True), (SlopesLMM, True), (CrossedSlopes, False), (JudgmentGLMM, False),
+                     (OrdinalCLMM, True)):
+    register(_cls, _rates)
 
-__all__ = ["REGISTRY", "Analysis", "CrossedSlopes", "FamilyFit", "InvariantLMM", "JudgmentGLMM", "OrdinalCLMM",
-           "SlopesLMM", "get_analysis", "register"]
+__all__ = ["RATING_MODELS", "REGISTRY", "Analysis", "CrossedSlopes", "FamilyFit", "InvariantLMM", "JudgmentGLMM",
+           "OrdinalCLMM", "SlopesLMM", "get_analysis", "register"]

@@ -1,4 +1,4 @@
-"""The backends of the completed-study analysis, one table entry each (modelled on :mod:`..fitting.registry`).
+"""The backends of the completed-study analysis, one entry each in a :class:`~humaneval_power.registry.Registry`.
 
 An entry names the backend, the function that fits a model specification by REML and returns the fit
 with its fixed-effects inference (:mod:`.inference`), how the methods paragraph and the report name the
@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..validation import check_choice
+from ..fitting import registry as fitting_registry
+from ..registry import Registry
 from .inference import (
     FixedEffectsInference,
     Inference,
@@ -61,22 +62,21 @@ class AnalysisBackend:
         return self.fit is None
 
 
-REGISTRY: dict[str, AnalysisBackend] = {}
+#: the backends by name, in registration order
+REGISTRY: Registry[AnalysisBackend] = Registry("backend")
 
 
 def register(backend: AnalysisBackend) -> AnalysisBackend:
-    """Add (or replace) a backend."""
-    REGISTRY[backend.name] = backend
-    return backend
+    """Add (or replace) a backend under its name."""
+    return REGISTRY.register(backend.name, backend)
 
 
 def get_backend(name: str) -> AnalysisBackend:
-    """A registered backend by name (InputError naming the choices otherwise)."""
+    """A registered backend by name (InputError naming the choices otherwise, or the family of an ordinal one)."""
     if name in ORDINAL_BACKENDS:
         raise InputError(f"--backend {name} fits cumulative-link models of --family ordinal; ratings as interval data "
                          f"(--family gaussian) use {', '.join(REGISTRY)}")
-    check_choice("backend", name, tuple(REGISTRY))
-    return REGISTRY[name]
+    return REGISTRY.get(name)
 
 
 def variance_parameters(spec: LmmSpec) -> int:
@@ -198,9 +198,10 @@ register(AnalysisBackend(
     "the no-R solver", kenward_roger=KenwardRogerCost("Kenward-Roger without R", 4e-9, 4000, 4)))
 register(AnalysisBackend("bambi", None))
 
-#: the backends of ``family="ordinal"`` (:mod:`.ordinal`): the fitting registry's cumulative-link fitters, R
-#: ``ordinal::clmm`` (the default) and the Laplace CLMM without R; they fit no linear mixed model
-ORDINAL_BACKENDS = ("clmm", "laplace")
+#: the backends of ``family="ordinal"`` (:mod:`.ordinal`): the fitting registry's cumulative-link fitters that
+#: fit no linear mixed model (not in :data:`REGISTRY`): R ``ordinal::clmm`` (the default) and the Laplace CLMM
+#: without R; bambi's ordinal posterior is the ``bambi`` entry's
+ORDINAL_BACKENDS = tuple(b for b in fitting_registry.backends_for("ordinal") if b not in REGISTRY)
 #: the built-in backends' names, in registration order, then the ordinal ones (the CLI's choices)
 BACKENDS = (*REGISTRY, *ORDINAL_BACKENDS)
 #: above this many ratings --df kenward-roger is refused, per built-in backend

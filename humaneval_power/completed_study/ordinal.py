@@ -1,7 +1,7 @@
 """Analyse a completed study's ordinal ratings: one cumulative-link mixed model across all systems.
 
 ``analyze(..., family="ordinal")`` (``hepower analyze --family ordinal``) reads integer ratings as
-``hepower fit --family ordinal`` does (:func:`~humaneval_power.fitting.ratings.read_ordinal_ratings`) and fits
+``hepower fit --family ordinal`` does (:func:`~humaneval_power.fitting.ratings.read_ratings`) and fits
 
     rating ~ system + (1 | worker) + (1 | worker:system) + (1 | item) + (1 | item:system)
 
@@ -41,7 +41,7 @@ from scipy import stats
 from ..errors import InputError
 from ..fitting.clmm import BOUNDARY_SD, TERMS, check_link, crossed_groups
 from ..fitting.ordinal_fit import fit_ordinal
-from ..fitting.ratings import PilotData, read_ordinal_ratings
+from ..fitting.ratings import PilotData, read_ratings
 from ..ordinal_process import OrdinalProcess
 from ..validation import check_choice
 from .backends import ORDINAL_BACKENDS
@@ -377,7 +377,7 @@ def analyze_ordinal(
     ``backend="bambi"``: :func:`posterior_ordinal`, ``draws`` per chain, ``chains``)."""
     from ..fitting import registry
 
-    data = read_ordinal_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
+    data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates, family="ordinal")
     check_data(data)
     if backend == POSTERIOR_BACKEND:
         return posterior_ordinal(data, contrasts, link, level, seed, draws, chains, progress)
@@ -387,8 +387,8 @@ def analyze_ordinal(
     levels = tuple(data.extra["levels"])
     groups = {t: g for t, g in _groups(f).items() if t in full.terms}
     report(f"fitting the model without systems ({backend}) for the likelihood-ratio test ...")
-    null = registry.get(backend).ordinal_fitter()(f["score"].to_numpy(), None, groups, link=link,
-                                                  scale=(levels[0], levels[-1]))
+    null = registry.REGISTRY.get(backend).ordinal_fitter()(f["score"].to_numpy(), None, groups, link=link,
+                                                           scale=(levels[0], levels[-1]))
     K1, p = len(fit.thresholds), len(fit.beta)
     inference = WaldInference(np.concatenate([fit.thresholds, fit.beta]), (fit.cov + fit.cov.T) / 2)
     if not np.all(np.isfinite(inference.vcov)):

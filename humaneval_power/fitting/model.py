@@ -148,7 +148,7 @@ def fit_pilot(
     ``random``: the random-effect structure (:class:`~.types.Design`): ``slopes`` (Card et al.;
     the default for two systems), ``invariant`` (the default for more), ``per-system``.
     """
-    spec = registry.get(backend)
+    spec = registry.REGISTRY.get(backend)
     intervals = spec.resolve_intervals(data.family, intervals)
     design = Design.for_data(data, random)
     bootstrap = draws if backend != "bambi" else None

@@ -272,7 +272,7 @@ def fit_ordinal(
     chains: int = 2,
     seed: int = 1,
 ) -> OrdinalFitResult:
-    """Fit the cumulative-link mixed model to ordinal pilot ratings (:func:`.ratings.read_ordinal_ratings`).
+    """Fit the cumulative-link mixed model to ordinal pilot ratings (:func:`.ratings.read_ratings` with ``family="ordinal"``).
 
     ``backend``: a registered ordinal backend (default: the first, ``clmm``; ``laplace`` needs no R);
     ``link``: ``logit`` or ``probit``; ``random``: ``invariant`` (the only structure; None is it);
@@ -281,12 +281,12 @@ def fit_ordinal(
     tuning steps), chains and seed; the draws are stored in the parameter file (for ``--assurance``).
     """
     if data.family != "ordinal":
-        raise InputError(f"fit_ordinal needs ordinal ratings (read_ordinal_ratings), got {data.family} data")
+        raise InputError(f"fit_ordinal needs ordinal ratings (read_ratings(..., family='ordinal')), got {data.family} data")
     check_link(link)
     if random not in (None, *ORDINAL_RANDOM):
         raise InputError(f"random-effect structure {random!r} is not available for ordinal fits: clmm fits random "
                          f"intercepts only ({', '.join(ORDINAL_RANDOM)}: worker, worker x system, item, item x system)")
-    spec = registry.get(backend or registry.default_backend("ordinal"))
+    spec = registry.REGISTRY.get(backend or registry.default_backend("ordinal"))
     method = spec.resolve_intervals("ordinal", intervals)
     fitter = spec.ordinal_fitter()
     sampled = "posterior" in spec.intervals["ordinal"]

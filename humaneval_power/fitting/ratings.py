@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -264,7 +263,3 @@ def _as_ordinal(data: PilotData, scale: tuple[float, float] | None) -> PilotData
     _, levels = ordinal_codes(data.frame["score"].to_numpy(), rng)
     return PilotData(data.frame, data.systems, "ordinal", data.source, data.sha256, data.notes,
                      scale=(float(levels[0]), float(levels[-1])), extra={"levels": levels})
-
-
-#: ordinal ratings: ``read_ratings(..., family="ordinal")``
-read_ordinal_ratings = partial(read_ratings, family="ordinal")

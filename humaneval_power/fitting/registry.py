@@ -11,12 +11,12 @@ Each family's default backend is in :data:`DEFAULT_BACKENDS`.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from ..registry import Registry, load
 from ..validation import check_choice
 
 if TYPE_CHECKING:
@@ -60,34 +60,22 @@ class Backend:
     def gaussian_fitter(self) -> GaussianFitter:
         if self.gaussian is None:
             raise InputError(f"the {self.name} backend fits no Gaussian models")
-        return _load(self.gaussian)
+        return load(self.gaussian)
 
     def ordinal_fitter(self) -> Callable[..., ClmmFit]:
         if self.ordinal is None:
             raise InputError(f"the {self.name} backend fits no ordinal models "
                              f"(backends for ordinal: {', '.join(backends_for('ordinal'))})")
-        return _load(self.ordinal)
+        return load(self.ordinal)
 
 
-def _load(where: str) -> Any:
-    """The object named ``"module:function"``."""
-    module, function = where.split(":")
-    return getattr(importlib.import_module(module), function)
-
-
-REGISTRY: dict[str, Backend] = {}
+#: the fitting backends by name (``REGISTRY.get(name)``: InputError naming the choices for an unknown one)
+REGISTRY: Registry[Backend] = Registry("backend")
 
 
 def register(backend: Backend) -> Backend:
-    """Add (or replace) a backend."""
-    REGISTRY[backend.name] = backend
-    return backend
-
-
-def get(name: str) -> Backend:
-    """A registered backend by name (InputError naming the choices otherwise)."""
-    check_choice("backend", name, tuple(REGISTRY))
-    return REGISTRY[name]
+    """Add (or replace) a backend under its name."""
+    return REGISTRY.register(backend.name, backend)
 
 
 def interval_methods() -> tuple[str, ...]:

@@ -11,12 +11,13 @@ first use), so that ``hepower --help`` imports nothing numerical.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
+
+from ..registry import load
 
 #: every library name the description refers to -> "module:attribute" (the one place to fix when modules move)
 NAMES: dict[str, str] = {
@@ -84,8 +85,7 @@ NAMES: dict[str, str] = {
 
 def resolve(name: str) -> Any:
     """The library object :data:`NAMES` calls ``name`` (imported now)."""
-    module, attribute = NAMES[name].split(":")
-    return getattr(importlib.import_module(module), attribute)
+    return load(NAMES[name])
 
 
 class _FromSignature:
