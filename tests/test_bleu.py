@@ -40,6 +40,9 @@ def wmt(data_dir):
     return d, ref, outs, official
 
 
+#: the tests that share the scorings below run on one xdist worker (the cache is per process)
+WMT_SCORES = pytest.mark.xdist_group("wmt_scores")
+
 #: scorings of the WMT texts computed once for the module's tests (``corpus_stats_once``, ``sacre``, ``scorer``)
 _SCORED: dict[tuple, object] = {}
 
@@ -77,6 +80,7 @@ def sacre(hyp: list[str], refs: list[str] | list[list[str]], metric: str = "bleu
     return _SCORED[key]
 
 
+@WMT_SCORES
 def test_corpus_scores_equal_sacrebleu_and_official(wmt) -> None:
     _, ref, outs, official = wmt
     rng = np.random.default_rng(0)
@@ -96,6 +100,7 @@ def test_corpus_scores_equal_sacrebleu_and_official(wmt) -> None:
                 assert np.allclose(st.score_sums(sums), want, atol=1e-9, rtol=0)
 
 
+@WMT_SCORES
 def test_swap_effects_against_rescoring_text(wmt) -> None:
     _, ref, outs, _ = wmt
     a_txt, b_txt = outs["ONLINE-A"], outs["HW-TSC"]
@@ -112,6 +117,7 @@ def test_swap_effects_against_rescoring_text(wmt) -> None:
     assert check["correlation"] > 0.99 and check["rms_gap"] < 0.25 * check["sd_subset_effect"]
 
 
+@WMT_SCORES
 def test_two_references_equal_sacrebleu(wmt) -> None:
     """Multi-reference statistics (issue 17: 9): the reference plus NLLB_MBR_BLEU's output as a second one."""
     _, ref, outs, _ = wmt
@@ -214,6 +220,7 @@ def test_mde_reaches_target() -> None:
     assert m.low <= m.value <= m.high
 
 
+@WMT_SCORES
 def test_paired_tests_agree_with_sacrebleu(wmt) -> None:
     from sacrebleu.significance import _paired_ar_test, _paired_bs_test
 
@@ -297,6 +304,7 @@ def test_bad_files(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@WMT_SCORES
 def test_cli_several_references_and_the_same_system_twice(wmt, capsys: pytest.CaptureFixture[str]) -> None:
     d, ref, outs, _ = wmt
     refs = [str(d / "reference.txt"), str(d / "system.NLLB_MBR_BLEU.txt")]
