@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +97,21 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def run_command(argv: list[str], data: Path) -> Any:
-    """The JSON the command prints with ``--json`` (volatile keys dropped)."""
+def run_command(argv: list[str], data: Path, capsys: pytest.CaptureFixture[str]) -> Any:
+    """The JSON the command prints with ``--json`` (volatile keys dropped).
+
+    Run by ``cli.main`` in this process: a record is what a command computes, and a process per command
+    only added the interpreter, the imports and (lme4 tier) R's start-up, 1.5-4 CPU s each. The process
+    boundary itself (``python -m``, signals, exit codes) has its own tests (test_cli, test_reliability*).
+    """
+    from humaneval_power.cli import main
+
     args = [a.replace(DATA, str(data)) for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "humaneval_power.cli", *args, "--json"], capture_output=True,
-                          text=True, timeout=900)
-    assert proc.returncode == 0, f"hepower {' '.join(args)} failed: {proc.stderr[-2000:]}"
-    return _clean(json.loads(proc.stdout))
+    capsys.readouterr()
+    code = main([*args, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, f"hepower {' '.join(args)} failed: {err[-2000:]}"
+    return _clean(json.loads(out))
 
 
 def _close(a: Any, b: Any, rtol: float, where: str = "") -> None:
@@ -129,11 +135,12 @@ def _marks(tier: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(t)) for n, (t, _) in COMMANDS.items()])
-def test_record_unchanged(name: str, data_dir: Path, request: pytest.FixtureRequest) -> None:
+def test_record_unchanged(name: str, data_dir: Path, request: pytest.FixtureRequest,
+                          capsys: pytest.CaptureFixture[str]) -> None:
     tier, argv = COMMANDS[name]
     if tier == "lme4":
         request.getfixturevalue("lme4_backend")
-    got = run_command(argv, data_dir)
+    got = run_command(argv, data_dir, capsys)
     path = RECORDS / f"{name}.json"
     if os.environ.get("HEPOWER_WRITE_RECORDS"):
         RECORDS.mkdir(exist_ok=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,10 @@ from humaneval_power.cli import main
 from humaneval_power.engine import run_cells
 from humaneval_power.errors import InputError
 from humaneval_power.fitting.swap_effects import (
-    estimate_swap_parameters, fit_laplace, subset_swap_check, swap_effects,
+    estimate_swap_parameters,
+    fit_laplace,
+    subset_swap_check,
+    swap_effects,
 )
 from humaneval_power.metrics import corpus_stats, read_lines
 from humaneval_power.scenarios.bleu import BleuScenario, bleu_mde, draw_swap_effects
@@ -36,15 +40,54 @@ def wmt(data_dir):
     return d, ref, outs, official
 
 
-def test_corpus_scores_equal_sacrebleu_and_official(wmt) -> None:
+#: the tests that share the scorings below run on one xdist worker (the cache is per process)
+WMT_SCORES = pytest.mark.xdist_group("wmt_scores")
+
+#: scorings of the WMT texts computed once for the module's tests (``corpus_stats_once``, ``sacre``, ``scorer``)
+_SCORED: dict[tuple, object] = {}
+
+
+def _texts(lines: list[str] | list[list[str]]) -> tuple:
+    return tuple(lines) if isinstance(lines[0], str) else tuple(map(tuple, lines))
+
+
+def corpus_stats_once(hyp: list[str], refs: list[str] | list[list[str]], metric: str = "bleu") -> object:
+    """``corpus_stats`` of these texts, computed once per module (deterministic; no test modifies it)."""
+    key = ("ours", _texts(hyp), _texts(refs), metric)
+    if key not in _SCORED:
+        _SCORED[key] = corpus_stats(hyp, refs, metric)
+    return _SCORED[key]
+
+
+def scorer(metric: str, refs: list[str] | list[list[str]]) -> object:
+    """sacrebleu's BLEU() or CHRF() with these references' n-grams extracted once: its own ``references=``
+    cache for scoring many hypotheses against the same references (the same scores as passing them each
+    time; extracting them is half of a corpus score's cost)."""
     import sacrebleu
 
+    refs = [refs] if isinstance(refs[0], str) else refs
+    key = ("scorer", metric, _texts(refs))
+    if key not in _SCORED:
+        _SCORED[key] = (sacrebleu.BLEU if metric == "bleu" else sacrebleu.CHRF)(references=refs)
+    return _SCORED[key]
+
+
+def sacre(hyp: list[str], refs: list[str] | list[list[str]], metric: str = "bleu") -> float:
+    """sacrebleu's corpus score (``corpus_bleu`` / ``corpus_chrf`` defaults), once per module for these texts."""
+    key = ("sacre", _texts(hyp), _texts(refs), metric)
+    if key not in _SCORED:
+        _SCORED[key] = scorer(metric, refs).corpus_score(hyp, None).score
+    return _SCORED[key]
+
+
+@WMT_SCORES
+def test_corpus_scores_equal_sacrebleu_and_official(wmt) -> None:
     _, ref, outs, official = wmt
     rng = np.random.default_rng(0)
     for name, hyp in outs.items():
-        for metric, scorer in (("bleu", sacrebleu.BLEU()), ("chrf", sacrebleu.CHRF())):
-            st = corpus_stats(hyp, ref, metric)
-            assert st.corpus_score() == pytest.approx(scorer.corpus_score(hyp, [ref]).score, abs=1e-9)
+        for metric in ("bleu", "chrf"):
+            st = corpus_stats_once(hyp, ref, metric)
+            assert st.corpus_score() == pytest.approx(sacre(hyp, ref, metric), abs=1e-9)
             if metric == "bleu":
                 assert abs(st.corpus_score() - official[name]) < 0.1
             # any sub-corpus, down to single sentences (smoothing, brevity penalty, empty orders)
@@ -53,51 +96,49 @@ def test_corpus_scores_equal_sacrebleu_and_official(wmt) -> None:
                 w[0, :] = 0
                 w[0, rng.integers(st.n)] = 1
                 sums = w @ st.stats
-                want = [scorer._compute_score_from_stats(list(s)).score for s in sums]
+                want = [scorer(metric, ref)._compute_score_from_stats(list(s)).score for s in sums]
                 assert np.allclose(st.score_sums(sums), want, atol=1e-9, rtol=0)
 
 
+@WMT_SCORES
 def test_swap_effects_against_rescoring_text(wmt) -> None:
-    import sacrebleu
-
     _, ref, outs, _ = wmt
     a_txt, b_txt = outs["ONLINE-A"], outs["HW-TSC"]
-    a, b = corpus_stats(a_txt, ref), corpus_stats(b_txt, ref)
+    a, b = corpus_stats_once(a_txt, ref), corpus_stats_once(b_txt, ref)
     eff = swap_effects(a, b)
-    base = sacrebleu.corpus_bleu(b_txt, [ref]).score - sacrebleu.corpus_bleu(a_txt, [ref]).score
+    base = sacre(b_txt, ref) - sacre(a_txt, ref)
     for i in (0, 17, 1975):
         a2, b2 = list(a_txt), list(b_txt)
         a2[i], b2[i] = b_txt[i], a_txt[i]
-        swapped = sacrebleu.corpus_bleu(b2, [ref]).score - sacrebleu.corpus_bleu(a2, [ref]).score
+        swapped = sacre(b2, ref) - sacre(a2, ref)
         assert eff[i] == pytest.approx(swapped - base, abs=1e-9)
     # App. G, Fig. 15: single-swap effects add up to the effect of swapping a subset
     check = subset_swap_check(a, b, eff)
     assert check["correlation"] > 0.99 and check["rms_gap"] < 0.25 * check["sd_subset_effect"]
 
 
+@WMT_SCORES
 def test_two_references_equal_sacrebleu(wmt) -> None:
     """Multi-reference statistics (issue 17: 9): the reference plus NLLB_MBR_BLEU's output as a second one."""
-    import sacrebleu
-
     _, ref, outs, _ = wmt
     refs = [ref, outs["NLLB_MBR_BLEU"]]
     rng = np.random.default_rng(1)
     for name in ("HW-TSC", "ONLINE-A", "ONLINE-Y"):
         hyp = outs[name]
-        for metric, scorer in (("bleu", sacrebleu.BLEU()), ("chrf", sacrebleu.CHRF())):
-            st = corpus_stats(hyp, refs, metric)
+        for metric in ("bleu", "chrf"):
+            st = corpus_stats_once(hyp, refs, metric)
             assert st.references == 2
-            assert st.corpus_score() == pytest.approx(scorer.corpus_score(hyp, refs).score, abs=1e-9)
-            assert st.corpus_score() > corpus_stats(hyp, ref, metric).corpus_score() + 5  # the second one counts
+            assert st.corpus_score() == pytest.approx(sacre(hyp, refs, metric), abs=1e-9)
+            assert st.corpus_score() > corpus_stats_once(hyp, ref, metric).corpus_score() + 5  # the second one counts
             w = (rng.random((20, st.n)) < 0.01).astype(float)  # sub-corpora: the sums score as sacrebleu
-            want = [scorer._compute_score_from_stats(list(x)).score for x in w @ st.stats]
+            want = [scorer(metric, refs)._compute_score_from_stats(list(x)).score for x in w @ st.stats]
             assert np.allclose(st.score_sums(w @ st.stats), want, atol=1e-9, rtol=0)
     a_txt, b_txt = outs["ONLINE-A"], outs["HW-TSC"]
-    eff = swap_effects(corpus_stats(a_txt, refs), corpus_stats(b_txt, refs))
-    base = sacrebleu.corpus_bleu(b_txt, refs).score - sacrebleu.corpus_bleu(a_txt, refs).score
+    eff = swap_effects(corpus_stats_once(a_txt, refs), corpus_stats_once(b_txt, refs))
+    base = sacre(b_txt, refs) - sacre(a_txt, refs)
     a2, b2 = list(a_txt), list(b_txt)
     a2[17], b2[17] = b_txt[17], a_txt[17]
-    swapped = sacrebleu.corpus_bleu(b2, refs).score - sacrebleu.corpus_bleu(a2, refs).score
+    swapped = sacre(b2, refs) - sacre(a2, refs)
     assert eff[17] == pytest.approx(swapped - base, abs=1e-9)
 
 
@@ -179,25 +220,25 @@ def test_mde_reaches_target() -> None:
     assert m.low <= m.value <= m.high
 
 
+@WMT_SCORES
 def test_paired_tests_agree_with_sacrebleu(wmt) -> None:
-    from sacrebleu.metrics import BLEU
     from sacrebleu.significance import _paired_ar_test, _paired_bs_test
 
     _, ref, outs, _ = wmt
     a_txt = outs["ONLINE-Y"]
     b_txt = outs["ONLINE-A"][:150] + a_txt[150:]  # a close pair: p-values far from 0 and 1
-    a, b = corpus_stats(a_txt, ref), corpus_stats(b_txt, ref)
-    metric = BLEU()
-    bl_stats = metric._extract_corpus_statistics(a_txt, [ref])
+    a, b = corpus_stats_once(a_txt, ref), corpus_stats(b_txt, ref)
+    metric = scorer("bleu", ref)  # BLEU() with the reference's n-grams cached: references=None below
+    bl_stats = metric._extract_corpus_statistics(a_txt, None)
     info = {"BLEU": (bl_stats, metric._aggregate_and_compute(bl_stats))}
     ours = paired_randomization(a, b, 10_000, seed=1)["p_value"]
-    theirs = _paired_ar_test(info, "b", b_txt, [ref], {"BLEU": metric}, 10_000, -1, 7)[1]["BLEU"].p_value
+    theirs = _paired_ar_test(info, "b", b_txt, None, {"BLEU": metric}, 10_000, -1, 7)[1]["BLEU"].p_value
     assert abs(ours - theirs) < 3.5 * math.sqrt(2 * theirs * (1 - theirs) / 10_000)
     ours = paired_bootstrap(a, b, 1000, seed=1)["p_value"]
-    theirs = _paired_bs_test(info, "b", b_txt, [ref], {"BLEU": metric}, 1000, -1, 7)[1]["BLEU"].p_value
+    theirs = _paired_bs_test(info, "b", b_txt, None, {"BLEU": metric}, 1000, -1, 7)[1]["BLEU"].p_value
     assert abs(ours - theirs) < 3.5 * math.sqrt(2 * theirs * (1 - theirs) / 1000)
     # with the same seed both draw the same resamples (numpy's integers / choice): the same p-value
-    same = _paired_bs_test(info, "b", b_txt, [ref], {"BLEU": metric}, 1000, -1, 1)[1]["BLEU"].p_value
+    same = _paired_bs_test(info, "b", b_txt, None, {"BLEU": metric}, 1000, -1, 1)[1]["BLEU"].p_value
     assert ours == pytest.approx(same, abs=1e-12)
 
 
@@ -263,9 +304,8 @@ def test_bad_files(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@WMT_SCORES
 def test_cli_several_references_and_the_same_system_twice(wmt, capsys: pytest.CaptureFixture[str]) -> None:
-    import sacrebleu
-
     d, ref, outs, _ = wmt
     refs = [str(d / "reference.txt"), str(d / "system.NLLB_MBR_BLEU.txt")]
     assert main(["bleu", "test", "--ref", *refs, "--baseline", str(d / "system.ONLINE-Y.txt"), "--systems",
@@ -273,13 +313,13 @@ def test_cli_several_references_and_the_same_system_twice(wmt, capsys: pytest.Ca
     row = json.loads(capsys.readouterr().out)[0]
     two = [ref, outs["NLLB_MBR_BLEU"]]
     assert row["references"] == 2
-    assert row["score"] == pytest.approx(sacrebleu.corpus_bleu(outs["HW-TSC"], two).score, abs=1e-9)
-    assert row["baseline_score"] == pytest.approx(sacrebleu.corpus_bleu(outs["ONLINE-Y"], two).score, abs=1e-9)
+    assert row["score"] == pytest.approx(sacre(outs["HW-TSC"], two), abs=1e-9)
+    assert row["baseline_score"] == pytest.approx(sacre(outs["ONLINE-Y"], two), abs=1e-9)
     assert main(["bleu", "estimate", "--ref", refs[0], "--ref", refs[1], "--sys-a", str(d / "system.ONLINE-A.txt"),
                  "--sys-b", str(d / "system.HW-TSC.txt"), "--n-boot", "50", "--metric", "chrf", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
     assert rec["references"] == 2
-    assert rec["chrf_b"] == pytest.approx(sacrebleu.corpus_chrf(outs["HW-TSC"], two).score, abs=1e-9)
+    assert rec["chrf_b"] == pytest.approx(sacre(outs["HW-TSC"], two, "chrf"), abs=1e-9)
     same = str(d / "system.HW-TSC.txt")
     for argv in (["test", "--ref", refs[0], "--baseline", same, "--systems", same],
                  ["test", "--ref", refs[0], "--baseline", same, "--systems", same, "--paired-bs"],
@@ -315,13 +355,18 @@ def test_compare_with_baseline_is_the_cli_loop_in_the_library(tmp_path: Path,
     assert [(r["system"], r["p_value"]) for r in cli] == [(r["system"], r["p_value"]) for r in rows]
 
 
-def test_adjust_pvalues_equals_statsmodels_multipletests() -> None:
+def test_adjust_pvalues_equals_statsmodels_multipletests(monkeypatch: pytest.MonkeyPatch) -> None:
     """multiplicity.adjust_pvalues (one home for holm / bonferroni / fdr, used by `analyze`, `bleu test` and the
     planner) against statsmodels' multipletests, on random families with ties and tiny p-values."""
+    import gc
+
     from statsmodels.stats.multitest import multipletests
 
     from humaneval_power.multiplicity import adjust_pvalues
 
+    # multipletests' holm runs gc.collect() on every call (memory hygiene, no effect on the result): a full
+    # collection of this process's heap, 0.25 CPU s each with this module's texts loaded (10 s for the loop)
+    monkeypatch.setattr(gc, "collect", lambda *args: 0)
     rng = np.random.default_rng(4)
     for m in (2, 3, 7, 40):
         for _ in range(10):

@@ -442,7 +442,9 @@ _FAST_RUNS: dict[tuple[str, ...], str] = {}
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
-@pytest.mark.parametrize("tier", ["fast", "randomization"])
+# one xdist group per tier: both signals compare with one uninterrupted run (_FAST_RUNS is per process)
+@pytest.mark.parametrize("tier", [pytest.param(t, marks=pytest.mark.xdist_group(f"resume_{t}"))
+                                  for t in ("fast", "randomization")])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_a_resumed_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: Path, tier: str, sig: int) -> None:
     """The fast tier and the exact (randomization) test: interrupted after two chunks, resumed, the same bytes."""

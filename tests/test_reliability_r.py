@@ -111,7 +111,8 @@ def _fixed_layout() -> list[str]:
 @pytest.mark.r
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses setarch and /proc")
-@pytest.mark.parametrize("tier", ["lme4", "glmm"])
+# one xdist group per tier: both signals compare with one uninterrupted run (_UNINTERRUPTED is per process)
+@pytest.mark.parametrize("tier", [pytest.param(t, marks=pytest.mark.xdist_group(f"resume_{t}")) for t in ("lme4", "glmm")])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_a_resumed_r_tier_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: Path, lme4_backend: Any, tier: str,
                                                                       sig: int) -> None:
