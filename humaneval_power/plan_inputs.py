@@ -277,4 +277,9 @@ def parameter_draws(assurance: bool | None, prior: Sequence[str] | None = None, 
     if not params:
         raise InputError("--assurance needs parameter draws: a --params file with draws (`hepower fit --draws N`) "
                          "or --prior NAME=DIST:ARGS")
+    if ordinal_file(params, comparison):
+        from .assurance import ordinal_draws
+        from .params import load_ordinal_params
+
+        return ordinal_draws(load_ordinal_params(params), str(params))
     return load_draws(params, names, comparison, aliases)

@@ -109,15 +109,19 @@ def likert_power(
         raise InputError("--assurance plans one analysis: give --model ordinal or invariant, not both")
     effects = latent_effects(params, as_list(effect), effect_scale)
     ordinal = isinstance(params, OrdinalProcess)
-    # ordinal data: each design cell is also run at effect 0 on the same seed (the same studies) for the Type-I error
-    grid = effects + [0.0] if ordinal and 0.0 not in effects else effects
+    # ordinal data: each design cell is also run at effect 0 on the same seed (the same studies) for the Type-I
+    # error (not with assurance, whose power at effect 0 is no rejection rate)
+    type1 = ordinal and assurance is None
+    grid = effects + [0.0] if type1 and 0.0 not in effects else effects
     makes = {m: _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method,
                          test=test, alpha=alpha, model=m, **design) for m in models}
     axes = {"model": list(models), "items": as_list(items), "workers": as_list(workers),
             "ratings_per_item": as_list(ratings_per_item), "items_per_hit": as_list(items_per_hit), "effect": grid}
     table = power_grid(lambda model, **cell: makes[model](**cell), axes, n_sims, seed=seed, jobs=jobs,
                        progress=progress, store=store)
-    return ordinal_columns(table, len(grid), grid.index(0.0), 0.0 in effects, effect_scale) if ordinal else table
+    if not ordinal:
+        return table
+    return ordinal_columns(table, len(grid), grid.index(0.0) if type1 else None, 0.0 in effects, effect_scale)
 
 
 #: the scales an effect is given on (``effect_scale``): the latent shift of ordinal parameters, or a difference
@@ -152,20 +156,23 @@ def effect_note(params: Any, given: float, latent: float, effect_scale: str | No
             f"system A by {params.mean_difference(latent):.4g}")
 
 
-def ordinal_columns(table: pd.DataFrame, n_effects: int, zero: int, keep_zero: bool,
+def ordinal_columns(table: pd.DataFrame, n_effects: int, zero: int | None, keep_zero: bool,
                     effect_scale: str | None) -> pd.DataFrame:
     """The power table of ordinal parameters, its rows in product order with the effect innermost
     (``n_effects`` of them, the ``zero``-th 0): each row gains the Type-I error of its design cell and analysis
     (``type1_error`` with its 95% interval: the rate at effect 0 on the same studies) and ``effect_scale``;
     the linear analysis's Type-M is its estimates' (mean-rating differences) over the true ``mean_difference``
-    (not over the latent shift); the effect-0 rows are dropped unless asked for (``keep_zero``)."""
+    (not over the latent shift); the effect-0 rows are dropped unless asked for (``keep_zero``). Without a
+    ``zero`` (assurance) only the last two."""
     t = table.reset_index(drop=True)
-    at_zero = t.iloc[[b * n_effects + zero for b in range(len(t) // n_effects) for _ in range(n_effects)]]
-    for col, src in (("type1_error", "power"), ("type1_ci_low", "ci_low"), ("type1_ci_high", "ci_high")):
-        t[col] = at_zero[src].to_numpy()
     t["effect_scale"] = effect_scale or "latent"
     linear = (t["model"] != "ordinal") & (t["effect"] != 0)
     t.loc[linear, "type_m"] *= (t["effect"] / t["mean_difference"]).abs()[linear]
+    if zero is None:
+        return t
+    at_zero = t.iloc[[b * n_effects + zero for b in range(len(t) // n_effects) for _ in range(n_effects)]]
+    for col, src in (("type1_error", "power"), ("type1_ci_low", "ci_low"), ("type1_ci_high", "ci_high")):
+        t[col] = at_zero[src].to_numpy()
     if not keep_zero:
         t = t.drop(index=[b * n_effects + zero for b in range(len(t) // n_effects)])
     return t.reset_index(drop=True)
