@@ -34,7 +34,6 @@ from ..significance.coef_test import COEFFICIENT_TESTS
 from ..validation import check_number
 from .crossed import CrossedLikertScenario
 
-
 #: the analyses of the planner (``model``): ``both`` is the ordinal CLMM and the linear (coding-invariant) LMM of
 #: ordinal ratings on the same simulated studies
 MODELS = ("slopes", "invariant", "ordinal", "both")
