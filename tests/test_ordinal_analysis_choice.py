@@ -26,7 +26,7 @@ from humaneval_power.ordinal_process import ORDINAL_PRESETS, OrdinalProcess
 from humaneval_power.params import LikertParams, OrdinalParams
 from humaneval_power.plan_inputs import likert_params
 from humaneval_power.scenarios.crowd import METHODS, MODELS, TESTS, CrowdScenario, analyses_of, cell_factory
-from humaneval_power.scenarios.likert import latent_effects, likert_power, likert_sample_size
+from humaneval_power.scenarios.likert import latent_effects, likert_budget, likert_power
 
 PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_worker_system=0.3, sd_item=1.0,
                          sd_item_system=0.5)
@@ -177,7 +177,7 @@ def test_both_is_refused_by_the_solvers(capsys: pytest.CaptureFixture[str]) -> N
 
 # ---------------------------------------------------------------------------------- the effect as a mean rating
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.floats(-0.9, 0.9).filter(lambda d: abs(d) > 1e-3), st.sampled_from(["logit", "probit"]))
 def test_mean_rating_effect_round_trip(difference: float, link: str) -> None:
     """A difference in mean rating -> the latent shift planned -> the cell's mean_difference: the same number."""
@@ -190,9 +190,12 @@ def test_mean_rating_effect_round_trip(difference: float, link: str) -> None:
 
 
 def test_mean_rating_effect_is_said_in_the_record_and_note() -> None:
-    r = likert_sample_size(PROCESS, 0.25, workers=4, n_sims=4, seed=1, effect_scale="mean-rating", jobs=1)
+    table, r = likert_budget(PROCESS, 0.25, items=[10], workers=[4], ratings_per_item=[4], n_sims=4, seed=1,
+                             effect_scale="mean-rating", jobs=1)
     assert "difference in expected mean rating" in r.detail["note"]
     assert f"{PROCESS.latent_shift(0.25):.4g}" in r.detail["note"]
+    assert table.effect.iloc[0] == PROCESS.latent_shift(0.25) and table.effect_scale.iloc[0] == "mean-rating"
+    assert table.mean_difference.iloc[0] == pytest.approx(0.25, abs=1e-9)
     with pytest.raises(InputError, match="latent"):
         latent_effects(likert_params("card2020-high"), [0.1], "latent")
     assert latent_effects(likert_params("card2020-high"), [0.1], "mean-rating") == [0.1]
