@@ -93,6 +93,11 @@ def likert_power(
     draws, :mod:`humaneval_power.assurance`; ``draws`` of them are used) ``power`` is the
     assurance and the columns ``conditional_power``, ``assurance``, ``assurance_se``,
     ``p_power_reaches_target`` (of ``target_power``), ``power_q05/q50/q95`` and ``draws`` are added.
+    Ordinal parameters (an :class:`~humaneval_power.ordinal_process.OrdinalProcess`): ``effect`` is the latent
+    shift (``effect_scale="mean-rating"`` converts differences in mean rating), ``model`` may be ``"both"``
+    (the ordinal and linear analyses on the same studies, a row each), and the columns ``mean_difference``,
+    ``effect_scale`` and ``type1_error``, ``type1_ci_low``, ``type1_ci_high`` (the cell at effect 0, same
+    seed; not with assurance or fixed ``means``) are added (:func:`ordinal_columns`).
 
     >>> t = likert_power("card2020-high", 3, 100, 0.4, test="card2020", n_sims=2000, seed=1)
     >>> t[["workers", "items", "effect", "power", "ci_low", "ci_high"]].round(3).to_dict("records")
@@ -111,7 +116,7 @@ def likert_power(
     ordinal = isinstance(params, OrdinalProcess)
     # ordinal data: each design cell is also run at effect 0 on the same seed (the same studies) for the Type-I
     # error (not with assurance, whose power at effect 0 is no rejection rate)
-    type1 = ordinal and assurance is None
+    type1 = ordinal and assurance is None and design.get("means") is None  # fixed means: no null cell
     grid = effects + [0.0] if type1 and 0.0 not in effects else effects
     makes = {m: _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method,
                          test=test, alpha=alpha, model=m, **design) for m in models}
