@@ -194,10 +194,28 @@ class Prior:
         return ParamDraws(values, "prior " + "; ".join(self.specs))
 
 
+def ordinal_draws(params: Any, source: str) -> ParamDraws:
+    """The joint draws of an ordinal parameter file (:class:`~humaneval_power.params.OrdinalParams` with
+    ``posterior_draws``, ``hepower fit --family ordinal --backend bambi``): the four latent SDs and the
+    thresholds as ``threshold_1`` .. ``threshold_{K-1}`` (InputError when it has none)."""
+    if params.draws is None:
+        raise InputError(f"{source} has no parameter draws, which --assurance needs: refit with `hepower fit "
+                         "--family ordinal --backend bambi` (posterior draws) or give --prior (e.g. "
+                         "sd_worker=lognormal:1.3,0.3 threshold_1=normal:-6,0.8)")
+    d = params.draws
+    values = {k: tuple(float(v) for v in d[k]) for k in params.sds if k in d}
+    values.update({f"threshold_{k + 1}": tuple(float(th[k]) for th in d["thresholds"])
+                   for k in range(len(params.thresholds))})
+    return ParamDraws(values, f"{DRAW_KEYS['posterior_draws']} ({source})")
+
+
 def apply_draws(point: Any, draws: ParamDraws, prefix: str = "sd_") -> list[Any]:
     """One copy of the dataclass ``point`` per draw with the drawn fields replaced (validated by it);
-    only fields named ``prefix...`` may be drawn (the variance components)."""
-    known = sorted(f.name for f in fields(point) if f.name.startswith(prefix))
+    only fields named ``prefix...`` may be drawn (the variance components), and of a point with
+    ``thresholds`` (ordinal ratings) each threshold as ``threshold_1`` .. ``threshold_{K-1}``."""
+    th = tuple(getattr(point, "thresholds", ()))
+    names = [f"threshold_{k + 1}" for k in range(len(th))]
+    known = sorted(f.name for f in fields(point) if f.name.startswith(prefix)) + names
     unknown = [k for k in draws.values if k not in known]
     if unknown:
         raise InputError(f"{draws.source}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a "
@@ -205,8 +223,11 @@ def apply_draws(point: Any, draws: ParamDraws, prefix: str = "sd_") -> list[Any]
                          f"(those are {', '.join(known)})")
     out = []
     for i, row in enumerate(draws.rows()):
+        drawn: dict[str, Any] = {k: v for k, v in row.items() if k not in names}
+        if any(k in row for k in names):
+            drawn["thresholds"] = tuple(row.get(k, t) for k, t in zip(names, th))
         try:
-            out.append(replace(point, **row))
+            out.append(replace(point, **drawn))
         except InputError as exc:
             raise InputError(f"{draws.source}, draw {i + 1}: {exc}") from None
     return out

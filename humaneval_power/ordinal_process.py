@@ -166,6 +166,21 @@ class OrdinalProcess:
                                      *sorted((0.0, math.copysign(span, difference))), xtol=1e-12, rtol=1e-12))
 
 
+#: ordinal presets (``--preset``): CLMMs fitted to the DialSummEval relevance ratings of systems A, F, H (1..5, all
+#: 100 items) by the no-R backend, thresholds of system A (the baseline, at latent 0), four significant digits
+#: (docs/ordinal.md, "Ordinal presets": ``hepower fit ... --family ordinal --where dimension=relevance --systems A F
+#: H --backend laplace``). expert: 3 experts rate every output (900 ratings); amt: 5 crowd workers per output
+#: (1,500 ratings, 213 workers), where the worker SD is large and every other SD is at the boundary.
+ORDINAL_PRESETS: dict[str, OrdinalProcess] = {
+    "dialsummeval-expert": OrdinalProcess((-6.030, -4.245, -1.799, 0.2346), "logit", sd_worker=1.343,
+                                          sd_worker_system=0.0, sd_item=0.7664, sd_item_system=0.8497,
+                                          name="dialsummeval-expert"),
+    "dialsummeval-amt": OrdinalProcess((-6.199, -2.918, -0.09712, 3.238), "logit", sd_worker=2.238,
+                                       sd_worker_system=0.0, sd_item=0.02804, sd_item_system=0.0,
+                                       name="dialsummeval-amt"),
+}
+
+
 # ---------------------------------------------------------------------- the calibrated test
 
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InputError
-from .params import SD_NAMES, H2HParams, LikertParams, get_preset, load_params
+from .ordinal_process import ORDINAL_PRESETS
+from .params import PRESETS, SD_NAMES, H2HParams, LikertParams, get_preset, load_params
 
 #: the API's defaults of the design keywords a design file fills when the user left them at these
 DESIGN_DEFAULTS: dict[str, Any] = {"systems": 2, "presentation": "within", "missing": 0.0, "items_per_hit": 1}
@@ -21,16 +22,38 @@ DESIGN_DEFAULTS: dict[str, Any] = {"systems": 2, "presentation": "within", "miss
 GRID_SIZES = ("items", "workers", "ratings_per_item", "items_per_hit")
 
 
+#: every ``--preset``: the Gaussian (Card et al.) and the ordinal ones
+LIKERT_PRESETS = (*PRESETS, *ORDINAL_PRESETS)
+
+
 def likert_params(preset: str | None = None, params: str | None = None, comparison: str | None = None,
-                  intercept: float | None = None, **sds: float | None) -> Any:
+                  intercept: float | None = None, *, family: str | None = None,
+                  thresholds: Sequence[float] | None = None, link: str | None = None, **sds: float | None) -> Any:
     """The parameters named by a preset, a parameter file (``params``, a path) or typed SDs (typed SDs
     override a preset's or a file's), or the coding-invariant process when its SDs are typed. Only SDs
     whose ratings vary within ``validation.SCORE_SPREAD`` are taken (the refits' tolerances are absolute;
-    the analytic tier fails below 1e-150, so one range serves every method)."""
-    from .validation import check_spread
+    the analytic tier fails below 1e-150, so one range serves every method). Ordinal ratings
+    (``family="ordinal"``, implied by an ordinal preset or parameter file): an
+    :class:`~humaneval_power.ordinal_process.OrdinalProcess` (:func:`ordinal_params`)."""
+    from .validation import check_choice, check_spread
 
-    if params and ordinal_file(params, comparison):
-        return _ordinal_params(params, preset, intercept, sds)
+    if family is not None:
+        check_choice("family", family, ("gaussian", "ordinal"))
+    in_file = bool(params) and ordinal_file(params, comparison)  # type: ignore[arg-type]
+    implied = in_file or preset in ORDINAL_PRESETS
+    if family == "gaussian" and implied:
+        raise InputError(f"--family gaussian with ordinal parameters ({'the file' if in_file else preset})")
+    if family == "ordinal" or implied:
+        if params and not in_file:
+            raise InputError("--family ordinal needs an ordinal parameter file (hepower fit --family ordinal); "
+                             "this one is Gaussian")
+        if in_file:
+            if thresholds is not None or link is not None:
+                raise InputError("an ordinal parameter file gives the thresholds and link: drop --thresholds, --link")
+            return _ordinal_params(params, preset, intercept, sds)  # type: ignore[arg-type]
+        return ordinal_params(preset, thresholds, link, intercept, sds)
+    if thresholds is not None or link is not None:
+        raise InputError("--thresholds and --link go with --family ordinal")
     built = _named_params(preset, params, comparison, intercept, sds)
     check_spread("ratings under these SDs", math.hypot(*built.sds.values()), "the SDs and the effect")
     return built
@@ -53,6 +76,39 @@ def _ordinal_params(params: str, preset: str | None, intercept: float | None, sd
         raise InputError("an ordinal parameter file gives the thresholds and latent SDs: drop --preset, "
                          "--intercept and typed SDs")
     return OrdinalProcess.from_params(load_ordinal_params(params))
+
+
+def ordinal_params(preset: str | None, thresholds: Sequence[float] | None, link: str | None,
+                   intercept: float | None, sds: Mapping[str, float | None]) -> Any:
+    """The ordinal process of an ordinal preset (:data:`~humaneval_power.ordinal_process.ORDINAL_PRESETS`) with
+    any of its thresholds, link and latent SDs replaced by typed ones, or of typed thresholds and all four
+    latent SDs (link default logit). Refuses a Gaussian preset, ``intercept`` and the Gaussian-only SDs."""
+    from dataclasses import replace
+
+    from .ordinal_process import ORDINAL_SDS, OrdinalProcess
+
+    if preset is not None and preset not in ORDINAL_PRESETS:
+        raise InputError(f"--preset {preset} is Gaussian; the ordinal presets: {', '.join(ORDINAL_PRESETS)}")
+    if intercept is not None:
+        raise InputError("ordinal ratings have no --intercept: the thresholds place them on the scale")
+    other = sorted(k for k, v in sds.items() if v is not None and k not in ORDINAL_SDS)
+    if other:
+        raise InputError(f"ordinal ratings take the latent SDs {', '.join(ORDINAL_SDS)} (the latent residual is the "
+                         f"link's); drop {', '.join(other)}")
+    typed: dict[str, Any] = {k: float(v) for k, v in sds.items() if v is not None and k in ORDINAL_SDS}
+    if thresholds is not None:
+        typed["thresholds"] = tuple(float(t) for t in thresholds)
+    if link is not None:
+        if preset is not None and thresholds is None:
+            raise InputError(f"the thresholds of {preset} are on its {ORDINAL_PRESETS[preset].link} scale: give "
+                             "--thresholds with --link")
+        typed["link"] = link
+    if preset is not None:
+        return replace(ORDINAL_PRESETS[preset], **typed) if typed else ORDINAL_PRESETS[preset]
+    missing = [f"--{k.replace('_', '-')}" for k in ("thresholds", *ORDINAL_SDS) if k not in typed]
+    if missing:
+        raise InputError(f"ordinal ratings without a preset need {', '.join(missing)}")
+    return OrdinalProcess(**typed, name="command-line (ordinal)")
 
 
 def _named_params(preset: str | None, params: str | None, comparison: str | None, intercept: float | None,
@@ -221,4 +277,9 @@ def parameter_draws(assurance: bool | None, prior: Sequence[str] | None = None, 
     if not params:
         raise InputError("--assurance needs parameter draws: a --params file with draws (`hepower fit --draws N`) "
                          "or --prior NAME=DIST:ARGS")
+    if ordinal_file(params, comparison):
+        from .assurance import ordinal_draws
+        from .params import load_ordinal_params
+
+        return ordinal_draws(load_ordinal_params(params), str(params))
     return load_draws(params, names, comparison, aliases)

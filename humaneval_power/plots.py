@@ -176,12 +176,17 @@ def plot_likert_power(table: pd.DataFrame, *, scale: tuple[float, float] | None 
     panels: tuple[str, ...] = (panel,)
     if "ratings_per_item" in table and table["ratings_per_item"].nunique() > 1:
         panels = (panel, "ratings_per_item")
+    if "model" in table and table["model"].nunique() > 1:  # --model both: a panel per analysis
+        panels = (*panels, "model")
+    ordinal = "mean_difference" in table  # ordinal ratings: the effect is a latent shift
 
     def name(k: dict[str, Any]) -> str:
         per = f", {k['ratings_per_item']} per item" if "ratings_per_item" in k else ""
-        return f"{k[panel]} {panel}{per}"
+        model = f", {k['model']} model" if "model" in k else ""
+        return f"{k[panel]} {panel}{per}{model}"
 
-    return plot_power(table, x, "effect", panels, x_label=x, line_label=f"effect\n(mean-rating difference,\n{unit})",
+    label = "effect\n(latent shift)" if ordinal else f"effect\n(mean-rating difference,\n{unit})"
+    return plot_power(table, x, "effect", panels, x_label=x, line_label=label,
                       panel_title=name, metrics=_metrics(type_m), target=target, title=title)
 
 

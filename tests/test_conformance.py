@@ -243,7 +243,7 @@ def _one_line_refusal(call: Callable[[], Any], *expected: str) -> str:
 
 def test_rating_models_are_the_analyses_users_choose_for_ratings() -> None:
     """A registered analysis is a rating model exactly when the Likert planner builds it by name for ratings of
-    its kind, and the Likert commands' ``--model`` offers exactly the rating models."""
+    its kind, and the Likert commands' ``--model`` offers exactly the rating models and ``both``."""
     gaussian = get_preset("card2020-low").with_sds(sd_worker_intercept=0.3, sd_worker_slope=0.4,
                                                    sd_item_intercept=0.3, sd_item_slope=0.4)  # has an invariant form
     for name in REGISTRY:
@@ -256,7 +256,7 @@ def test_rating_models_are_the_analyses_users_choose_for_ratings() -> None:
     _one_line_refusal(lambda: RATING_MODELS.get("crossed-slopes"), "unknown rating model", *RATING_MODELS)
     offered = [c for c in COMMANDS.values() if any(o.name == "model" for o in c.all_options())
                and c.path[0] == "likert"]
-    assert offered and all(set(choices_of(c.option("model")) or ()) == set(RATING_MODELS) for c in offered)
+    assert offered and all(set(choices_of(c.option("model")) or ()) == {*RATING_MODELS, "both"} for c in offered)
 
 
 @pytest.mark.parametrize("name", fitting_registry.REGISTRY.names())

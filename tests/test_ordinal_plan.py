@@ -58,16 +58,16 @@ def test_type_one_error_of_the_default_test_is_alpha() -> None:
 
 
 def test_mismatched_parameters_and_models_are_refused() -> None:
-    with pytest.raises(InputError, match="ordinal"):
-        cell_factory(PROCESS, model="invariant")
+    with pytest.raises(InputError, match="ordinal ratings are analysed by"):
+        cell_factory(PROCESS, model="slopes")
     with pytest.raises(InputError, match="Gaussian"):
         cell_factory("card2020-high", model="ordinal")
     with pytest.raises(InputError, match="ordinal parameters"):
         CrowdScenario(CrowdDesign(8, 4, 4), InvariantProcess(0.3, 0.1, 0.3, 0.1, 0.8), OrdinalCLMM(), 0.1)
     with pytest.raises(InputError, match="compare"):
         cell_factory(PROCESS, compare="pairs", systems=3)
-    with pytest.raises(InputError, match="Gaussian"):
-        cell_factory(PROCESS, model=get_analysis("invariant"))
+    with pytest.raises(InputError, match="not slopes"):
+        cell_factory(PROCESS, model=get_analysis("slopes"))
 
 
 def test_default_model_and_link_follow_the_process() -> None:

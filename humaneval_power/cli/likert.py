@@ -37,7 +37,8 @@ def params_from_args(args: argparse.Namespace) -> Any:
     from ..processes import INVARIANT_SDS
 
     sds = {k: getattr(args, k) for k in dict.fromkeys(SD_NAMES + INVARIANT_SDS)}
-    return likert_params(args.preset, args.params, args.comparison, args.intercept, **sds)
+    return likert_params(args.preset, args.params, args.comparison, args.intercept, family=args.family,
+                         thresholds=args.thresholds, link=args.link, **sds)
 
 
 def design_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,7 +98,8 @@ def _power(args: argparse.Namespace) -> int:
             params, workers, items, effects,
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
             progress=bar, store=args.store, ratings_per_item=flatten(args.ratings_per_item),
-            items_per_hit=flatten(args.items_per_hit), target_power=args.target_power, **assure, **design,
+            items_per_hit=flatten(args.items_per_hit), target_power=args.target_power,
+            effect_scale=args.effect_scale, **assure, **design,
         )
     if "n_failed" in table and "n_sims" in table and len(table) and ((table["n_failed"] >= table["n_sims"]) & (table["n_sims"] > 0)).all():
         raise InputError("every simulated study failed to fit, in every cell: these SDs and design cannot be "
@@ -107,7 +109,8 @@ def _power(args: argparse.Namespace) -> int:
         from ..plots import plot_likert_power
 
         plot_likert_power(table, scale=getattr(params, "scale", None), target=args.target_power,
-                          type_m=args.type_m, title=f"{params.name}: {args.method}, {args.test} test").savefig(
+                          type_m=args.type_m, title=f"{params.name}: {args.method}, {args.test} test, "
+                          f"{', '.join(table.model.unique())} model").savefig(
             tmp, dpi=args.dpi)
 
     args.outputs.write(out=args.out and table_writer(table, args.out), plot=plot)
@@ -117,19 +120,30 @@ def _power(args: argparse.Namespace) -> int:
     runs = "exact (no simulation)" if args.method == "analytic" else f"{args.sims} simulations per cell, seed {args.seed}"
     if assure:
         return _print_assurance(table, params.name, args, runs)
-    print(f"Power for {params.name} ({args.method}, {args.test} test, alpha {args.alpha:g}, {runs}):")
-    columns = ["workers", "items", "ratings_per_item", "effect", "cost", "power", "ci_low", "ci_high", "power_all",
-               "type_s", "type_m", "df", "n_failed", "n_singular", "n_warnings"]
+    analyses = ", ".join(dict.fromkeys(f"{r.model}: {r.method}, {r.test} test" for r in table.itertuples())) \
+        if "type1_error" in table else f"{args.method}, {args.test} test"
+    print(f"Power for {params.name} ({analyses}, alpha {args.alpha:g}, {runs}):")
+    columns = ["workers", "items", "ratings_per_item", "effect", "mean_difference", "cost", "model", "power", "ci_low",
+               "ci_high", "power_all", "type_s", "type_m", "type1_error", "type1_ci_high", "df", "n_failed",
+               "n_singular", "n_warnings"]
     print_table(table, [c for c in columns if c in table and not (c == "ratings_per_item" and
                                                                    (table.ratings_per_item == table.workers).all())])
     print(f"\nSmallest designs in this sweep reaching {args.target_power:g} power:")
-    for r in smallest_in_grid(table, args.target_power, "items", ["workers", "ratings_per_item", "effect"]).to_dict(
-            "records"):
+    by = ["workers", "ratings_per_item", "effect"] + (["model"] if "model" in table and table.model.nunique() > 1 else [])
+    for r in smallest_in_grid(table, args.target_power, "items", by).to_dict("records"):
         what = f"{int(r['items'])} items (power {r['power']:.3f})" if r["reached"] else f"none (best {r['power']:.3f})"
         k = "" if r["ratings_per_item"] == r["workers"] else f", {r['ratings_per_item']} per item"
-        print(f"  {r['workers']} workers{k}, effect {r['effect']:g}: {what}")
+        model = f" ({r['model']})" if "model" in by else ""
+        print(f"  {r['workers']} workers{k}, effect {r['effect']:g}{model}: {what}")
     for note in notes:
         print(f"note: {note}")
+    if "type1_error" in table:
+        given = "differences in expected mean rating (--effect-scale mean-rating), converted to latent shifts" if (
+            args.effect_scale == "mean-rating") else "latent shifts (--effect-scale mean-rating takes mean ratings)"
+        print(f"note: ordinal ratings: the effects were given as {given}; mean_difference is the difference in "
+              "expected mean rating of the pair. type1_error: each analysis's rejection rate at effect 0 on the same "
+              "simulated studies (upper 95% bound type1_ci_high); the linear (invariant) model's Type-M compares "
+              "its mean-rating estimates with mean_difference")
     return 0
 
 
@@ -164,7 +178,8 @@ def _size(args: argparse.Namespace) -> int:
             params_from_args(args), args.effect, target_power=args.target_power,
             workers=worker_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
             test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs, progress=bar,
-            ratings_per_item=args.ratings_per_item, items_per_hit=args.items_per_hit, **assure, **design,
+            ratings_per_item=args.ratings_per_item, items_per_hit=args.items_per_hit, effect_scale=args.effect_scale,
+            **assure, **design,
         )
     emit_solve(result, args)
     return 0
@@ -229,7 +244,7 @@ def _budget(args: argparse.Namespace) -> int:
             params_from_args(args), args.effect, flatten(args.items), worker_pool(design, flatten(args.workers)),
             flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,
             target_power=args.target_power, method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims,
-            seed=args.seed, jobs=args.jobs, progress=bar, **assure, **design)
+            seed=args.seed, jobs=args.jobs, progress=bar, effect_scale=args.effect_scale, **assure, **design)
 
     def plot(tmp: Any) -> None:
         from ..plots import plot_cost_frontier

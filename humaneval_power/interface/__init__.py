@@ -62,7 +62,11 @@ NAMES: dict[str, str] = {
     "PRIOR_HELP": "humaneval_power.assurance:PRIOR_HELP",
     # constants (choices)
     "PRESETS": "humaneval_power.params:PRESETS",
-    "LIKERT_METHODS": "humaneval_power.analyses.lmm:TIERS",
+    "LIKERT_METHODS": "humaneval_power.scenarios.crowd:METHODS",
+    "LIKERT_TESTS": "humaneval_power.scenarios.crowd:TESTS",
+    "LIKERT_MODELS": "humaneval_power.scenarios.crowd:MODELS",
+    "LIKERT_PRESETS": "humaneval_power.plan_inputs:LIKERT_PRESETS",
+    "EFFECT_SCALES": "humaneval_power.scenarios.likert:EFFECT_SCALES",
     "COEFFICIENT_TESTS": "humaneval_power.significance.coef_test:COEFFICIENT_TESTS",
     "TIE_POLICIES": "humaneval_power.validation:TIE_POLICIES",
     "ACCURACY_METHODS": "humaneval_power.scenarios.accuracy:METHODS",

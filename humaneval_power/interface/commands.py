@@ -88,7 +88,11 @@ def assurance(solve: bool) -> Group:
 # ---- likert ---------------------------------------------------------------------------------------------------
 
 EFFECT_HELP = ("difference in mean rating, system B - system A (the pair of interest), on the parameters' scale "
-               "(0-1 for the presets; the rescaled scale of a fitted parameter file)")
+               "(0-1 for the presets; the rescaled scale of a fitted parameter file); ordinal parameters: the latent "
+               "shift (see --effect-scale)")
+EFFECT_SCALE = Option("--effect-scale", "ordinal parameters: the --effect is a latent shift (latent, default) or a "
+                      "difference in expected mean rating (mean-rating), converted to the latent shift",
+                      default=SIGNATURE, choices="EFFECT_SCALES")
 
 
 def sizes(grid: bool) -> tuple[Option, ...]:
@@ -147,19 +151,31 @@ def _invariant_option(name: str) -> Option:
 
 
 PARAMS = Group("parameters (default: --preset card2020-high)", (
-    Option("--preset", "built-in parameter set (Card et al. 2020, Table 16)", choices="PRESETS", api=False),
+    Option("--preset", "built-in parameter set (Card et al. 2020, Table 16; ordinal: fitted CLMMs of DialSummEval, "
+           "docs/ordinal.md)", choices="LIKERT_PRESETS", api=False),
     Option("--params", "parameter file (JSON, from `hepower fit` or hand-written)", metavar="FILE", api=False),
     Option("--comparison", "which comparison of a parameter file with several", metavar="SYSTEM", api=False),
     Option("--intercept", "beta0, the mean rating (default 0.5 with typed SDs)", finite_float, api=False),
-    *(_sd_option(n) for n in SD_NAMES), *(_invariant_option(n) for n in INVARIANT_TYPED)))
+    *(_sd_option(n) for n in SD_NAMES), *(_invariant_option(n) for n in INVARIANT_TYPED),
+    Option("--family", "gaussian (ratings on an interval scale) or ordinal (ratings 1..K from a cumulative-link "
+           "model: thresholds from an ordinal --preset or --thresholds, the latent SDs --sd-worker, "
+           "--sd-worker-system, --sd-item, --sd-item-system; default: the parameters')",
+           choices=("gaussian", "ordinal"), api=False),
+    Option("--thresholds", "--family ordinal: the K - 1 increasing thresholds of the latent scale (ratings "
+           "1..K)", finite_float, nargs="+", metavar="THETA", api=False),
+    Option("--link", "--family ordinal: logit (default) or probit", choices=("logit", "probit"), api=False)))
 
 ANALYSIS = Group("analysis", (
     Option("--method", "fast (exact simulation; batched fits for crowd designs), analytic (instant; crossed only), "
-           "lme4 (refits in R) or statsmodels (crossed only)", default=SIGNATURE, choices="LIKERT_METHODS"),
-    Option("--test", "satterthwaite (REML t, lmerTest df), card2020 (ML, t > 1.96) or z", default=SIGNATURE,
-           choices="COEFFICIENT_TESTS"),
-    Option("--model", "analysis model (default: ordinal with an ordinal parameter file, slopes for two systems "
-           "with slope parameters, else invariant)", choices=("slopes", "invariant", "ordinal")),
+           "lme4 (refits in R) or statsmodels (crossed only); the ordinal model: fast (batched Laplace CLMM, no R) "
+           "or clmm (ordinal::clmm refits in R)", default=SIGNATURE, choices="LIKERT_METHODS"),
+    Option("--test", "satterthwaite (REML t, lmerTest df; ordinal: Wald t with the latent working model's "
+           "Satterthwaite df), card2020 (ML, t > 1.96), z (Wald z) or lrt (ordinal: likelihood ratio, chi-square)",
+           default=SIGNATURE, choices="LIKERT_TESTS"),
+    Option("--model", "analysis model (default: ordinal with ordinal parameters, slopes for two systems with "
+           "slope parameters, else invariant); ordinal parameters: ordinal (CLMM), invariant (the linear model of "
+           "the ratings, what most papers fit) or both (both on the same simulated studies, with their Type-I "
+           "error; likert power only)", choices="LIKERT_MODELS"),
     Option("--compare", "contrasts tested: the pair of interest, every system vs the first, or all pairs",
            default=SIGNATURE, choices=("pair", "baseline", "pairs"), source="cell_factory"),
     Option("--adjust", "multiplicity adjustment over the compared contrasts", default=SIGNATURE,
@@ -188,14 +204,14 @@ def likert_common() -> tuple[Option | Group, ...]:
 LIKERT = (
     Command(("likert", "power"), "likert_power",
             "power over workers x items (x ratings per item x items per HIT) x effect",
-            (*sizes(grid=True), Option("--effect", EFFECT_HELP, finite_float, grid=True, required=True),
+            (*sizes(grid=True), Option("--effect", EFFECT_HELP, finite_float, grid=True, required=True), EFFECT_SCALE,
              *likert_common(), target(" (for the summary of smallest designs)"), OUT,
              plot("power curves like Card et al. Fig. 6 (a panel per workers)"), *STORE, assurance(solve=False)),
             description=f"Power, Type-S and Type-M over the design grid. Grid options take {RANGE_HELP}.",
             design="cell_factory"),
     Command(("likert", "size"), "likert_sample_size",
             "smallest number of items (or workers, or ratings per item) reaching a target power",
-            (*sizes(grid=False), Option("--effect", EFFECT_HELP, finite_float, required=True), target(),
+            (*sizes(grid=False), Option("--effect", EFFECT_HELP, finite_float, required=True), EFFECT_SCALE, target(),
              Option("--vary", "which design size to solve for (the others are held fixed)", default=SIGNATURE,
                     choices=("items", "workers", "ratings_per_item")),
              *likert_common(), assurance(solve=True)), design="cell_factory"),
@@ -212,7 +228,7 @@ LIKERT = (
                     grid=True),
              Option("--items-per-hit", "items (within) or outputs (between) per HIT to consider", positive, SIGNATURE,
                     grid=True),
-             Option("--effect", EFFECT_HELP, finite_float, required=True),
+             Option("--effect", EFFECT_HELP, finite_float, required=True), EFFECT_SCALE,
              Option("--budget", "largest total cost to consider (currency units)", finite_float),
              target(), *likert_common(),
              Option("--out", "also write the evaluated designs to FILE (.csv, .json, .parquet)", metavar="FILE",

@@ -21,15 +21,46 @@ from typing import Any
 
 import numpy as np
 
-from ..analyses import Analysis, CrossedSlopes, get_analysis
+from ..analyses import RATING_MODELS, Analysis, CrossedSlopes, get_analysis
+from ..analyses.crossed import TIERS as GAUSSIAN_TIERS
+from ..analyses.ordinal import TIERS as ORDINAL_TIERS
 from ..designs import Costs, CrowdDesign, Design, Layout, PilotDesign
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
-from ..ordinal_process import OrdinalProcess
+from ..ordinal_process import ORDINAL_TESTS, OrdinalProcess
 from ..params import LikertParams
 from ..processes import InvariantProcess, Process, SlopeProcess, system_means
+from ..significance.coef_test import COEFFICIENT_TESTS
 from ..validation import check_number
 from .crossed import CrossedLikertScenario
+
+#: the analyses of the planner (``model``): the registered rating models, and ``both``: the ordinal CLMM and the
+#: linear (coding-invariant) LMM of ordinal ratings on the same simulated studies
+MODELS = (*RATING_MODELS.names(), "both")
+BOTH = ("ordinal", "invariant")  #: the analyses of ``model="both"``, in the order of its records
+#: the planner's methods (tiers) and tests, of every analysis: each analysis takes its own (``check_options``)
+METHODS = (*GAUSSIAN_TIERS, *ORDINAL_TIERS[1:])
+TESTS = (*COEFFICIENT_TESTS, "lrt")
+#: studies per chunk of every cell of ordinal ratings, whatever the analysis: the chunks' random streams then
+#: give the ordinal and the linear analysis (and the fast and clmm tiers) the same simulated studies
+ORDINAL_CHUNK = 25
+
+
+def analyses_of(model: Any) -> tuple[Any, ...]:
+    """The analyses ``model`` names: both of :data:`BOTH` for ``"both"``, else ``model`` itself."""
+    return BOTH if model == "both" else (model,)
+
+
+def check_options(name: str, method: str, test: str) -> None:
+    """Refuse (InputError, one line) a method or test of another analysis than ``name``'s: ``clmm`` and ``lrt``
+    are the ordinal analysis's; ``analytic``, ``lme4``, ``statsmodels`` and ``card2020`` the linear ones'."""
+    tiers, tests = (ORDINAL_TIERS, ("satterthwaite", *ORDINAL_TESTS)) if name == "ordinal" else (
+        GAUSSIAN_TIERS, COEFFICIENT_TESTS)
+    for what, value, ok in (("method", method, tiers), ("test", test, tests)):
+        if value not in ok and value in (METHODS if what == "method" else TESTS):
+            raise InputError(f"--{what} {value} is not a {what} of the {name} analysis (its {what}s: {', '.join(ok)})"
+                             + ("; the ordinal analysis needs ordinal parameters" if name != "ordinal" and
+                                value in ("clmm", "lrt") else ""))
 
 
 def default_model(params: Any, systems: int) -> str:
@@ -41,13 +72,15 @@ def default_model(params: Any, systems: int) -> str:
 
 
 def check_ratings(params: Any, analysis: Analysis) -> None:
-    """Refuse (InputError) an ordinal analysis of Gaussian parameters or a Gaussian one of ordinal parameters."""
+    """Refuse (InputError) an ordinal analysis of Gaussian parameters, and of ordinal parameters any analysis but
+    the ordinal one and the linear one (``invariant``: the Gaussian LMM fitted to the ratings 1..K)."""
     ordinal = bool(getattr(analysis, "ordinal", False))
-    if isinstance(params, OrdinalProcess) != ordinal:
-        raise InputError(f"the {analysis.name} model analyses {'ordinal' if ordinal else 'Gaussian'} ratings; "
-                         f"these parameters are {'Gaussian' if ordinal else 'ordinal'} "
-                         + ("(give an ordinal parameter file: hepower fit --family ordinal)" if ordinal
-                            else "(use --model ordinal)"))
+    if ordinal and not isinstance(params, OrdinalProcess):
+        raise InputError(f"the {analysis.name} model analyses ordinal ratings; these parameters are Gaussian "
+                         "(give ordinal parameters: --family ordinal, or a file of hepower fit --family ordinal)")
+    if isinstance(params, OrdinalProcess) and not ordinal and analysis.name != "invariant":
+        raise InputError(f"ordinal ratings are analysed by --model ordinal, invariant (the linear model of the "
+                         f"ratings) or both, not {analysis.name}")
 
 
 def make_process(params: Any, systems: int, analysis: Analysis) -> Any:
@@ -98,7 +131,7 @@ class CrowdScenario:
     def chunk_size(self) -> int:
         if self.closed_form is not None:
             return self.closed_form.chunk_size
-        return self.analysis.chunk_size
+        return ORDINAL_CHUNK if isinstance(self.process, OrdinalProcess) else self.analysis.chunk_size
 
     def study_bytes(self) -> int:
         """Memory one simulated study needs: its ratings in several copies (none for closed forms)."""
@@ -112,6 +145,10 @@ class CrowdScenario:
 
     def cell(self) -> dict[str, Any]:
         rec = {**self.design.record(), "effect": self.effect, **self.analysis.record()}
+        if isinstance(self.process, OrdinalProcess):  # the latent shift as a difference in expected mean rating
+            a, b = self.analysis.pair
+            m = self._means
+            rec["mean_difference"] = self.process.mean_difference(float(m[b] - m[a]), base=float(m[a]))
         if self.costs.any:
             rec["cost"] = self.costs.of(self.design)
         return rec
@@ -137,7 +174,8 @@ class CrowdScenario:
     def simulate(self, n: int, rng: np.random.Generator) -> StudyOutcomes:
         if self.closed_form is not None:
             return self.closed_form.simulate(n, rng)
-        if not self.analysis.location_invariant:
+        if not self.analysis.location_invariant or isinstance(self.process, OrdinalProcess):
+            # ordinal ratings do not move along a shift of the means: every analysis fits them at the truth
             return _concat([self.analysis.decide(f, self._means, self._means) for f in self._fit(n, rng, self._means)])
         zero = system_means(self.design.systems, 0.0, self.analysis.pair, None)
         key = (self.stream_key(), repr(self.analysis), n, repr(rng.bit_generator.state))
@@ -207,11 +245,15 @@ def cell_factory(params: LikertParams | InvariantProcess | OrdinalProcess | str,
         params = as_params(params)
     if design_from is not None:
         systems = design_from.systems
+    if model == "both":
+        raise InputError("--model both compares the power of the two analyses (likert power); size, mde and budget "
+                         "plan one: --model ordinal or invariant")
     if model is None or isinstance(model, str):
         name = model or default_model(params, systems)
-        if (name == "ordinal") != isinstance(params, OrdinalProcess):
-            check_ratings(params, get_analysis(name))
-        ordinal = {"link": params.link, "scale": params.scale} if isinstance(params, OrdinalProcess) else {}
+        check_ratings(params, get_analysis(name))
+        check_options(name, method, test)
+        ordinal = {"link": params.link, "scale": params.scale} if name == "ordinal" and isinstance(
+            params, OrdinalProcess) else {}
         analysis = get_analysis(name, tier=method, test=test, alpha=alpha, compare=compare, adjust=adjust,
                                 pair=pair or (0, systems - 1), **ordinal)
     else:

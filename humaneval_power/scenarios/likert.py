@@ -38,7 +38,7 @@ from ..processes import InvariantProcess, SlopeProcess
 from ..progress import Progress
 from ..validation import check_choice, check_number, check_target_power
 from .crossed import CrossedLikertScenario
-from .crowd import CrowdScenario, cell_factory
+from .crowd import CrowdScenario, analyses_of, cell_factory
 
 Params = LikertParams | InvariantProcess | OrdinalProcess | str
 
@@ -80,6 +80,7 @@ def likert_power(
     assurance: ParamDraws | None = None,
     draws: int | None = DEFAULT_DRAWS,
     target_power: float = 0.8,
+    effect_scale: str | None = None,
     **design: Any,
 ) -> pd.DataFrame:
     """Power over workers x items x ratings per item x items per HIT x effect: one row per cell.
@@ -92,6 +93,11 @@ def likert_power(
     draws, :mod:`humaneval_power.assurance`; ``draws`` of them are used) ``power`` is the
     assurance and the columns ``conditional_power``, ``assurance``, ``assurance_se``,
     ``p_power_reaches_target`` (of ``target_power``), ``power_q05/q50/q95`` and ``draws`` are added.
+    Ordinal parameters (an :class:`~humaneval_power.ordinal_process.OrdinalProcess`): ``effect`` is the latent
+    shift (``effect_scale="mean-rating"`` converts differences in mean rating), ``model`` may be ``"both"``
+    (the ordinal and linear analyses on the same studies, a row each), and the columns ``mean_difference``,
+    ``effect_scale`` and ``type1_error``, ``type1_ci_low``, ``type1_ci_high`` (the cell at effect 0, same
+    seed; not with assurance or fixed ``means``) are added (:func:`ordinal_columns`).
 
     >>> t = likert_power("card2020-high", 3, 100, 0.4, test="card2020", n_sims=2000, seed=1)
     >>> t[["workers", "items", "effect", "power", "ci_low", "ci_high"]].round(3).to_dict("records")
@@ -102,12 +108,79 @@ def likert_power(
     """
     if assurance is not None and store:
         raise InputError("a result store does not cover assurance runs (each design cell runs its draws at once)")
-    make = _factory(_params(params), assurance, draws, n_sims, seed, jobs, target_power, progress, method=method,
-                    test=test, alpha=alpha, **design)
-    axes = {"items": as_list(items), "workers": as_list(workers), "ratings_per_item": as_list(ratings_per_item),
-            "items_per_hit": as_list(items_per_hit), "effect": as_list(effect)}
-    return power_grid(make, axes, n_sims, seed=seed, jobs=jobs, progress=progress,
-                      store=store)
+    params = _params(params)
+    models = analyses_of(design.pop("model", None))
+    if len(models) > 1 and assurance is not None:
+        raise InputError("--assurance plans one analysis: give --model ordinal or invariant, not both")
+    effects = latent_effects(params, as_list(effect), effect_scale)
+    ordinal = isinstance(params, OrdinalProcess)
+    # ordinal data: each design cell is also run at effect 0 on the same seed (the same studies) for the Type-I
+    # error (not with assurance, whose power at effect 0 is no rejection rate)
+    type1 = ordinal and assurance is None and design.get("means") is None  # fixed means: no null cell
+    grid = effects + [0.0] if type1 and 0.0 not in effects else effects
+    makes = {m: _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method,
+                         test=test, alpha=alpha, model=m, **design) for m in models}
+    axes = {"model": list(models), "items": as_list(items), "workers": as_list(workers),
+            "ratings_per_item": as_list(ratings_per_item), "items_per_hit": as_list(items_per_hit), "effect": grid}
+    table = power_grid(lambda model, **cell: makes[model](**cell), axes, n_sims, seed=seed, jobs=jobs,
+                       progress=progress, store=store)
+    if not ordinal:
+        return table
+    return ordinal_columns(table, len(grid), grid.index(0.0) if type1 else None, 0.0 in effects, effect_scale)
+
+
+#: the scales an effect is given on (``effect_scale``): the latent shift of ordinal parameters, or a difference
+#: in expected mean rating (the only scale of Gaussian parameters; converted for ordinal ones)
+EFFECT_SCALES = ("latent", "mean-rating")
+
+
+def latent_effects(params: Any, effects: list[Any], effect_scale: str | None) -> list[Any]:
+    """``effects`` on the parameters' own scale: for an ordinal process given as differences in mean rating
+    (``effect_scale="mean-rating"``) the latent shifts of system B with system A at latent 0
+    (:meth:`~humaneval_power.ordinal_process.OrdinalProcess.latent_shift`); otherwise as given (refusing a
+    latent effect of Gaussian parameters, which have no latent scale)."""
+    if effect_scale is None:
+        return effects
+    check_choice("effect scale", effect_scale, EFFECT_SCALES)
+    if not isinstance(params, OrdinalProcess):
+        if effect_scale == "latent":
+            raise InputError("--effect-scale latent needs ordinal parameters; Gaussian effects are differences in "
+                             "mean rating")
+        return effects
+    return [params.latent_shift(float(e)) if effect_scale == "mean-rating" else e for e in effects]
+
+
+def effect_note(params: Any, given: float, latent: float, effect_scale: str | None) -> str | None:
+    """What the effect of ordinal parameters means (None for Gaussian ones)."""
+    if not isinstance(params, OrdinalProcess):
+        return None
+    if effect_scale == "mean-rating":
+        return (f"the effect {given:g} is a difference in expected mean rating (B - A), planned as the latent shift "
+                f"{latent:.4g} ({params.link} scale, OrdinalProcess.latent_shift with system A at latent 0)")
+    return (f"the effect {latent:g} is a latent shift ({params.link} scale); it moves the expected mean rating of "
+            f"system A by {params.mean_difference(latent):.4g}")
+
+
+def ordinal_columns(table: pd.DataFrame, n_effects: int, zero: int | None, keep_zero: bool,
+                    effect_scale: str | None) -> pd.DataFrame:
+    """The power table of ordinal parameters, its rows in product order with the effect innermost
+    (``n_effects`` of them, the ``zero``-th 0): each row gains the Type-I error of its design cell and analysis
+    (``type1_error`` with its 95% interval: the rate at effect 0 on the same studies) and ``effect_scale``;
+    the linear analysis's Type-M is its estimates' (mean-rating differences) over the true ``mean_difference``
+    (not over the latent shift); the effect-0 rows are dropped unless asked for (``keep_zero``). Without a
+    ``zero`` (assurance) only the last two."""
+    t = table.reset_index(drop=True)
+    t["effect_scale"] = effect_scale or "latent"
+    linear = (t["model"] != "ordinal") & (t["effect"] != 0)
+    t.loc[linear, "type_m"] *= (t["effect"] / t["mean_difference"]).abs()[linear]
+    if zero is None:
+        return t
+    at_zero = t.iloc[[b * n_effects + zero for b in range(len(t) // n_effects) for _ in range(n_effects)]]
+    for col, src in (("type1_error", "power"), ("type1_ci_low", "ci_low"), ("type1_ci_high", "ci_high")):
+        t[col] = at_zero[src].to_numpy()
+    if not keep_zero:
+        t = t.drop(index=[b * n_effects + zero for b in range(len(t) // n_effects)])
+    return t.reset_index(drop=True)
 
 
 @one_executor
@@ -130,6 +203,7 @@ def likert_sample_size(
     assurance: ParamDraws | None = None,
     draws: int | None = DEFAULT_DRAWS,
     target_assurance: float | None = None,
+    effect_scale: str | None = None,
     **design: Any,
 ) -> SolveResult:
     """Smallest number of items (or workers, or ratings per item) reaching ``target_power``, the
@@ -150,6 +224,7 @@ def likert_sample_size(
     check_target_power(target_power, alpha)
     if check_number("effect", effect) == 0:
         raise InputError("the sample size for a zero effect is undefined; give a non-zero effect")
+    given, effect = effect, latent_effects(params, [effect], effect_scale)[0]
     sizes = {"items": items, "workers": workers, "ratings_per_item": ratings_per_item}
     needed = [k for k in ("items", "workers") if k != vary and sizes[k] is None]
     if needed:
@@ -160,6 +235,7 @@ def likert_sample_size(
     if assurance is not None:
         plain = likert_sample_size(params, effect, target_power, workers, items, vary, method, test, alpha, n_sims,
                                    seed, jobs, progress, ratings_per_item, items_per_hit, **design)
+    note = effect_note(params, given, effect, effect_scale)
     make = _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method, test=test,
                     alpha=alpha, **design)
 
@@ -181,14 +257,16 @@ def likert_sample_size(
         raise InputError("give the pool of workers when varying the ratings per item")
     assert hi is not None  # the pool of workers, checked above
     if assurance is None:
-        return solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
-                     limit=limit, why=why)
+        found = solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
+                      limit=limit, why=why)
+        return found.noted(note) if note else found
     why = "; ".join(x for x in (why, ("the assurance is capped by the draws whose power stays low however large the "
                                       "design (e.g. large slope SDs of the fixed factor)")) if x)
     result = solve(cell, vary, lo, hi, target_power if target_assurance is None else target_assurance,
                    n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, why=why)
-    return replace(result, detail={**result.detail, "conditional_value": plain.value, "conditional_low": plain.low,
-                                   "conditional_high": plain.high})
+    result = replace(result, detail={**result.detail, "conditional_value": plain.value, "conditional_low": plain.low,
+                                     "conditional_high": plain.high})
+    return result.noted(note) if note else result
 
 
 def _crossed_limit(cell: CrossedLikertScenario, vary: str, n_sims: int, seed: int, jobs: Jobs) -> tuple[float, str]:
@@ -236,9 +314,7 @@ def likert_mde(
     result = solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd, sd / 4,
                    target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
     if isinstance(params, OrdinalProcess):
-        note: str | None = (f"the effect is a latent shift ({params.link} scale); it moves the expected mean rating "
-                            f"of system A by {params.mean_difference(result.value):.4g}"
-                            if result.value is not None else None)
+        note = None if result.value is None else effect_note(params, result.value, result.value, None)
     else:
         note = beyond_scale_note(getattr(params, "scale", None), result.value)
     return result.noted(note) if note else result
@@ -265,6 +341,7 @@ def likert_budget(
     assurance: ParamDraws | None = None,
     draws: int | None = DEFAULT_DRAWS,
     target_assurance: float | None = None,
+    effect_scale: str | None = None,
     **design: Any,
 ) -> tuple[pd.DataFrame, SolveResult]:
     """The cheapest design reaching the target power among items x workers x k x h within ``budget``
@@ -291,6 +368,7 @@ def likert_budget(
     cap = check_budget(budget, costs)
     if check_number("effect", effect) == 0:
         raise InputError("the effect must be non-zero to plan for it")
+    given, effect = effect, latent_effects(params, [effect], effect_scale)[0]
     make = _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method, test=test,
                     alpha=alpha, costs=costs, **design)
     if assurance is not None and target_assurance is not None:
@@ -312,7 +390,13 @@ def likert_budget(
     cells = _largest_pools(cells)
     results = _search(cells, target_power, n_sims, seed, jobs, progress, screen=assurance is None)
     table = pd.DataFrame([r.record() for r in results])
-    return table, _cheapest(results, target_power, budget, params)
+    if isinstance(params, OrdinalProcess):
+        table["effect_scale"] = effect_scale or "latent"
+        if table["model"].iloc[0] != "ordinal":  # the linear analysis's Type-M (see ordinal_columns)
+            table["type_m"] *= abs(effect / params.mean_difference(effect))
+    answer = _cheapest(results, target_power, budget, params)
+    note = effect_note(params, given, effect, effect_scale)
+    return table, answer.noted(note) if note else answer
 
 
 #: the analytic screen's variance deflation: a design is settled without simulation when even the power of a
