@@ -36,13 +36,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.requests import ClientDisconnect
 
 from ..errors import HepowerError, InputError
-from ..interface.validation import describe, file_arguments, request_options
+from ..interface.validation import file_arguments, request_options
 from .commands import (
     NOT_SERVED,
     Limits,
     arguments,
     check,
     command_line,
+    form,
     functions,
     python_snippet,
     shell_command,
@@ -100,7 +101,7 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
     @app.get("/api")
     async def api() -> dict[str, Any]:
         return {"functions": {name: list(arguments(name)) for name in functions()}, "limits": asdict(limits),
-                "forms": {name: describe(name) for name in functions()}, "uploads": uploads(),
+                "forms": {name: form(name) for name in functions()}, "uploads": uploads(),
                 "not_served": NOT_SERVED}
 
     @app.get("/api/presets")

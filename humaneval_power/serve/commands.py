@@ -25,6 +25,7 @@ from ..interface.validation import (
     PARAMS_FILE,
     command_of,
     command_words,
+    describe,
     file_arguments,
     request_arguments,
     request_options,
@@ -69,6 +70,15 @@ def text_file(name: str, argument: str) -> bool:
     """Whether the uploaded ``argument`` of ``name`` is a text file kept under the client's file name (a system's
     output, named by it: ``bleu test``), not a table renamed after its argument (``ratings.csv``)."""
     return request_options(name)[argument].metavar == TEXT_METAVAR
+
+
+def form(name: str) -> list[dict[str, Any]]:
+    """The generic form of ``name`` (:func:`~humaneval_power.interface.validation.describe`); a file's ``accept``:
+    a table's formats, or None for text files (any name)."""
+    from ..io import TABLE_FORMATS
+
+    return [{**a, "accept": None if text_file(name, a["name"]) else list(TABLE_FORMATS)} if a["type"] == "file" else a
+            for a in describe(name)]
 
 
 #: the metavar of a text file (one segment per line) a command reads
