@@ -174,3 +174,26 @@ def test_a_bad_fit_upload_is_the_commands_line(client: TestClient) -> None:
                     data={"arguments": json.dumps({"backend": "statsmodels", "link": "probit"})})
     job = _finished(client, r.json())
     assert job["status"] == 422 and job["detail"] == "--link applies to --family ordinal", job
+
+
+@pytest.mark.r
+@pytest.mark.slow
+def test_a_quasi_separated_comparison_is_one_warning_line_and_a_web_warning(client: TestClient, tmp_path: Path,
+                                                                            lme4_backend: Any) -> None:
+    """The library announces a quasi-separated comparison (a SeparationWarning): ``hepower fit`` prints it as the
+    one line it printed before the move, and the web outcome lists it among its warnings."""
+    from .test_separation import separated_judgments
+
+    content = separated_judgments().to_csv(index=False).encode()
+    r = client.post("/api/upload/fit_pilot_file", files={"file": ("pairs.csv", content, "text/csv")},
+                    data={"arguments": json.dumps({"family": "binomial", "baseline": "A"})})
+    job = _finished(client, r.json())
+    assert job["state"] == "done", job
+    (tmp_path / "source.csv").write_bytes(content)
+    code, _, err = _run_shown(job["command"], tmp_path, "-o", "params.json")
+    assert code == 0
+    line = next(x for x in err.splitlines() if x.startswith("hepower: warning: C vs A: "))
+    assert line.endswith("; the parameter file is marked and `hepower h2h` refuses it unless --force")
+    assert job["warnings"] == [line.removeprefix("hepower: warning: ")]
+    assert job["params_file"] == (tmp_path / "params.json").read_text(encoding="utf-8")
+    assert json.loads(job["params_file"])["comparisons"]["C"]["separation"] is True
