@@ -411,3 +411,39 @@ def test_every_other_command_runs_from_its_generated_form(page: Any, server: str
     page.click("#other-run")
     page.wait_for_selector("#other-error:not([hidden])")  # n and p2 both left out: the API's one line
     assert "\n" not in page.text_content("#other-error")
+
+
+def test_a_pilot_fitted_from_the_generated_form_downloads_the_parameter_file_of_hepower_fit(
+        page: Any, server: str, tmp_path: Path) -> None:
+    """`fit` from the generic form: the pilot uploaded, the parameter file downloaded is the one the command shown
+    writes with -o, byte for byte, and the summary is the one it prints."""
+    import io
+    import shlex
+    from contextlib import redirect_stdout
+
+    from humaneval_power.cli import main
+    from tests.test_serve_uploads import ratings_csv
+
+    page.goto(server + "/")
+    page.wait_for_selector("#other-form [data-arg=ratings]")
+    page.select_option("#other-function", "fit_pilot_file")
+    pilot = tmp_path / "pilot.csv"
+    pilot.write_bytes(ratings_csv())
+    page.set_input_files("#other-form [data-arg=source]", str(pilot))
+    page.select_option("#other-form [data-arg=backend]", "statsmodels")
+    page.click("#other-run")
+    page.wait_for_selector("#other-params:not([hidden]), #other-error:not([hidden])")
+    assert page.is_hidden("#other-error"), page.text_content("#other-error")
+    command = page.text_content("#other-command")
+    assert command == "hepower fit --backend=statsmodels source.csv"
+    downloaded = _download(page, "#other-params", tmp_path)
+    (tmp_path / "source.csv").write_bytes(ratings_csv())
+    here, out = os.getcwd(), io.StringIO()
+    os.chdir(tmp_path)
+    try:
+        with redirect_stdout(out):
+            assert main([*shlex.split(command)[1:], "-o", "cli.json"]) == 0
+    finally:
+        os.chdir(here)
+    assert downloaded.name == "params.json" and downloaded.read_bytes() == (tmp_path / "cli.json").read_bytes()
+    assert out.getvalue().startswith(page.text_content("#other-summary"))

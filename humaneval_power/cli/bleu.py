@@ -2,16 +2,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
 from .common import ProgressBar, emit, emit_solve, flatten, stage_note
-
-
-def _system_name(path: str) -> str:
-    """``system.HW-TSC.txt`` -> ``HW-TSC``."""
-    return Path(path).name.removeprefix("system.").removesuffix(".txt")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,35 +36,16 @@ def run(args: argparse.Namespace) -> int:
                       else b.bleu_sample_size(args.delta, args.p0, args.b0, **common, progress=bar))
         emit_solve(result, args)
         return 0
-    from ..fitting.swap_effects import estimate_swap_parameters
-    from ..metrics import corpus_stats, read_lines
-    from ..significance.paired import compare_with_baseline
-
-    refs = [read_lines(path, "reference") for path in args.ref]
-
-    def stats_of(path: str) -> Any:
-        return corpus_stats(read_lines(path, "system output"), refs, args.metric)
-
     if args.action == "estimate":
         note = f"sentence statistics and swap effects ({args.metric}), {args.n_boot:,} bootstrap resamples ..."
         with stage_note(note):
-            swap = estimate_swap_parameters(stats_of(args.sys_a), stats_of(args.sys_b), args.n_boot, seed=args.seed)
-        rec = {"system_a": _system_name(args.sys_a), "system_b": _system_name(args.sys_b), "references": len(refs),
-               **swap}
-        table = pd.DataFrame([rec])
+            table = pd.DataFrame([b.bleu_estimate(args.ref, args.sys_a, args.sys_b, args.n_boot, args.metric,
+                                                  args.seed)])
         emit(table, args, list(table.columns))
         return 0
-    names = [_system_name(path) for path in args.systems]
-    if len(set(names)) < len(names):
-        raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
-    systems = {name: stats_of(path) for name, path in zip(names, args.systems)}
     with ProgressBar(unit="trial", sink=args.progress) as bar:
-        rows = compare_with_baseline(stats_of(args.baseline), systems,
-                                     "bootstrap" if args.paired_bs else "randomization", args.trials, args.seed,
-                                     args.bs_rule, bar, args.adjust)
-    rows = [{**r, "baseline": _system_name(args.baseline), "metric": args.metric, "references": len(refs)}
-            for r in rows]
-    table = pd.DataFrame(rows)
+        table = b.bleu_test(args.ref, args.baseline, args.systems, args.paired_bs, args.trials, args.adjust,
+                            args.bs_rule, args.metric, args.seed, bar)
     emit(table, args, ["system", "baseline", "metric", "score", "baseline_score", "delta", "delta_ci_low",
                        "delta_ci_high", "p_value", "p_adjusted", "adjust", "method"])
     return 0

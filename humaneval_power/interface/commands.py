@@ -392,8 +392,8 @@ REF_HELP = ("reference, one segment per line; give several (--ref A B, or --ref 
             "multi-reference BLEU/chrF (sacrebleu's statistics)")
 PERMUTATIONS = Option("--permutations", "randomization trials per simulated study (--method randomization)", positive,
                       SIGNATURE, metavar="N")
-REF = Option("--ref", REF_HELP, required=True, action="extend", nargs="+", metavar="FILE", api=False)
-METRIC = Option("--metric", "corpus metric", default="bleu", choices="METRICS", api=False)
+REF = Option("--ref", REF_HELP, required=True, action="extend", nargs="+", metavar="FILE", param="references")
+METRIC = Option("--metric", "corpus metric", default=SIGNATURE, choices="METRICS")
 
 
 def bleu_search(first: Option) -> tuple[Option | Group, ...]:
@@ -418,20 +418,18 @@ BLEU = (
             bleu_search(Option("--n", "test-set sentences", positive, required=True))),
     Command(("bleu", "size"), "bleu_sample_size", "test-set size reaching the target power",
             bleu_search(Option("--delta", BLEU_DELTA_HELP, finite_float, required=True))),
-    Command(("bleu", "estimate"), "estimate_swap_parameters",
+    Command(("bleu", "estimate"), "bleu_estimate",
             "swap effects of two systems' outputs -> P0, b0 (with intervals)",
-            (REF, Option("--sys-a", "system A's output, one segment per line", required=True, metavar="FILE",
-                         api=False),
-             Option("--sys-b", "system B's output, one segment per line", required=True, metavar="FILE", api=False),
+            (REF, Option("--sys-a", "system A's output, one segment per line", required=True, metavar="FILE"),
+             Option("--sys-b", "system B's output, one segment per line", required=True, metavar="FILE"),
              Option("--n-boot", "bootstrap resamples for the intervals", positive, SIGNATURE, metavar="N"),
              METRIC, seed(""), JSON)),
-    Command(("bleu", "test"), "compare_with_baseline", "paired tests of systems against a baseline",
-            (REF, Option("--baseline", "the baseline system's output", required=True, metavar="FILE", api=False),
-             Option("--systems", "outputs compared with the baseline", required=True, nargs="+", metavar="FILE",
-                    api=False),
+    Command(("bleu", "test"), "bleu_test", "paired tests of systems against a baseline",
+            (REF, Option("--baseline", "the baseline system's output", required=True, metavar="FILE"),
+             Option("--systems", "outputs compared with the baseline", required=True, nargs="+", metavar="FILE"),
              Group("", (Option("--paired-ar", "approximate randomization (the default test)", action="store_true",
                                api=False),
-                        Option("--paired-bs", "paired bootstrap", action="store_true", api=False)), exclusive=True),
+                        Option("--paired-bs", "paired bootstrap", action="store_true")), exclusive=True),
              Option("--trials", "AR trials (default 10,000) or bootstrap resamples (default 1,000)", positive,
                     metavar="N"),
              Option("--adjust", "p_adjusted over the systems compared (fdr: Benjamini-Hochberg)", default=SIGNATURE,
@@ -604,13 +602,13 @@ AGREEMENT = Command(
 # ---- fit (a pilot), store show, serve ------------------------------------------------------------------------
 
 FIT = Command(
-    ("fit",), "fit_pilot", "fit pilot data (ratings or head-to-head judgments) and export parameters", (
+    ("fit",), "fit_pilot_file", "fit pilot data (ratings or head-to-head judgments) and export parameters", (
         *ratings_input("rating or judgment", source="read_ratings"), *judgment_columns("read_judgments"),
         Option("--baseline", "system the others are compared with (default: first)", metavar="SYSTEM",
                source="read_ratings"),
         Option("--family", "gaussian (ratings, LMM), binomial (judgments, logistic GLMM) or ordinal (integer ratings, "
-               "cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)", default="gaussian",
-               choices="FIT_FAMILIES", api=False),
+               "cumulative-link mixed model; --scale LOWEST HIGHEST names the categories)", default=SIGNATURE,
+               choices="FIT_FAMILIES"),
         Option("--link", "ordinal: the cumulative link (default logit)", choices="ORDINAL_LINKS", source="fit_ordinal"),
         Option("--backend", "lme4 (R, Satterthwaite t; the default), statsmodels (no R, same tests and Wald "
                "intervals, Gaussian only), bambi (Bayesian, posterior intervals); ordinal: clmm (R ordinal::clmm, "

@@ -32,7 +32,7 @@ from .values import number_list
 
 SERVER_OWNED = ("jobs", "progress", "store")  #: set by the server, never by a request
 STRUCTURED = ("params", "costs", "pair", "where")  #: arguments given as JSON objects (see the module's text)
-FILE_METAVARS = ("RATINGS", "PREDICTIONS")  #: a table a client uploads (never a path on the server)
+FILE_METAVARS = ("RATINGS", "PREDICTIONS", "FILE")  #: a file a client uploads (never a path on the server)
 H2H_FIELDS = ("sd_worker", "sd_item", "p_tie", "ties")  #: the typed fields of a GLMM design's ``params``
 COST_SOURCE = "Costs"  #: the options that are fields of ``costs``
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ import pandas as pd
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
 from ..planning import SolveResult, as_list, power_grid, solve
-from ..progress import Progress, check_work
+from ..progress import Progress, ProgressFn, check_work
 from ..significance.randomization import APPROXIMATIONS, approximate_pvalues, montecarlo_pvalues
 from ..validation import check_alpha, check_choice, check_count, check_number, check_target_power
 
@@ -197,3 +198,50 @@ def bleu_sample_size(delta: float, p0: float, b0: float, target_power: float = 0
 
 
 __all__ = ["METHODS", "BleuScenario", "bleu_mde", "bleu_power", "bleu_sample_size", "draw_swap_effects"]
+
+
+# ---- paired tests and swap effects of real outputs (files: one segment per line) --------------------------
+
+def system_name(path: str | Path) -> str:
+    """A system's name from its output file's name: ``system.HW-TSC.txt`` -> ``HW-TSC``."""
+    return Path(path).name.removeprefix("system.").removesuffix(".txt")
+
+
+def _stats_reader(references: Sequence[str | Path], metric: str) -> tuple[int, Callable[[str | Path], Any]]:
+    """The number of references and a function: a system's output file -> its sentence statistics."""
+    from ..metrics import corpus_stats, read_lines
+
+    refs = [read_lines(path, "reference") for path in references]
+    return len(refs), lambda path: corpus_stats(read_lines(path, "system output"), refs, metric)
+
+
+def bleu_estimate(references: Sequence[str | Path], sys_a: str | Path, sys_b: str | Path, n_boot: int = 1000,
+                  metric: str = "bleu", seed: int = 0) -> dict[str, Any]:
+    """Swap effects of two systems' outputs (files, one segment per line, against one or several reference
+    files): P0 and b0 with bootstrap intervals (:func:`~humaneval_power.fitting.swap_effects.
+    estimate_swap_parameters`), one record naming the systems by their files (:func:`system_name`)."""
+    from ..fitting.swap_effects import estimate_swap_parameters
+
+    n_refs, stats_of = _stats_reader(references, metric)
+    swap = estimate_swap_parameters(stats_of(sys_a), stats_of(sys_b), n_boot, seed=seed)
+    return {"system_a": system_name(sys_a), "system_b": system_name(sys_b), "references": n_refs, **swap}
+
+
+def bleu_test(references: Sequence[str | Path], baseline: str | Path, systems: Sequence[str | Path],
+              paired_bs: bool = False, trials: int | None = None, adjust: str = "holm", rule: str = "sacrebleu",
+              metric: str = "bleu", seed: int = 0, progress: ProgressFn | None = None) -> pd.DataFrame:
+    """Paired tests of systems' outputs against a baseline's (files, one segment per line): approximate
+    randomization, or the paired bootstrap (``paired_bs``), p-values adjusted over the systems
+    (:func:`~humaneval_power.significance.paired.compare_with_baseline`); one record per system, named by
+    its file (:func:`system_name`)."""
+    from ..significance.paired import compare_with_baseline
+
+    n_refs, stats_of = _stats_reader(references, metric)
+    names = [system_name(path) for path in systems]
+    if len(set(names)) < len(names):
+        raise InputError(f"--systems names a system twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
+    outputs = {name: stats_of(path) for name, path in zip(names, systems)}
+    rows = compare_with_baseline(stats_of(baseline), outputs, "bootstrap" if paired_bs else "randomization", trials,
+                                 seed, rule, progress, adjust)
+    return pd.DataFrame([{**r, "baseline": system_name(baseline), "metric": metric, "references": n_refs}
+                         for r in rows])

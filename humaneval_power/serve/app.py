@@ -30,22 +30,25 @@ from dataclasses import asdict
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI, Form, Request, UploadFile
+from fastapi import FastAPI, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.requests import ClientDisconnect
 
 from ..errors import HepowerError, InputError
-from ..interface.validation import describe, file_arguments, request_options
+from ..interface.validation import file_arguments, request_options
 from .commands import (
     NOT_SERVED,
     Limits,
     arguments,
     check,
     command_line,
+    form,
     functions,
     python_snippet,
     shell_command,
+    upload_arguments,
+    upload_name,
     uploads,
 )
 from .jobs import Busy, Jobs
@@ -98,7 +101,7 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
     @app.get("/api")
     async def api() -> dict[str, Any]:
         return {"functions": {name: list(arguments(name)) for name in functions()}, "limits": asdict(limits),
-                "forms": {name: describe(name) for name in functions()}, "uploads": uploads(),
+                "forms": {name: form(name) for name in functions()}, "uploads": uploads(),
                 "not_served": NOT_SERVED}
 
     @app.get("/api/presets")
@@ -120,24 +123,24 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
         return {"params": strict_json(doc), "filename": name}
 
     @app.post("/api/upload/{function}", status_code=202)
-    async def upload(function: str, file: UploadFile, arguments: str = Form("{}")) -> dict[str, Any]:
-        """A job of a function whose first argument is a file (``analyze``: the ratings), uploaded as
-        multipart ``file``, with the other keyword arguments as the JSON object ``arguments``."""
-        from ..io import TABLE_FORMATS
-
+    async def upload(function: str, request: Request) -> dict[str, Any]:
+        """A job of a function taking files (``analyze``: the ratings), uploaded as multipart: its file as
+        ``file`` or each file argument by its name (repeated for one taking several, e.g. ``bleu_test``'s
+        ``references`` and ``systems``), with the other keyword arguments as the JSON object ``arguments``."""
         files = uploads()
         if function not in files:
             raise InputError(f"{function} takes no file; files go to {', '.join(files)}")
-        kwargs = _json(arguments.encode(), "arguments")
+        form = await request.form()
+        text = form.get("arguments", "{}")
+        kwargs = _json((text if isinstance(text, str) else "{}").encode(), "arguments")
         if not isinstance(kwargs, dict):
             raise InputError("send the keyword arguments as a JSON object")
-        suffix = "." + (file.filename or "").rsplit(".", 1)[-1].lower() if "." in (file.filename or "") else ""
-        if suffix not in TABLE_FORMATS:
-            what = str(request_options(function)[files[function]].metavar or "a table").lower()
-            raise InputError(f"{file.filename or 'the file'}: upload {what} as {', '.join(TABLE_FORMATS)}")
-        name = files[function] + suffix
-        kwargs[files[function]] = name
-        return jobs.submit(function, kwargs, files={name: await file.read()}).view()
+        names, contents = await _uploaded(function, form.multi_items())
+        missing = [a for a in upload_arguments(function) if a in kwargs and a not in names]
+        if missing:
+            raise InputError(f"{function}'s {missing[0]} is an uploaded file: send it as the multipart field "
+                             f"{missing[0]!r}, never a path on the server")
+        return jobs.submit(function, {**kwargs, **names}, files=contents).view()
 
     @app.post("/api/command/{function}")
     async def command(function: str, request: Request) -> dict[str, Any]:
@@ -173,6 +176,34 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app
+
+
+async def _uploaded(function: str, fields: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The uploaded files of a request for ``function``: its file arguments -> the names the files get in the
+    job's folder (a list for an argument taking several), and those names -> their contents."""
+    arguments = upload_arguments(function)
+    names: dict[str, Any] = {}
+    contents: dict[str, bytes] = {}
+    for field, value in fields:
+        if field == "arguments" or isinstance(value, str):
+            continue
+        argument = uploads()[function] if field == "file" else field
+        if argument not in arguments:
+            raise InputError(f"{function} takes no file {field!r}; its files: {', '.join(arguments)}")
+        name = upload_name(function, argument, value.filename)
+        if name in contents:
+            raise InputError(f"two uploaded files are named {name!r}; rename one")
+        contents[name] = await value.read()
+        several = request_options(function)[argument].nargs is not None
+        if several:
+            names.setdefault(argument, []).append(name)
+        elif argument in names:
+            raise InputError(f"{function}'s {argument} is one file; several were uploaded")
+        else:
+            names[argument] = name
+    if not names:
+        raise InputError(f"upload {function}'s file ({', '.join(arguments)}) as multipart 'file' or by its name")
+    return names, contents
 
 
 class NotFound(HepowerError):
@@ -212,7 +243,8 @@ async def _kwargs(request: Request) -> Any:
     named = [f for f in (file_arguments(function) if function in functions() else ()) if isinstance(body, dict)
              and body.get(f) is not None]
     if named:
-        where = (f"POST it to /api/upload/{function} (multipart 'file' and 'arguments')" if function in uploads()
+        where = (f"POST it to /api/upload/{function} (multipart 'file' or a field named after each file argument, "
+                 "and 'arguments')" if function in uploads()
                  else "this server takes no such file")
         raise InputError(f"{function}'s {named[0]} is an uploaded file: {where}, never a path on the server")
     if not isinstance(body, dict):

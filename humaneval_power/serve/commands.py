@@ -12,6 +12,7 @@ command line's parser (a bad value gives the CLI's one-line message), and agains
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,16 +25,15 @@ from ..interface.validation import (
     PARAMS_FILE,
     command_of,
     command_words,
+    describe,
     file_arguments,
     request_arguments,
+    request_options,
     validate,
 )
 
 #: described functions the server does not run, and why
 NOT_SERVED: dict[str, str] = {
-    "estimate_swap_parameters": "bleu estimate reads several text files (references, system outputs): use hepower",
-    "compare_with_baseline": "bleu test reads several text files (references, system outputs): use hepower",
-    "fit_pilot": "fit reads, fits and writes by family in the command line; use hepower fit",
     "Store": "store show reads a result store on the machine running hepower; a client has none on the server",
     "Limits": "serve is the server itself"}
 #: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
@@ -56,8 +56,53 @@ NO_UPLOAD = ("likert_budget",)
 
 @cache
 def uploads() -> dict[str, str]:
-    """The served functions that take a file the client uploads (POST /api/upload/<function>) -> that argument."""
-    return {name: files[0] for name in functions() if (files := file_arguments(name)) and name not in NO_UPLOAD}
+    """The served functions that take a file the client uploads (POST /api/upload/<function>) -> that argument
+    (the first, for a function taking several: :func:`upload_arguments`)."""
+    return {name: files[0] for name in functions() if (files := upload_arguments(name))}
+
+
+def upload_arguments(name: str) -> tuple[str, ...]:
+    """The arguments of the served function ``name`` that are files the client uploads."""
+    return () if name in NO_UPLOAD else file_arguments(name)
+
+
+def text_file(name: str, argument: str) -> bool:
+    """Whether the uploaded ``argument`` of ``name`` is a text file kept under the client's file name (a system's
+    output, named by it: ``bleu test``), not a table renamed after its argument (``ratings.csv``)."""
+    return request_options(name)[argument].metavar == TEXT_METAVAR
+
+
+def form(name: str) -> list[dict[str, Any]]:
+    """The generic form of ``name`` (:func:`~humaneval_power.interface.validation.describe`); a file's ``accept``:
+    a table's formats, or None for text files (any name)."""
+    from ..io import TABLE_FORMATS
+
+    return [{**a, "accept": None if text_file(name, a["name"]) else list(TABLE_FORMATS)} if a["type"] == "file" else a
+            for a in describe(name)]
+
+
+#: the metavar of a text file (one segment per line) a command reads
+TEXT_METAVAR = "FILE"
+#: characters an uploaded text file's name may hold (it is a file in the job's folder and a word of the command)
+FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+
+
+def upload_name(name: str, argument: str, filename: str | None) -> str:
+    """The name an uploaded file gets in the job's folder: a table its argument's name and its format's suffix
+    (``ratings.csv``); a text file its own name without any folder (InputError when unsafe or not a table)."""
+    from ..io import TABLE_FORMATS
+
+    given = (filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+    if text_file(name, argument):
+        if not FILE_NAME.fullmatch(given) or given == PARAMS_FILE:
+            raise InputError(f"{argument}: the file name {given!r} is not taken: use letters, digits and . _ + - "
+                             "(up to 100, not starting with . or -)")
+        return given
+    suffix = "." + given.rsplit(".", 1)[-1].lower() if "." in given else ""
+    if suffix not in TABLE_FORMATS:
+        what = str(request_options(name)[argument].metavar or "a table").lower()
+        raise InputError(f"{filename or 'the file'}: upload {what} as {', '.join(TABLE_FORMATS)}")
+    return argument + suffix
 
 
 @dataclass(frozen=True)

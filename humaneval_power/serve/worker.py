@@ -16,7 +16,7 @@ from ..errors import HepowerError, InputError
 from ..interface import resolve
 from .commands import H2H_GLMM, PARAMS_FILE
 
-STAGE_PROGRESS = ("analyze",)  #: functions whose progress callback takes one message (a stage), not counts
+STAGE_PROGRESS = ("analyze", "fit_pilot_file")  #: functions whose progress callback takes one message (a stage), not counts
 REPORT_FILE = "report.html"  #: the format of the analysis report the page shows
 
 PRELOADED = ("numpy", "pandas", "scipy.stats", "humaneval_power.io", "humaneval_power.engine",
@@ -96,7 +96,8 @@ def _assurance(name: str, kw: dict[str, Any], path: str | None) -> None:
 def call(name: str, arguments: Mapping[str, Any], folder: str,
          progress: Callable[[int, int, str], None]) -> dict[str, Any]:
     """Run the request: ``{"records": [...]}``, the records ``hepower ... --json`` prints (a budget search
-    adds ``"designs"``, the evaluated designs), and ``"warnings"`` (one line each)."""
+    adds ``"designs"``, the evaluated designs; a fit ``"params_file"``, the text of the parameter file), and
+    ``"warnings"`` (one line each)."""
     from ..io import json_records
 
     function = resolve(name)
@@ -121,6 +122,8 @@ def call(name: str, arguments: Mapping[str, Any], folder: str,
         from ..completed_study.report import report_text
 
         out["report"] = report_text(result, REPORT_FILE)
+    if hasattr(result, "params_json"):  # a fitted pilot: the parameter file ``hepower fit -o`` writes
+        out["params_file"] = result.params_json()
     if name == "likert_budget":
         designs, result = result
         out["designs"] = json_records(designs)

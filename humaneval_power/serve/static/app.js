@@ -193,9 +193,10 @@ async function submit(fn, body) {  // a job; with a pilot, the Likert planners' 
   return upload(fn, state.pilot, body);
 }
 
-async function upload(fn, file, body) {  // POST /api/upload/<fn>: the file and the other arguments
-  const form = new FormData();
-  form.append("file", file);
+async function upload(fn, file, body) {  // POST /api/upload/<fn>: the file(s) and the other arguments
+  const form = new FormData();  // ``file``: its one file, or [argument, file] pairs (several file arguments)
+  if (Array.isArray(file)) for (const [name, f] of file) form.append(name, f);
+  else form.append("file", file);
   form.append("arguments", JSON.stringify(body));
   const r = await fetch(`/api/upload/${fn}`, { method: "POST", body: form });
   const doc = await r.json().catch(() => ({ detail: `HTTP ${r.status}` }));
@@ -484,8 +485,9 @@ function buildForm() {
     label.title = a.help || "";
     label.append(`${a.name}${a.required ? " *" : ""} `);
     let input;
-    if (a.type === "file") {
-      input = Object.assign(document.createElement("input"), { type: "file", accept: ".csv,.parquet,.json" });
+    if (a.type === "file") {  // a table (.csv, ...) or text files, one segment per line (any name)
+      input = Object.assign(document.createElement("input"), { type: "file", multiple: !!a.several });
+      if (a.accept) input.accept = a.accept.join(",");
     } else if (a.choices && !a.several) {
       input = document.createElement("select");
       input.append(new Option(a.default === null || a.default === undefined ? "(default)" : `(default: ${a.default})`, ""));
@@ -503,11 +505,10 @@ function buildForm() {
 }
 
 function otherArguments(fn) {  // the form's values as the function's JSON keyword arguments
-  const body = {};
-  let file = null;
+  const body = {}, files = [];
   for (const input of $("#other-form").querySelectorAll("[data-arg]")) {
     const a = state.forms[fn].find((x) => x.name === input.dataset.arg);
-    if (a.type === "file") { file = input.files[0] || null; continue; }
+    if (a.type === "file") { for (const f of input.files) files.push([a.name, f]); continue; }
     if (a.type === "switch") { if (input.checked) body[a.name] = true; continue; }
     if (input.value.trim() === "") continue;
     const numeric = a.type === "number" || a.type === "integer";
@@ -515,7 +516,7 @@ function otherArguments(fn) {  // the form's values as the function's JSON keywo
     if (a.type === "where") body[a.name] = pilotWhere(input.value);
     else body[a.name] = a.several ? words(input.value).map(value) : value(input.value.trim());
   }
-  return { body, file };
+  return { body, files };
 }
 
 function recordsTable(records) {
@@ -538,13 +539,15 @@ async function runOther() {
   const fn = $("#other-function").value, error = $("#other-error");
   error.hidden = true;
   $("#other-records").innerHTML = ""; $("#other-summary").hidden = $("#other-command").hidden = true;
+  $("#other-params").hidden = true;
   $("#other-status").textContent = "running ...";
   try {
-    const { body, file } = otherArguments(fn);
-    if (state.uploads[fn] === state.forms[fn].find((a) => a.type === "file" && a.required)?.name && !file) {
-      throw new InputProblem(`choose the file (${state.uploads[fn]}) first`);
-    }
-    let job = await started(() => (file ? upload(fn, file, body) : api("POST", `/api/jobs/${fn}`, body)), () => true);
+    const { body, files } = otherArguments(fn);
+    const needed = state.uploads[fn] ? state.forms[fn].filter((a) => a.type === "file" && a.required) : [];
+    const missing = needed.find((a) => !files.some(([name]) => name === a.name));
+    if (missing) throw new InputProblem(`choose the file (${missing.name}) first`);
+    let job = await started(() => (files.length ? upload(fn, files, body) : api("POST", `/api/jobs/${fn}`, body)),
+      () => true);
     while (job.state === "running") {
       $("#other-status").textContent = `running: ${job.label || (job.total ? `${job.done} / ${job.total}` : "working")} (${job.seconds.toFixed(1)} s)`;
       await sleep(100);
@@ -554,6 +557,12 @@ async function runOther() {
     $("#other-status").textContent = `${fn}: ${job.records.length} record${job.records.length === 1 ? "" : "s"}`;
     $("#other-command").textContent = job.command; $("#other-command").hidden = false;
     if (job.summary) { $("#other-summary").textContent = job.summary; $("#other-summary").hidden = false; }
+    if (job.params_file) {  // a fitted pilot: the parameter file as `hepower fit -o` writes it
+      const link = $("#other-params");
+      if (link.href) URL.revokeObjectURL(link.href);
+      link.href = URL.createObjectURL(new Blob([job.params_file], { type: "application/json" }));
+      link.hidden = false;
+    }
     const records = $("#other-records");
     records.dataset.records = JSON.stringify(job.records);
     records.append(recordsTable(job.records));
