@@ -4,8 +4,8 @@
 doc's claims that do not depend on Monte-Carlo luck are checked against a fresh run: the fitted
 thresholds, SDs and effects to the digits printed, the latent <-> mean-rating conversions, and which
 pairs each analysis of the full expert data finds (Holm, alpha 0.05), with and without a normal
-reference for the Gaussian contrasts. The plans' powers are Monte-Carlo numbers: only their tables
-are checked to exist.
+reference for the Gaussian contrasts and with the latent t for the ordinal ones. The plans' powers
+are Monte-Carlo numbers: only their tables are checked to exist.
 """
 from __future__ import annotations
 
@@ -89,3 +89,16 @@ def test_pairs_each_analysis_finds(run: tuple[Path, str]) -> None:
     g = pd.read_csv(out / "gaussian_contrasts.csv")
     p_z = adjust_pvalues(2 * norm.sf(np.abs(g.t.to_numpy())), "holm")
     assert {(s, v) for s, v, q in zip(g.system, g.versus, p_z) if q < 0.05} == ORDINAL_FINDS
+
+
+@pytest.mark.slow
+def test_ordinal_contrasts_with_the_latent_t_find_the_gaussian_pairs(run: tuple[Path, str]) -> None:
+    """The planner's default test (Wald against t with the latent Satterthwaite df), computed by the doc's
+    snippet on the analysis's z: the Gaussian analysis's 4 pairs, with the df printed in the doc."""
+    _, stdout = run
+    lines = stdout.splitlines()
+    start = lines.index(next(line for line in lines if line.split() == ["system", "versus", "z", "p_adjusted", "df",
+                                                                          "p_t", "p_t_holm"]))
+    rows = [line.split() for line in lines[start + 1:start + 7]]
+    assert {(r[0], r[1]) for r in rows if float(r[6]) < 0.05} == GAUSSIAN_FINDS
+    assert {r[4] for r in rows} == {"8.4328"} and "8.4328" in DOC.read_text()
