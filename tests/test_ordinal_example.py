@@ -102,3 +102,13 @@ def test_ordinal_contrasts_with_the_latent_t_find_the_gaussian_pairs(run: tuple[
     rows = [line.split() for line in lines[start + 1:start + 7]]
     assert {(r[0], r[1]) for r in rows if float(r[6]) < 0.05} == GAUSSIAN_FINDS
     assert {r[4] for r in rows} == {"8.4328"} and "8.4328" in DOC.read_text()
+
+
+def test_the_script_runs_exactly_the_doc_commands() -> None:
+    """Every ``bash`` block of the doc appears verbatim in the script (its SIMS variable at the doc's 200)."""
+    import re
+
+    script = SCRIPT.read_text().replace('"$SIMS"', "200")
+    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)
+    assert len(blocks) == 8
+    assert [b.strip()[:40] for b in blocks if b.strip() not in script] == []
