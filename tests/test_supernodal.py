@@ -1,0 +1,66 @@
+"""The supernodal factor of :mod:`humaneval_power.fitting.sparse_inverse` (numeric Cholesky on CHOLMOD's
+symbolic structure, its solves and the Takahashi selected inverse) against dense linear algebra, on random
+SPD patterns (supernodes of any width, disconnected blocks, a dense row)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from humaneval_power.fitting import sparse_inverse
+
+pytest.importorskip("sksparse")
+
+
+def spd(n: int, density: float, seed: int, dense_row: bool) -> sp.csc_matrix:
+    a = sp.random(n, n, density, random_state=seed, format="csc")
+    if dense_row:
+        a = sp.vstack([a[:-1], sp.csc_matrix(np.ones((1, n)))]).tocsc()
+    m = (a @ a.T + sp.identity(n)).tocsc()
+    m.sort_indices()
+    return m
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 60), st.floats(0.0, 0.3), st.integers(0, 2**31), st.booleans())
+def test_factor_solve_and_selected_inverse_equal_dense(n, density, seed, dense_row):
+    m = spd(n, density, seed, dense_row and n > 1)
+    dense = m.toarray()
+    structure = sparse_inverse.Supernodal(m)
+    factor = structure.factor(m.data)
+    inverse = np.linalg.inv(dense)
+    assert factor.logdet == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-12, abs=1e-12)
+    rhs = np.random.default_rng(seed).normal(size=(n, 3))
+    np.testing.assert_allclose(factor.solve(rhs), inverse @ rhs, rtol=1e-9, atol=1e-10 * np.abs(inverse @ rhs).max())
+    np.testing.assert_allclose(factor.solve(rhs[:, 0]), inverse @ rhs[:, 0], rtol=1e-9,
+                               atol=1e-10 * np.abs(inverse @ rhs).max())
+    diag, zbuf = factor.selected_inverse()
+    np.testing.assert_allclose(diag, np.diag(inverse), rtol=1e-10)
+    # every entry of the factor's pattern, and the quadratic forms of its columns
+    lower = structure.lower
+    z = factor.on_pattern(zbuf)
+    rows, cols = lower.indices, np.repeat(np.arange(n), np.diff(lower.indptr))
+    perm = structure.perm
+    np.testing.assert_allclose(sparse_inverse.entries(lower, z, rows, cols), inverse[perm[rows], perm[cols]],
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_same_pattern_other_values():
+    """One structure serves every matrix on its pattern (the fit's evaluations at other variances)."""
+    m = spd(40, 0.08, 3, True)
+    structure = sparse_inverse.Supernodal(m)
+    for scale in (0.1, 1.0, 30.0):
+        other = (m + scale * sp.diags(np.arange(1.0, 41.0))).tocsc()
+        other.sort_indices()
+        assert np.array_equal(other.indices, m.indices)
+        diag, _ = structure.factor(other.data).selected_inverse()
+        np.testing.assert_allclose(diag, np.diag(np.linalg.inv(other.toarray())), rtol=1e-10)
+
+
+def test_not_positive_definite_raises():
+    m = spd(10, 0.2, 1, False)
+    structure = sparse_inverse.Supernodal(m)
+    with pytest.raises(np.linalg.LinAlgError):
+        structure.factor(-m.data)
