@@ -38,13 +38,17 @@ def test_factor_solve_and_selected_inverse_equal_dense(n, density, seed, dense_r
                                atol=1e-10 * np.abs(inverse @ rhs).max())
     diag, zbuf = factor.selected_inverse()
     np.testing.assert_allclose(diag, np.diag(inverse), rtol=1e-10)
-    # every entry of the factor's pattern, and the quadratic forms of its columns
-    lower = structure.lower
-    z = factor.on_pattern(zbuf)
-    rows, cols = lower.indices, np.repeat(np.arange(n), np.diff(lower.indptr))
-    perm = structure.perm
-    np.testing.assert_allclose(sparse_inverse.entries(lower, z, rows, cols), inverse[perm[rows], perm[cols]],
-                               rtol=1e-9, atol=1e-12)
+    # every entry of the factor's pattern (rows and columns in M's order), and quadratic forms on cliques
+    rows, cols = structure.perm[structure.lind], structure.perm[np.repeat(np.arange(n), np.diff(structure.lptr))]
+    np.testing.assert_allclose(factor.entries(zbuf, rows, cols), inverse[rows, cols], rtol=1e-9, atol=1e-12)
+    off = factor.entries(zbuf, np.arange(n), np.roll(np.arange(n), 1))  # 0 where off the pattern
+    assert np.all((off == 0) | np.isclose(off, inverse[np.arange(n), np.roll(np.arange(n), 1)], rtol=1e-9))
+    vectors = sp.csc_matrix((np.arange(1.0, len(rows) + 1), (np.maximum(rows, cols), np.arange(len(rows)))),
+                            shape=(n, len(rows)))
+    vectors = vectors + sp.csc_matrix((np.ones(len(rows)), (np.minimum(rows, cols), np.arange(len(rows)))),
+                                      shape=(n, len(rows)))
+    dense_q = np.einsum("ij,ik,kj->j", vectors.toarray(), inverse, vectors.toarray())
+    np.testing.assert_allclose(factor.quadratic(zbuf, vectors), dense_q, rtol=1e-9, atol=1e-12)
 
 
 def test_same_pattern_other_values():

@@ -41,56 +41,6 @@ def cholmod():
     return module
 
 
-@njit(cache=True)
-def _entries(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray, rows: np.ndarray,
-             cols: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """``Z[rows, cols]`` of the values on the pattern (symmetric; 0 where the pattern has no such entry)."""
-    out = np.zeros(rows.shape[0])
-    for t in range(rows.shape[0]):
-        r, c = max(rows[t], cols[t]), min(rows[t], cols[t])
-        lo, hi = indptr[c], indptr[c + 1]
-        pos = lo + np.searchsorted(indices[lo:hi], r)
-        if pos < hi and indices[pos] == r:
-            out[t] = z[pos]
-    return out
-
-
-@njit(cache=True)
-def _quadratic(indptr: np.ndarray, indices: np.ndarray, z: np.ndarray, ptr: np.ndarray, rows: np.ndarray,
-               vals: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """``a_j' Z a_j`` per sparse vector ``a_j`` (CSC ``ptr, rows, vals``); NaN where a pair is off the pattern."""
-    out = np.zeros(ptr.shape[0] - 1)
-    for j in range(ptr.shape[0] - 1):
-        total = 0.0
-        for a in range(ptr[j], ptr[j + 1]):
-            for b in range(a, ptr[j + 1]):
-                r, c = max(rows[a], rows[b]), min(rows[a], rows[b])
-                lo, hi = indptr[c], indptr[c + 1]
-                pos = lo + np.searchsorted(indices[lo:hi], r)
-                if pos >= hi or indices[pos] != r:
-                    total = np.nan
-                    break
-                total += z[pos] * vals[a] * vals[b] * (1.0 if a == b else 2.0)
-            if np.isnan(total):
-                break
-        out[j] = total
-    return out
-
-
-def quadratic(lower: sp.csc_matrix, z: np.ndarray, vectors: sp.csc_matrix) -> np.ndarray:
-    """``a' (L L')^-1 a`` for each column ``a`` of ``vectors`` (rows in ``L``'s order) from the selected
-    inverse ``(L, z)``: exact where every pair of the column's nonzeros is on ``L``'s pattern, NaN elsewhere."""
-    vectors = sp.csc_matrix(vectors)
-    return _quadratic(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), z,
-                      vectors.indptr.astype(np.int64), vectors.indices.astype(np.int64), vectors.data)
-
-
-def entries(lower: sp.csc_matrix, z: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Entries ``(rows, cols)`` of the selected inverse ``(L, z)`` of :func:`selected_inverse` (0 off its pattern)."""
-    return _entries(lower.indptr.astype(np.int64), lower.indices.astype(np.int64), z,
-                    np.asarray(rows, np.int64), np.asarray(cols, np.int64))
-
-
 # -- the numeric factor on CHOLMOD's symbolic structure, dense kernels on numpy's BLAS --------------------------
 
 
@@ -147,11 +97,12 @@ def _groups(first: np.ndarray, lptr: np.ndarray, lind: np.ndarray, owner: np.nda
 
 
 @njit(cache=True)
-def _panel_factor(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset: np.ndarray, first: np.ndarray,
-                  lptr: np.ndarray, lind: np.ndarray, grp_ptr: np.ndarray, grp_sn: np.ndarray, grp_lo: np.ndarray,
-                  grp_hi: np.ndarray, rel_ptr: np.ndarray, rel: np.ndarray) -> float:  # pragma: no cover
+def _panel_factor(buf: np.ndarray, offset: np.ndarray, first: np.ndarray, lptr: np.ndarray, lind: np.ndarray,
+                  grp_ptr: np.ndarray, grp_sn: np.ndarray, grp_lo: np.ndarray, grp_hi: np.ndarray,
+                  rel_ptr: np.ndarray, rel: np.ndarray) -> float:  # pragma: no cover
     """Right-looking supernodal Cholesky in place on the panels ``buf`` (each ``(w + r) x w``, C order, holding
-    the lower part of P M P'); ``inv`` gets each ``L_JJ^-1``. Returns ``log|M|``."""
+    the lower part of P M P'): each panel ends as ``[L_JJ^-1; L_RJ]`` (the inverse of the diagonal block is all
+    that the solves and the selected inverse use). Returns ``log|M|``."""
     logdet = 0.0
     for j in range(first.shape[0] - 1):
         s, e = first[j], first[j + 1]
@@ -168,9 +119,7 @@ def _panel_factor(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset:
         li = np.linalg.inv(ljj)
         for a in range(w):
             logdet += 2.0 * math.log(ljj[a, a])
-            for b in range(w):
-                f[a, b] = ljj[a, b]
-                inv[ioffset[j] + a * w + b] = li[a, b]
+        f[:w] = li
         if r:
             lrj = f[w:] @ li.T
             f[w:] = lrj
@@ -190,8 +139,8 @@ def _panel_factor(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset:
 
 
 @njit(cache=True)
-def _panel_solve(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset: np.ndarray, first: np.ndarray,
-                 lptr: np.ndarray, lind: np.ndarray, x: np.ndarray) -> None:  # pragma: no cover
+def _panel_solve(buf: np.ndarray, offset: np.ndarray, first: np.ndarray, lptr: np.ndarray, lind: np.ndarray,
+                 x: np.ndarray) -> None:  # pragma: no cover
     """``x <- (L L')^-1 x`` in place (rows in L's order)."""
     nsn = first.shape[0] - 1
     for j in range(nsn):
@@ -199,7 +148,7 @@ def _panel_solve(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset: 
         w = e - s
         lo = lptr[s] + w
         r = lptr[s + 1] - lo
-        li = inv[ioffset[j]:ioffset[j] + w * w].reshape((w, w))
+        li = buf[offset[j]:offset[j] + w * w].reshape((w, w))
         xj = li @ x[s:e]
         x[s:e] = xj
         if r:
@@ -211,7 +160,7 @@ def _panel_solve(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset: 
         w = e - s
         lo = lptr[s] + w
         r = lptr[s + 1] - lo
-        li = inv[ioffset[j]:ioffset[j] + w * w].reshape((w, w))
+        li = buf[offset[j]:offset[j] + w * w].reshape((w, w))
         xj = x[s:e].copy()
         if r:
             xr = np.empty((r, x.shape[1]))
@@ -222,19 +171,18 @@ def _panel_solve(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset: 
 
 
 @njit(cache=True)
-def _panel_takahashi(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffset: np.ndarray, first: np.ndarray,
-                     lptr: np.ndarray, lind: np.ndarray, grp_ptr: np.ndarray, grp_sn: np.ndarray,
-                     grp_lo: np.ndarray, grp_hi: np.ndarray, rel_ptr: np.ndarray,
-                     rel: np.ndarray) -> np.ndarray:  # pragma: no cover
-    """The selected inverse ``(L L')^-1`` on the panels' pattern (the recursions of :func:`_takahashi`);
-    the gather of ``Z_RR`` mirrors the factor's scatter of its update."""
-    z = np.zeros(buf.shape[0])
+def _panel_takahashi(buf: np.ndarray, z: np.ndarray, offset: np.ndarray, first: np.ndarray, lptr: np.ndarray,
+                     lind: np.ndarray, grp_ptr: np.ndarray, grp_sn: np.ndarray, grp_lo: np.ndarray,
+                     grp_hi: np.ndarray, rel_ptr: np.ndarray, rel: np.ndarray) -> None:  # pragma: no cover
+    """The selected inverse ``(L L')^-1`` into ``z`` (every panel entry written), a supernode at a time from
+    the last: ``Z_RJ = -Z_RR L_RJ L_JJ^-1``, ``Z_JJ = L_JJ^-T L_JJ^-1 - Z_RJ' L_RJ L_JJ^-1``; the gather of
+    ``Z_RR`` mirrors the factor's scatter of its update."""
     for j in range(first.shape[0] - 2, -1, -1):
         s, e = first[j], first[j + 1]
         w = e - s
         lo = lptr[s] + w
         r = lptr[s + 1] - lo
-        li = inv[ioffset[j]:ioffset[j] + w * w].reshape((w, w))
+        li = buf[offset[j]:offset[j] + w * w].reshape((w, w))
         zjj = li.T @ li
         zf = z[offset[j]:offset[j] + (w + r) * w].reshape((w + r, w))
         if r:
@@ -257,30 +205,56 @@ def _panel_takahashi(buf: np.ndarray, inv: np.ndarray, offset: np.ndarray, ioffs
             zjj -= zrj.T @ t
             zf[w:] = zrj
         zf[:w] = zjj
-    return z
 
 
 @njit(cache=True)
-def _csc_positions(first: np.ndarray, lptr: np.ndarray, offset: np.ndarray) -> np.ndarray:  # pragma: no cover
-    """Index in the panels of each entry of L's CSC pattern (column j's t-th entry: row ``j - s + t`` of its
-    supernode's panel, column ``j - s``)."""
-    out = np.empty(lptr[-1], np.int64)
-    for k in range(first.shape[0] - 1):
-        s, e = first[k], first[k + 1]
-        w = e - s
-        for j in range(s, e):
-            for t in range(lptr[j + 1] - lptr[j]):
-                out[lptr[j] + t] = offset[k] + (j - s + t) * w + (j - s)
+def _at(first: np.ndarray, owner: np.ndarray, lptr: np.ndarray, lind: np.ndarray, offset: np.ndarray, row: int,
+        col: int) -> int:  # pragma: no cover - compiled
+    """Index in the panels of L's entry (row, col) (either order: the lower one is taken), -1 off the pattern."""
+    if row < col:
+        row, col = col, row
+    k = owner[col]
+    s, e = first[k], first[k + 1]
+    w = e - s
+    if row < e:
+        pos = row - s
+    else:
+        lo, hi = lptr[s] + w, lptr[s + 1]
+        p = lo + np.searchsorted(lind[lo:hi], row)
+        if p >= hi or lind[p] != row:
+            return -1
+        pos = w + p - lo
+    return offset[k] + pos * w + (col - s)
+
+
+@njit(cache=True)
+def _positions(first: np.ndarray, owner: np.ndarray, lptr: np.ndarray, lind: np.ndarray, offset: np.ndarray,
+               rows: np.ndarray, cols: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`_at` of each (row, col) pair."""
+    out = np.empty(rows.shape[0], np.int64)
+    for t in range(rows.shape[0]):
+        out[t] = _at(first, owner, lptr, lind, offset, rows[t], cols[t])
     return out
 
 
 @njit(cache=True)
-def _csc_index(lptr: np.ndarray, lind: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:  # pragma: no cover
-    """Position in L's CSC pattern of each entry (rows >= cols, on the pattern)."""
-    out = np.empty(rows.shape[0], np.int64)
-    for t in range(rows.shape[0]):
-        lo, hi = lptr[cols[t]], lptr[cols[t] + 1]
-        out[t] = lo + np.searchsorted(lind[lo:hi], rows[t])
+def _quadratic(first: np.ndarray, owner: np.ndarray, lptr: np.ndarray, lind: np.ndarray, offset: np.ndarray,
+               z: np.ndarray, ptr: np.ndarray, rows: np.ndarray, vals: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """``a_j' Z a_j`` per sparse vector ``a_j`` (CSC ``ptr, rows, vals``, L's order) from the panels ``z``;
+    NaN where a pair of its nonzeros is off the pattern."""
+    out = np.zeros(ptr.shape[0] - 1)
+    for j in range(ptr.shape[0] - 1):
+        total = 0.0
+        for a in range(ptr[j], ptr[j + 1]):
+            for b in range(a, ptr[j + 1]):
+                at = _at(first, owner, lptr, lind, offset, rows[a], rows[b])
+                if at < 0:
+                    total = np.nan
+                    break
+                total += z[at] * vals[a] * vals[b] * (1.0 if a == b else 2.0)
+            if np.isnan(total):
+                break
+        out[j] = total
     return out
 
 
@@ -288,55 +262,56 @@ class Supernodal:
     """The numeric supernodal Cholesky factor of matrices with one sparsity pattern (CHOLMOD's fill-reducing
     order and supernodes, found once), its solves and its selected inverse, with the dense kernels on numpy's
     BLAS. ``pattern``: CSC, sorted, symmetric, with the diagonal; values are given per factorization in the
-    order of ``pattern.data``.
+    order of ``pattern.data``. ``perm``: L's row k is M's row ``perm[k]``; ``where`` its inverse.
     """
 
     def __init__(self, pattern: sp.csc_matrix) -> None:
-        chol = cholmod()
         n = pattern.shape[0]
-        spd = sp.csc_matrix((np.where(pattern.indices == np.repeat(np.arange(n), np.diff(pattern.indptr)),
-                                      n + 1.0, 1.0), pattern.indices, pattern.indptr), shape=pattern.shape)
-        factor = chol.analyze(pattern, mode="supernodal").cholesky(spd)  # diagonally dominant: any values do
+        cols = np.repeat(np.arange(n), np.diff(pattern.indptr))
+        spd = sp.csc_matrix((np.where(pattern.indices == cols, n + 1.0, 1.0), pattern.indices, pattern.indptr),
+                            shape=pattern.shape)  # diagonally dominant: any values on the pattern do
+        factor = cholmod().analyze(pattern, mode="supernodal").cholesky(spd)
         self.perm = factor.P()
         lower = sp.csc_matrix(factor.L())
+        del factor
         lower.sort_indices()
-        self.lower = sp.csc_matrix((np.zeros(lower.nnz), lower.indices, lower.indptr), shape=lower.shape)
         lptr, lind = lower.indptr.astype(np.int64), lower.indices.astype(np.int64)
+        del lower
         count = np.diff(lptr)
-        nested = (count[:-1] == count[1:] + 1) & (lind[np.minimum(lptr[:-2] + 1, lower.nnz - 1)]
+        nested = (count[:-1] == count[1:] + 1) & (lind[np.minimum(lptr[:-2] + 1, len(lind) - 1)]
                                                    == np.arange(1, n)) & (count[:-1] > 1)
         first = np.concatenate([[0], np.flatnonzero(~nested) + 1, [n]]).astype(np.int64)
         width = np.diff(first)
-        size = count[first[:-1]] * width
-        self.offset = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
-        self.ioffset = np.concatenate([[0], np.cumsum(width**2)]).astype(np.int64)
-        owner = np.repeat(np.arange(len(width)), width).astype(np.int64)
+        self.offset = np.concatenate([[0], np.cumsum(count[first[:-1]] * width)]).astype(np.int64)
         self.first, self.lptr, self.lind = first, lptr, lind
-        self.groups = _groups(first, lptr, lind, owner)
-        self.csc = _csc_positions(first, lptr, self.offset)
-        where = np.empty(n, np.int64)
-        where[self.perm] = np.arange(n)
-        cols = np.repeat(np.arange(n), np.diff(pattern.indptr))
-        pi, pj = where[pattern.indices], where[cols]
-        keep = np.flatnonzero(pi >= pj)
-        self.source = keep
-        self.target = self.csc[_csc_index(lptr, lind, pi[keep], pj[keep])]
-        self.where = where
+        self.owner = np.repeat(np.arange(len(width)), width).astype(np.int64)  # each column's supernode
+        self.groups = _groups(first, lptr, lind, self.owner)
+        self.where = np.empty(n, np.int64)
+        self.where[self.perm] = np.arange(n)
+        pi, pj = self.where[pattern.indices], self.where[cols]
+        self.source = np.flatnonzero(pi >= pj)
+        self.target = self._positions(pi[self.source], pj[self.source])
+        self.diagonal = self._positions(np.arange(n), np.arange(n))
+
+    def _positions(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Index in the panels of L's entries (rows, cols) (L's order; -1 off the pattern)."""
+        return _positions(self.first, self.owner, self.lptr, self.lind, self.offset,
+                          np.asarray(rows, np.int64), np.asarray(cols, np.int64))
 
     def factor(self, values: np.ndarray) -> SupernodalFactor:
-        """The factor of the matrix with ``values`` on the pattern."""
+        """The factor of the matrix with ``values`` on the pattern; ``np.linalg.LinAlgError`` if it is not
+        positive definite."""
         buf = np.zeros(self.offset[-1])
         buf[self.target] = values[self.source]
-        inv = np.empty(self.ioffset[-1])
-        logdet = _panel_factor(buf, inv, self.offset, self.ioffset, self.first, self.lptr, self.lind, *self.groups)
-        return SupernodalFactor(self, buf, inv, logdet)
+        logdet = _panel_factor(buf, self.offset, self.first, self.lptr, self.lind, *self.groups)
+        return SupernodalFactor(self, buf, logdet)
 
 
 class SupernodalFactor:
     """``P M P' = L L'`` on a :class:`Supernodal` structure: ``logdet``, :meth:`solve`, :meth:`selected_inverse`."""
 
-    def __init__(self, structure: Supernodal, buf: np.ndarray, inv: np.ndarray, logdet: float) -> None:
-        self.structure, self.buf, self.inv, self.logdet = structure, buf, inv, logdet
+    def __init__(self, structure: Supernodal, buf: np.ndarray, logdet: float) -> None:
+        self.structure, self.buf, self.logdet = structure, buf, logdet
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """``M^-1 rhs`` (rows in M's order; a vector or a matrix)."""
@@ -344,20 +319,32 @@ class SupernodalFactor:
         x = np.asarray(rhs, float)
         flat = x.ndim == 1
         xp = np.ascontiguousarray((x[:, None] if flat else x)[st.perm])
-        _panel_solve(self.buf, self.inv, st.offset, st.ioffset, st.first, st.lptr, st.lind, xp)
+        _panel_solve(self.buf, st.offset, st.first, st.lptr, st.lind, xp)
         out = np.empty_like(xp)
         out[st.perm] = xp
         return out[:, 0] if flat else out
 
     def selected_inverse(self) -> tuple[np.ndarray, np.ndarray]:
-        """``diag(M^-1)`` in M's order, and the selected inverse on the panels (:meth:`on_pattern`)."""
+        """``diag(M^-1)`` in M's order, and the selected inverse ``(L L')^-1`` on the panels (for
+        :meth:`entries` and :meth:`quadratic`)."""
         st = self.structure
-        zbuf = _panel_takahashi(self.buf, self.inv, st.offset, st.ioffset, st.first, st.lptr, st.lind, *st.groups)
+        zbuf = np.empty(len(self.buf))
+        _panel_takahashi(self.buf, zbuf, st.offset, st.first, st.lptr, st.lind, *st.groups)
         diag = np.empty(len(st.perm))
-        diag[st.perm] = zbuf[st.csc[st.lptr[:-1]]]
+        diag[st.perm] = zbuf[st.diagonal]
         return diag, zbuf
 
-    def on_pattern(self, zbuf: np.ndarray) -> np.ndarray:
-        """The values of the selected inverse ``zbuf`` on ``structure.lower``'s CSC pattern (for :func:`entries`
-        and :func:`quadratic`)."""
-        return zbuf[self.structure.csc]
+    def entries(self, zbuf: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Entries ``(rows, cols)`` (M's order) of the selected inverse ``zbuf`` (0 off the factor's pattern)."""
+        st = self.structure
+        at = st._positions(st.where[np.asarray(rows, np.int64)], st.where[np.asarray(cols, np.int64)])
+        return np.where(at >= 0, zbuf[np.maximum(at, 0)], 0.0)
+
+    def quadratic(self, zbuf: np.ndarray, vectors: sp.spmatrix) -> np.ndarray:
+        """``a' M^-1 a`` for each column ``a`` of ``vectors`` (rows in M's order) from the selected inverse
+        ``zbuf``: exact where every pair of the column's nonzeros is on the factor's pattern, NaN elsewhere."""
+        st = self.structure
+        a = sp.csc_matrix(vectors)
+        a.eliminate_zeros()
+        return _quadratic(st.first, st.owner, st.lptr, st.lind, st.offset, zbuf, a.indptr.astype(np.int64),
+                          st.where[a.indices], a.data)

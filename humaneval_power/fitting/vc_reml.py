@@ -372,25 +372,20 @@ class CrossedComponentsModel:
         diag = np.divide(one_minus, lam**2, out=np.zeros_like(lam), where=~exact)
         cols = np.flatnonzero(exact & (lam > 0))
         zero = np.flatnonzero(exact & (lam == 0))
-        lower, where = self.supernodal.lower, self.supernodal.where
-        z = f.on_pattern(zbuf) if cols.size or zero.size else zbuf
         if cols.size:
             # 1 - (M^-1)_jj = (M^-1 L G L)_jj = sum_l (M^-1)_jl lam_l G_lj lam_j without cancellation: every
             # (j, l) with G_lj != 0 is on M's pattern, so in the selected inverse
             sub = self.g[:, cols].tocoo()
-            vals = sparse_inverse.entries(lower, z, where[sub.row], where[cols[sub.col]]) * sub.data * lam[sub.row]
+            vals = f.entries(zbuf, sub.row, cols[sub.col]) * sub.data * lam[sub.row]
             diag[cols] = np.bincount(sub.col, vals, len(cols)) / lam[cols]
         if zero.size:
             # G_jj - a' M^-1 a, a = lam G_j: from the selected inverse where the nonzeros of a are a clique of
             # L's pattern (j eliminated before them), else solved
-            a = sp.csc_matrix(self.g[:, zero].multiply(lam[:, None]).tocsc()[self.supernodal.perm])  # L's order
-            a.eliminate_zeros()
-            a.sort_indices()
-            quad = sparse_inverse.quadratic(lower, z, a)
+            quad = f.quadratic(zbuf, self.g[:, zero].multiply(lam[:, None]))
             missing = np.isnan(quad)
             if missing.any():
                 cols_missing = zero[missing]
-                step = max(1, CHUNK // len(lam))
+                step = max(1, CHUNK // (4 * len(lam)))  # (8 MB a chunk: the solve holds three)
                 quad[missing] = np.concatenate([  # a chunk of dense columns at a time
                     (rhs * f.solve(rhs)).sum(axis=0) for rhs in
                     (self.g[:, cols_missing[i:i + step]].multiply(lam[:, None]).toarray()
