@@ -23,12 +23,19 @@ def spd(n: int, density: float, seed: int, dense_row: bool) -> sp.csc_matrix:
     return m
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, 60), st.floats(0.0, 0.3), st.integers(0, 2**31), st.booleans())
-def test_factor_solve_and_selected_inverse_equal_dense(n, density, seed, dense_row):
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 60), st.floats(0.0, 0.3), st.integers(0, 2**31), st.booleans(), st.booleans())
+def test_factor_solve_and_selected_inverse_equal_dense(n, density, seed, dense_row, lapack_root):
+    """Both ways of the last supernode: in the loops, or by LAPACK's triangular routines (``ROOT_WIDTH`` 1)."""
     m = spd(n, density, seed, dense_row and n > 1)
     dense = m.toarray()
-    structure = sparse_inverse.Supernodal(m)
+    saved = sparse_inverse.ROOT_WIDTH
+    sparse_inverse.ROOT_WIDTH = 1 if lapack_root else n + 1
+    try:
+        structure = sparse_inverse.Supernodal(m)
+    finally:
+        sparse_inverse.ROOT_WIDTH = saved
+    assert structure.root == int(lapack_root)
     factor = structure.factor(m.data)
     inverse = np.linalg.inv(dense)
     assert factor.logdet == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-12, abs=1e-12)
@@ -52,15 +59,22 @@ def test_factor_solve_and_selected_inverse_equal_dense(n, density, seed, dense_r
 
 
 def test_same_pattern_other_values():
-    """One structure serves every matrix on its pattern (the fit's evaluations at other variances)."""
-    m = spd(40, 0.08, 3, True)
+    """One structure serves every matrix on its pattern (the fit's evaluations at other variances); a wide
+    last supernode (70 dense rows) goes through LAPACK's routines by default."""
+    n = 150
+    a = sp.vstack([sp.random(n - 70, n, 0.02, random_state=3), sp.csc_matrix(np.ones((70, n)))]).tocsc()
+    m = (a @ a.T + sp.identity(n)).tocsc()
+    m.sort_indices()
     structure = sparse_inverse.Supernodal(m)
+    assert structure.root == 1
     for scale in (0.1, 1.0, 30.0):
-        other = (m + scale * sp.diags(np.arange(1.0, 41.0))).tocsc()
+        other = (m + scale * sp.diags(np.arange(1.0, n + 1.0))).tocsc()
         other.sort_indices()
         assert np.array_equal(other.indices, m.indices)
-        diag, _ = structure.factor(other.data).selected_inverse()
+        factor = structure.factor(other.data)
+        diag, _ = factor.selected_inverse()
         np.testing.assert_allclose(diag, np.diag(np.linalg.inv(other.toarray())), rtol=1e-10)
+        assert factor.logdet == pytest.approx(np.linalg.slogdet(other.toarray())[1], rel=1e-12)
 
 
 def test_not_positive_definite_raises():

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import lapack
 
 try:
     from numba import njit
@@ -39,6 +40,11 @@ def cholmod():
     except ImportError as exc:
         raise ImportError(UNAVAILABLE) from exc
     return module
+
+
+#: the last supernode is factored, inverted and its block of the inverse formed by LAPACK's triangular routines
+#: (dpotrf, dtrtri, dlauum) from this width on: 543 columns (15,000 ratings) in 5 ms instead of 22 ms
+ROOT_WIDTH = 64
 
 
 # -- the numeric factor on CHOLMOD's symbolic structure, dense kernels on numpy's BLAS --------------------------
@@ -97,14 +103,15 @@ def _groups(first: np.ndarray, lptr: np.ndarray, lind: np.ndarray, owner: np.nda
 
 
 @njit(cache=True)
-def _panel_factor(buf: np.ndarray, offset: np.ndarray, first: np.ndarray, lptr: np.ndarray, lind: np.ndarray,
-                  grp_ptr: np.ndarray, grp_sn: np.ndarray, grp_lo: np.ndarray, grp_hi: np.ndarray,
+def _panel_factor(buf: np.ndarray, stop: int, offset: np.ndarray, first: np.ndarray, lptr: np.ndarray,
+                  lind: np.ndarray, grp_ptr: np.ndarray, grp_sn: np.ndarray, grp_lo: np.ndarray, grp_hi: np.ndarray,
                   rel_ptr: np.ndarray, rel: np.ndarray) -> float:  # pragma: no cover
     """Right-looking supernodal Cholesky in place on the panels ``buf`` (each ``(w + r) x w``, C order, holding
     the lower part of P M P'): each panel ends as ``[L_JJ^-1; L_RJ]`` (the inverse of the diagonal block is all
-    that the solves and the selected inverse use). Returns ``log|M|``."""
+    that the solves and the selected inverse use). Only the supernodes before ``stop``; returns their part of
+    ``log|M|``."""
     logdet = 0.0
-    for j in range(first.shape[0] - 1):
+    for j in range(stop):
         s, e = first[j], first[j + 1]
         w = e - s
         lo = lptr[s] + w
@@ -171,13 +178,14 @@ def _panel_solve(buf: np.ndarray, offset: np.ndarray, first: np.ndarray, lptr: n
 
 
 @njit(cache=True)
-def _panel_takahashi(buf: np.ndarray, z: np.ndarray, offset: np.ndarray, first: np.ndarray, lptr: np.ndarray,
+def _panel_takahashi(buf: np.ndarray, z: np.ndarray, start: int, offset: np.ndarray, first: np.ndarray,
+                     lptr: np.ndarray,
                      lind: np.ndarray, grp_ptr: np.ndarray, grp_sn: np.ndarray, grp_lo: np.ndarray,
                      grp_hi: np.ndarray, rel_ptr: np.ndarray, rel: np.ndarray) -> None:  # pragma: no cover
     """The selected inverse ``(L L')^-1`` into ``z`` (every panel entry written), a supernode at a time from
     the last: ``Z_RJ = -Z_RR L_RJ L_JJ^-1``, ``Z_JJ = L_JJ^-T L_JJ^-1 - Z_RJ' L_RJ L_JJ^-1``; the gather of
-    ``Z_RR`` mirrors the factor's scatter of its update."""
-    for j in range(first.shape[0] - 2, -1, -1):
+    ``Z_RR`` mirrors the factor's scatter of its update. Supernodes from ``start`` down."""
+    for j in range(start, -1, -1):
         s, e = first[j], first[j + 1]
         w = e - s
         lo = lptr[s] + w
@@ -292,6 +300,9 @@ class Supernodal:
         self.source = np.flatnonzero(pi >= pj)
         self.target = self._positions(pi[self.source], pj[self.source])
         self.diagonal = self._positions(np.arange(n), np.arange(n))
+        #: 1 when the last supernode (a dense block: the crossed factors' effects) is wide enough to be factored and
+        #: inverted by LAPACK's triangular routines (a third of the flops of the general inverse) outside the loops
+        self.root = int(width[-1] >= ROOT_WIDTH)
 
     def _positions(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """Index in the panels of L's entries (rows, cols) (L's order; -1 off the pattern)."""
@@ -303,8 +314,22 @@ class Supernodal:
         positive definite."""
         buf = np.zeros(self.offset[-1])
         buf[self.target] = values[self.source]
-        logdet = _panel_factor(buf, self.offset, self.first, self.lptr, self.lind, *self.groups)
+        nsn = len(self.first) - 1
+        logdet = _panel_factor(buf, nsn - self.root, self.offset, self.first, self.lptr, self.lind, *self.groups)
+        if self.root:
+            top = self._root_block(buf)
+            chol, info = lapack.dpotrf(top, lower=0, clean=0, overwrite_a=1)
+            if info:
+                raise np.linalg.LinAlgError("the matrix is not positive definite")
+            logdet += 2 * float(np.log(np.diagonal(chol)).sum())
+            top[...] = lapack.dtrtri(chol, lower=0, overwrite_c=1)[0]  # (in place already: the view is Fortran)
         return SupernodalFactor(self, buf, logdet)
+
+    def _root_block(self, buf: np.ndarray) -> np.ndarray:
+        """The last supernode's panel (no rows below it) as a Fortran-ordered view: its lower triangle in C order
+        is the upper one LAPACK sees."""
+        w = int(self.first[-1] - self.first[-2])
+        return buf[self.offset[-2]:self.offset[-1]].reshape(w, w).T
 
 
 class SupernodalFactor:
@@ -329,7 +354,12 @@ class SupernodalFactor:
         :meth:`entries` and :meth:`quadratic`)."""
         st = self.structure
         zbuf = np.empty(len(self.buf))
-        _panel_takahashi(self.buf, zbuf, st.offset, st.first, st.lptr, st.lind, *st.groups)
+        nsn = len(st.first) - 1
+        if st.root:  # Z of the last supernode: L_JJ^-T L_JJ^-1 (its lower triangle)
+            root = st._root_block(zbuf)
+            root[...] = st._root_block(self.buf)
+            root[...] = lapack.dlauum(root, lower=0, overwrite_c=1)[0]
+        _panel_takahashi(self.buf, zbuf, nsn - 1 - st.root, st.offset, st.first, st.lptr, st.lind, *st.groups)
         diag = np.empty(len(st.perm))
         diag[st.perm] = zbuf[st.diagonal]
         return diag, zbuf
