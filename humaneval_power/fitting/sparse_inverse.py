@@ -130,18 +130,18 @@ def _panel_factor(buf: np.ndarray, stop: int, offset: np.ndarray, first: np.ndar
         if r:
             lrj = f[w:] @ li.T
             f[w:] = lrj
-            u = lrj @ lrj.T
-            for g in range(grp_ptr[j], grp_ptr[j + 1]):
+            for g in range(grp_ptr[j], grp_ptr[j + 1]):  # the update L_RJ L_RJ', lower part, a run at a time
                 k = grp_sn[g]
                 sk = first[k]
                 wk = first[k + 1] - sk
                 ok = offset[k]
                 a0 = grp_lo[g]
                 base = rel_ptr[g] - a0
+                u = lrj[a0:] @ lrj[a0:grp_hi[g]].T
                 for a in range(a0, grp_hi[g]):
                     c = lind[lo + a] - sk
                     for b in range(a, r):
-                        buf[ok + rel[base + b] * wk + c] -= u[b, a]
+                        buf[ok + rel[base + b] * wk + c] -= u[b - a0, a - a0]
     return logdet
 
 
