@@ -45,8 +45,9 @@ from .criterion import (
 
 #: beyond this many random effects outside the largest factor, M is factored sparse (supernodal, CHOLMOD's order)
 #: instead of through a dense q2 x q2 Schur complement. CPU per gradient evaluation on the 20-system crowd
-#: studies of benchmarks/bench_analyze.py, dense vs sparse: q2 = 750 (3,000 ratings) 0.036 vs 0.032 s;
-#: 1,875 (7,500) 0.21 vs 0.098 s; 3,450 (15,000) 0.99 vs 0.31 s; the dense path grows as q2^3
+#: studies of benchmarks/bench_analyze.py, dense vs sparse (CHOLMOD's numeric factor): q2 = 750 (3,000 ratings)
+#: 0.036 vs 0.032 s; 1,875 (7,500) 0.21 vs 0.098 s; 3,450 (15,000) 0.99 vs 0.31 s (0.125 s with the own supernodal
+#: factor); the dense path grows as q2^3
 SPARSE_ABOVE = 1_000
 #: seconds between progress reports of a long optimisation
 PROGRESS_SECONDS = 5.0
