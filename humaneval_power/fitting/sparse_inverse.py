@@ -3,10 +3,10 @@
 CHOLMOD (scikit-sparse) finds the fill-reducing permutation and the supernodes of ``P M P' = L L'`` once per
 design (the pattern of ``M`` does not change with the variances); the numeric factor, its solves and the
 selected inverse are this module's own supernodal code (:class:`Supernodal`): each supernode is a dense
-``(w + r) x w`` panel (its ``w`` columns, on its ``w`` diagonal and ``r`` further rows), factored right-looking
+``(w + r) x w`` panel (its ``w`` columns on their ``w`` diagonal rows and ``r`` further rows), factored right-looking
 with the dense products on numpy's (OpenBLAS) BLAS. CHOLMOD's own numeric factor runs on the system BLAS,
 which on this machine is the reference BLAS (~3 Gflop/s against OpenBLAS' ~30 on one thread): the same
-factor took 0.18 s there and takes 0.07 s here (15,000 ratings, 8,962 effects, 1.4 M entries in ``L``).
+factor took 0.18 s there and takes 0.05 s here (CPU, 15,000 ratings, 8,962 effects, 1.4 M entries in ``L``).
 
 The selected inverse comes from the Takahashi recursions on the pattern of ``L``: with ``Z = M^-1``
 (permuted), for a supernode J with rows R below it, ``Z_RJ = -Z_RR L_RJ L_JJ^-1`` and
