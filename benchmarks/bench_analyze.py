@@ -13,7 +13,9 @@ from the coding-invariant process. Timed, each in its own process (peak RSS of t
 
 ``--large``: also the 100,000-rating study of issue 27 (10,000 items x 5 systems, each output rated by 2 of
 300 workers), beyond the dense Schur complement (11,800 effects outside the largest factor): the no-R
-backend factors it sparse (CHOLMOD). ``--what`` picks the runs (``nor``, ``lme4``, ``r``).
+backend factors it sparse (its own supernodal factor on CHOLMOD's order). ``--what`` picks the runs (``nor``,
+``lme4``, ``r``). The no-R backend's compiled kernels (numba) are cached after the first run: run it once
+before timing.
 
 Run: python benchmarks/bench_analyze.py [--ratings 15000 7500] [--large] [--what nor r]
 """

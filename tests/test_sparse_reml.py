@@ -3,17 +3,14 @@
 Over a grid of small crossed designs (sparse worker/item layouts, with systems, with and without a slope,
 REML and ML), the deviance, its exact gradient, lmerTest's varpar Hessian, the Satterthwaite df
 and the Jacobian of Cov(b) agree to tight tolerance; the dense path is itself tested against lmerTest
-(tests/test_vc_reml.py). The selected inverse is checked against a dense inverse on random SPD patterns.
+(tests/test_vc_reml.py).
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from humaneval_power.fitting import sparse_inverse, vc_reml
+from humaneval_power.fitting import vc_reml
 
 pytest.importorskip("sksparse")
 
@@ -67,18 +64,6 @@ def test_sparse_equals_dense(monkeypatch, seed, items, workers, systems, per, sl
     hd = dense.varpar_hessian(fit_d)  # (vcov_varpar inverts it: near-flat directions amplify rounding)
     np.testing.assert_allclose(sparse.varpar_hessian(fit_d), hd, rtol=1e-5, atol=1e-6 * np.abs(hd).max())
     np.testing.assert_allclose(ss.jacobian, sd.jacobian, rtol=1e-8, atol=1e-13)
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, 60), st.floats(0.0, 0.3), st.integers(0, 2**31))
-def test_inverse_diagonal(n, density, seed):
-    """diag((L L')^-1) from the recursions equals the dense inverse's (supernodes of any width)."""
-    a = sp.random(n, n, density, random_state=seed)
-    m = (a @ a.T + sp.identity(n)).tocsc()
-    factor = sparse_inverse.cholmod().cholesky(m)
-    got = np.empty(n)
-    got[factor.P()] = sparse_inverse.inverse_diagonal(factor.L())
-    np.testing.assert_allclose(got, np.diag(np.linalg.inv(m.toarray())), rtol=1e-10)
 
 
 @pytest.mark.r

@@ -15,9 +15,9 @@ data plus the dense ``q2 x q2`` Schur complement; products with dense
 matrices are taken in row chunks. The traces come from ``diag(M^-1)``
 (``lam_j^2 (Z'H^-1Z)_jj = 1 - (M^-1)_jj``), with an exact (sparse) column
 solve where that difference would lose digits. Beyond ``SPARSE_ABOVE`` effects
-outside the largest factor ``M`` is instead factored sparse by CHOLMOD (fill-reducing
-order found once per design) and ``diag(M^-1)`` comes exactly from the supernodal
-Takahashi recursions (:mod:`.sparse_inverse`): memory of the factor, no dense limit;
+outside the largest factor ``M`` is instead factored sparse, supernodal, on CHOLMOD's fill-reducing
+order and supernodes (found once per design) with the dense kernels on numpy's BLAS, and ``diag(M^-1)``
+comes exactly from the supernodal Takahashi recursions (:mod:`.sparse_inverse`): memory of the factor, no dense limit;
 the same deviance, gradient and Satterthwaite calculus (tests/test_sparse_reml.py).
 Optimising ``g >= 0`` with bounds (rather than SDs) keeps the gradient informative at the boundary.
 """
@@ -43,10 +43,11 @@ from .criterion import (
     projected_gradient,
 )
 
-#: beyond this many random effects outside the largest factor, M is factored sparse (CHOLMOD, supernodal)
+#: beyond this many random effects outside the largest factor, M is factored sparse (supernodal, CHOLMOD's order)
 #: instead of through a dense q2 x q2 Schur complement. CPU per gradient evaluation on the 20-system crowd
-#: studies of benchmarks/bench_analyze.py, dense vs sparse: q2 = 750 (3,000 ratings) 0.036 vs 0.032 s;
-#: 1,875 (7,500) 0.21 vs 0.098 s; 3,450 (15,000) 0.99 vs 0.31 s; the dense path grows as q2^3
+#: studies of benchmarks/bench_analyze.py, dense vs sparse (CHOLMOD's numeric factor): q2 = 750 (3,000 ratings)
+#: 0.036 vs 0.032 s; 1,875 (7,500) 0.21 vs 0.098 s; 3,450 (15,000) 0.99 vs 0.31 s (0.125 s with the own supernodal
+#: factor); the dense path grows as q2^3
 SPARSE_ABOVE = 1_000
 #: seconds between progress reports of a long optimisation
 PROGRESS_SECONDS = 5.0
@@ -61,6 +62,9 @@ CHUNK = 1 << 22
 POLISH_BELOW = 1e-2
 #: a component at zero whose gradient is below minus this has its optimum inside (it is freed and polished)
 BOUNDARY_TOL = 1e-7
+#: evaluated points a model keeps (by gamma): the optimiser's last point is asked for again by the fit's summary,
+#: and the optimum four times by the Satterthwaite calculus (gradient, two sigma differences, Cov(b) factors)
+KEPT_POINTS = 4
 
 
 def _row_sq_norms(r: sp.csr_matrix, m: np.ndarray) -> np.ndarray:
@@ -184,7 +188,7 @@ class CrossedComponentsModel:
         self.sparse = self.q2 > SPARSE_ABOVE
         if self.sparse:
             try:
-                cholmod = sparse_inverse.cholmod()
+                sparse_inverse.cholmod()
             except ImportError as exc:
                 raise TooManyEffectsError(f"{self.q2} random effects outside the largest factor: {exc}") from exc
             pattern = (self.g + sp.identity(self.g.shape[0], format="csc")).tocsc()  # M's pattern, whatever gamma
@@ -193,7 +197,7 @@ class CrossedComponentsModel:
             self.m_eye = (pattern.indices == self.m_rows).astype(float)
             self.m_g = pattern.data - self.m_eye
             self.m_pattern = pattern
-            self.symbolic = cholmod.analyze(pattern, mode="supernodal")  # the fill-reducing order, once
+            self.supernodal = sparse_inverse.Supernodal(pattern)  # the fill-reducing order and supernodes, once
         self.g_diag = self.g.diagonal()
         va = np.stack([values[components[k][1]] for k in inner])  # (t, n)
         self.g_aa = np.stack([np.bincount(codes[block], va[a] * va[b], self.levels)
@@ -209,6 +213,7 @@ class CrossedComponentsModel:
         xy = np.column_stack([self.x, y])
         self.zxy = np.asarray(self.z.T @ xy)
         self.xyxy = xy.T @ xy
+        self._kept: dict[bytes, _Point] = {}
 
     def with_response(self, y: np.ndarray) -> CrossedComponentsModel:
         """The same design and components with another response (only y's cross-products are recomputed)."""
@@ -219,7 +224,7 @@ class CrossedComponentsModel:
     def as_ml(self) -> CrossedComponentsModel:
         """The same model with the ML criterion (lme4 profiles the ML deviance, refitting REML fits by ML)."""
         other = copy.copy(self)
-        other.reml, other.nu = False, self.n
+        other.reml, other.nu, other._kept = False, self.n, {}
         return other
 
     def simulate(self, fit: ComponentsFit, rng: np.random.Generator) -> np.ndarray:
@@ -305,7 +310,21 @@ class CrossedComponentsModel:
     # -- criterion ---------------------------------------------------------------------------------
 
     def _evaluate(self, gamma: np.ndarray, gradient: bool) -> _Point:
-        lam = np.sqrt(np.maximum(np.asarray(gamma, float), 0.0))[self.component]
+        """The criterion at ``gamma`` (with its gradient parts if ``gradient``): the same point again is
+        not recomputed (the last ``KEPT_POINTS`` are kept; a point with gradient parts serves both)."""
+        gamma = np.maximum(np.asarray(gamma, float), 0.0)
+        key = gamma.tobytes()
+        pt = self._kept.get(key)
+        if pt is None or (gradient and pt.trace is None):
+            pt = self._compute(gamma, gradient)
+            self._kept.pop(key, None)
+            self._kept[key] = pt
+            if len(self._kept) > KEPT_POINTS:
+                del self._kept[next(iter(self._kept))]
+        return pt
+
+    def _compute(self, gamma: np.ndarray, gradient: bool) -> _Point:
+        lam = np.sqrt(gamma)[self.component]
         if self.sparse:
             return self._evaluate_sparse(lam, gradient)
         f = self._factor(lam)
@@ -337,47 +356,41 @@ class CrossedComponentsModel:
                       np.bincount(self.component, zpy**2, self.k), zhx[:, :p])
 
     def _evaluate_sparse(self, lam: np.ndarray, gradient: bool) -> _Point:
-        """:meth:`_evaluate` with M factored sparse (CHOLMOD); ``diag(M^-1)`` by the Takahashi recursions."""
-        pat = self.m_pattern
-        m = sp.csc_matrix((self.m_g * lam[self.m_rows] * lam[pat.indices] + self.m_eye, pat.indices, pat.indptr),
-                          shape=pat.shape)
-        f = self.symbolic.cholesky(m)
+        """:meth:`_evaluate` with M factored sparse (:class:`~.sparse_inverse.Supernodal`); ``diag(M^-1)`` by the
+        Takahashi recursions."""
+        f = self.supernodal.factor(self.m_g * lam[self.m_rows] * lam[self.m_pattern.indices] + self.m_eye)
         r = lam[:, None] * self.zxy
-        w = f(r)  # M^-1 L Z'[X y]
+        w = f.solve(r)  # M^-1 L Z'[X y]
         s = self.xyxy - r.T @ w
         s = (s + s.T) / 2
-        dev, logdet, beta, r2, rx = self._criterion(s, float(f.logdet()))
+        dev, logdet, beta, r2, rx = self._criterion(s, f.logdet)
         if not gradient:
             return _Point(dev, logdet, beta, s, r2)
         zhx = self.zxy - self.g @ (lam[:, None] * w)
-        perm = f.P()
-        lower, z = sparse_inverse.selected_inverse(f.L())
-        m_inv = np.empty(len(lam))
-        m_inv[perm] = z[lower.indptr[:-1]]
+        m_inv, zbuf = f.selected_inverse()
         one_minus = 1.0 - m_inv
         exact = one_minus <= 1e-6
         diag = np.divide(one_minus, lam**2, out=np.zeros_like(lam), where=~exact)
         cols = np.flatnonzero(exact & (lam > 0))
-        where = np.empty(len(lam), np.int64)
-        where[perm] = np.arange(len(lam))
+        zero = np.flatnonzero(exact & (lam == 0))
         if cols.size:
             # 1 - (M^-1)_jj = (M^-1 L G L)_jj = sum_l (M^-1)_jl lam_l G_lj lam_j without cancellation: every
             # (j, l) with G_lj != 0 is on M's pattern, so in the selected inverse
             sub = self.g[:, cols].tocoo()
-            vals = sparse_inverse.entries(lower, z, where[sub.row], where[cols[sub.col]]) * sub.data * lam[sub.row]
+            vals = f.entries(zbuf, sub.row, cols[sub.col]) * sub.data * lam[sub.row]
             diag[cols] = np.bincount(sub.col, vals, len(cols)) / lam[cols]
-        zero = np.flatnonzero(exact & (lam == 0))
         if zero.size:
             # G_jj - a' M^-1 a, a = lam G_j: from the selected inverse where the nonzeros of a are a clique of
-            # L's pattern (j eliminated before them), else solved sparse
-            a = sp.csc_matrix(self.g[:, zero].multiply(lam[:, None]).tocsc()[np.argsort(where)])  # rows in L's order
-            a.eliminate_zeros()
-            a.sort_indices()
-            quad = sparse_inverse.quadratic(lower, z, a)
+            # L's pattern (j eliminated before them), else solved
+            quad = f.quadratic(zbuf, self.g[:, zero].multiply(lam[:, None]))
             missing = np.isnan(quad)
             if missing.any():
-                rhs = sp.csc_matrix(self.g[:, zero[missing]].multiply(lam[:, None]))
-                quad[missing] = np.asarray(rhs.multiply(f(rhs)).sum(axis=0)).ravel()
+                cols_missing = zero[missing]
+                step = max(1, CHUNK // (4 * len(lam)))  # (8 MB a chunk: the solve holds three)
+                quad[missing] = np.concatenate([  # a chunk of dense columns at a time
+                    (rhs * f.solve(rhs)).sum(axis=0) for rhs in
+                    (self.g[:, cols_missing[i:i + step]].multiply(lam[:, None]).toarray()
+                     for i in range(0, len(cols_missing), step))])
             diag[zero] = self.g_diag[zero] - quad
         return self._point(lam, dev, logdet, beta, s, r2, rx, zhx, diag)
 
