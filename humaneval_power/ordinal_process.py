@@ -36,8 +36,8 @@ from .processes import _effects
 from .validation import check_number
 
 ORDINAL_SDS = ORDINAL_SD_NAMES  #: the latent SDs, as a parameter file names them
-ORDINAL_TESTS = ("t", "lrt", "z")
-DEFAULT_TEST = "t"
+ORDINAL_TESTS = ("t", "lrt", "z", "bartlett")
+DEFAULT_TEST = "bartlett"
 _GH_NODES = 80
 
 
@@ -224,7 +224,7 @@ def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,
                      df: np.ndarray | float | None = None) -> np.ndarray:
     """Whether each study of a :class:`~humaneval_power.fitting.clmm.ClmmBatch` rejects the null at ``alpha``.
 
-    ``lrt`` needs the batch fitted with ``lrt=True``; ``t`` needs ``df`` (e.g. :func:`latent_satterthwaite_df`
+    ``lrt`` needs the batch fitted with ``lrt=True``, ``bartlett`` with ``lrt=True, bootstrap=B``; ``t`` needs ``df`` (e.g. :func:`latent_satterthwaite_df`
     per study, :func:`study_dfs`). Failed studies (NaN) never reject.
     """
     if test not in ORDINAL_TESTS:
@@ -235,6 +235,8 @@ def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,
             raise InputError("the likelihood-ratio test needs the batch fitted with lrt=True")
     elif test == "z":
         p = np.asarray(batch.p_wald, float)
+    elif test == "bartlett":
+        p = np.asarray(batch.p_bartlett, float)
     else:
         if df is None:
             raise InputError("the t test needs degrees of freedom: df=study_dfs(batch.sds, groups, X)")
