@@ -227,6 +227,7 @@ def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,
 
     ``lrt`` needs the batch fitted with ``lrt=True``, ``bartlett`` with ``lrt=True, bootstrap=B``
     (:func:`~humaneval_power.fitting.clmm.bartlett_p`); ``t`` needs ``df`` (e.g. :func:`latent_satterthwaite_df`
+    per study, :func:`study_dfs`). Failed studies (NaN) never reject.
     """
     if test not in ORDINAL_TESTS:
         raise InputError(f"unknown ordinal test {test!r}; known: {', '.join(ORDINAL_TESTS)}")
