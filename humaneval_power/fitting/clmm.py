@@ -811,7 +811,8 @@ class ClmmBatch:
 
 
 def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, coef: int, layout: Layout, levels: tuple[int, ...],
-           link: str, lrt: bool, warm: dict[bool, tuple[np.ndarray, np.ndarray | None]]) -> dict[bool, ClmmFit]:
+           link: str, lrt: bool, warm: dict[bool, tuple[np.ndarray, np.ndarray | None]],
+           information: bool = True) -> dict[bool, ClmmFit]:
     """One study's fits, warm-started and updating ``warm``: with the coefficient (from the previous
     study's fit) and, for the LRT, without it (from this study's full fit, the coefficient dropped)."""
     K = len(levels)
@@ -827,7 +828,7 @@ def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, coef: int, layout: Lay
         else:
             psi0, hinv0 = _drop(*warm[True], K - 1 + coef)
         fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0,
-                              hessian=full)
+                              hessian=full and information)
         modes = model.u
         fits[full] = fit
         th = fit.thresholds
@@ -857,6 +858,7 @@ def fit_clmm_many(
     lrt: bool = False,
     bootstrap: int = 0,
     seed: int | np.random.SeedSequence | None = None,
+    information: bool = True,
 ) -> ClmmBatch:
     """Fit the CLMM to every column of ``responses`` (N x S ratings) on one layout: Wald z (and with
     ``lrt`` the likelihood-ratio test) for coefficient ``coef``.
@@ -868,7 +870,8 @@ def fit_clmm_many(
 
     ``bootstrap`` = B > 0 (needs ``lrt``) also draws B data sets from each study's fitted null model and
     records their likelihood ratios (``lr_boot``, :func:`bootstrap_lr`; ``seed`` by default derived from
-    the ratings) for the Bartlett-corrected LRT (``p_bartlett``).
+    the ratings) for the Bartlett-corrected LRT (``p_bartlett``). ``information=False`` skips the observed
+    information (``se``, ``z`` NaN): the likelihood ratio only, as the bootstrap draws need.
     """
     from threadpoolctl import threadpool_limits
 
@@ -901,7 +904,7 @@ def fit_clmm_many(
                 reasons.append(str(exc))
                 continue
             try:
-                fits = _study(y, Xm, X0, coef, layout, levels, link, lrt, warm)
+                fits = _study(y, Xm, X0, coef, layout, levels, link, lrt, warm, information)
             except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
                 failed[j] = True
                 reasons.append(f"numerical failure: {exc}")
@@ -1002,6 +1005,6 @@ def bootstrap_lr(batch: ClmmBatch, X: np.ndarray, groups: Mapping[str, Sequence[
     rng = np.random.default_rng(seed)
     Y = simulate_clmm(X0, groups, np.repeat(batch.null_params[ok], draws, axis=0), link=link, rng=rng,
                       lowest=scale[0])
-    boot = fit_clmm_many(Y, Xm, groups, coef=coef, scale=scale, link=link, lrt=True)
+    boot = fit_clmm_many(Y, Xm, groups, coef=coef, scale=scale, link=link, lrt=True, information=False)
     out[ok] = boot.lr.reshape(len(ok), draws)
     return out
