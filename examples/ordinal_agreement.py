@@ -68,8 +68,8 @@ def rate(k: int, n: int) -> str:
 
 
 def report(paths: list[Path]) -> str:
-    lines = ["| design (test, effect) | studies (failed) | power, fast tier | power, clmm refits | decisions agree "
-             "| max abs diff estimate |", "|---|---|---|---|---|---|"]
+    lines = [("| design (test, effect) | studies (failed) | power, fast tier | power, clmm refits | decisions agree "
+             "| max abs diff estimate |"), "|---|---|---|---|---|---|"]
     for path in paths:
         r = np.load(path)
         n = int(r["done"])
