@@ -72,13 +72,13 @@ def main(n: int = 40, m: int = 4, delta: float = 0.3) -> dict:
         ref["lr"][j] = max(0.0, 2 * (f1.loglik - f0.loglik))
         null[j] = np.concatenate([f0.thresholds, np.abs(f0.sds)])
     t_r = clock.per(m)
-    batch_r = replace(fast, lr=np.concatenate([ref["lr"], fast.lr[m:]]),
-                      null_params=np.concatenate([null, fast.null_params[m:]]))
-    boot_r = clmm.bootstrap_lr(batch_r, X, groups, coef=0, scale=(1, 5), draws=1, seed=1)
-    t_boot = clock.per(m)  # the clmm tier's bootstrap draws, refitted by the fast path
+    boot_r = clmm.bootstrap_lr(replace(fast, null_params=null), X, groups, coef=0, scale=(1, 5), draws=1, seed=1)
+    t_boot = clock.per(m)  # the clmm tier's bootstrap draws (one per study), refitted by the fast path
     clmm_default = {k: t_r[k] + t_boot[k] for k in t_r}
     dec_fast = ordinal_decision(fast, "bartlett")[:m]
-    dec_r = ordinal_decision(replace(batch_r, lr_boot=boot_r), "bartlett")[:m]
+    # the clmm tier's decisions: its LRs, its draws for its m studies and the fast path's for the rest of the chunk
+    batch_r = replace(fast, lr=np.concatenate([ref["lr"], fast.lr[m:]]), lr_boot=np.concatenate([boot_r, fast.lr_boot[m:]]))
+    dec_r = ordinal_decision(batch_r, "bartlett")[:m]
     crit = 1.959963984540054
     return {
         "design": "3 of 15 workers x 100 items x 2 systems (600 ratings), 4 random terms, logit",
