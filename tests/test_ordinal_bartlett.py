@@ -43,8 +43,9 @@ def test_bartlett_p_is_uniform_when_the_statistic_is_a_scaled_chi_square(c: floa
 def test_bartlett_p_needs_bootstrap_draws_and_ignores_failed_ones() -> None:
     assert bartlett_p(np.array([3.84]), np.array([[2.0, np.nan], [np.nan, np.nan]]))[0] == pytest.approx(
         special.chdtrc(1, 1.92))
+    assert np.isnan(bartlett_p(np.array([1.0, 2.0]), np.full((2, 2), np.nan))).all()  # every draw failed
     with pytest.raises(InputError, match="bootstrap"):
-        bartlett_p(np.array([1.0]), np.full((1, 2), np.nan))
+        bartlett_p(np.array([1.0]), np.zeros((1, 0)))
     assert bartlett_draws(50) == 4 and bartlett_draws(200) == 1 and bartlett_draws(1) == 200
 
 

@@ -185,11 +185,10 @@ def _clmm_batch(y: np.ndarray, prep: Prepared, scale: tuple[int, int], link: str
             continue
         est[j], se[j], loglik[j] = f1.beta[prep.coef], f1.se_beta[prep.coef], f1.loglik
         sds[j] = np.abs(f1.sds)
-        if f0 is not None:
-            null[j] = np.concatenate([f0.thresholds, f0.beta, np.abs(f0.sds)])
         converged[j] = f1.converged and (f0 is None or f0.converged)
         if f0 is not None:
             lr[j] = max(0.0, 2 * (f1.loglik - f0.loglik))
+            null[j] = np.concatenate([f0.thresholds, f0.beta, np.abs(f0.sds)])
     z = est / se
     return ClmmBatch(est, se, z, 2 * stats.norm.sf(np.abs(z)), loglik, lr, stats.chi2.sf(lr, 1), converged, failed,
                      tuple(reasons), sds, null)

@@ -942,13 +942,14 @@ def bartlett_draws(studies: int, total: int = BARTLETT_DRAWS) -> int:
 
 def bartlett_p(lr: np.ndarray, lr_boot: np.ndarray) -> np.ndarray:
     """Bartlett-corrected LRT p-values, as ``pbkrtest::PBmodcomp``'s "Bartlett": LR / E[LR] against chi-square(1),
-    E[LR] the mean of the bootstrap likelihood ratios ``lr_boot`` (all of them, pooled; NaN ignored)."""
+    E[LR] the mean of the bootstrap likelihood ratios ``lr_boot`` (all of them, pooled; NaN ignored). NaN
+    everywhere when every draw failed (e.g. every study of the batch failed)."""
     boot = np.asarray(lr_boot, float)
-    boot = boot[np.isfinite(boot)]
     if not boot.size:
         raise InputError("the Bartlett-corrected LRT needs bootstrap likelihood ratios (fit_clmm_many(..., "
                          "lrt=True, bootstrap=B))")
-    return stats.chi2.sf(np.asarray(lr, float) / boot.mean(), 1)
+    boot = boot[np.isfinite(boot)]
+    return stats.chi2.sf(np.asarray(lr, float) / (boot.mean() if boot.size else np.nan), 1)
 
 
 def concat_batches(batches: Sequence[ClmmBatch]) -> ClmmBatch:
