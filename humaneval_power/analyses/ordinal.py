@@ -53,7 +53,7 @@ class OrdinalCLMM:
     ordinal: ClassVar[bool] = True  #: analyses ordinal ratings (an OrdinalProcess's)
 
     tier: str = "fast"
-    test: str = "t"
+    test: str = DEFAULT_TEST
     alpha: float = 0.05
     compare: str = "pair"
     adjust: str = "holm"
