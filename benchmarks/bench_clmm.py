@@ -6,23 +6,28 @@ worker of an item rates both systems (600 ratings per study); ratings 1..5 from 
 worker:system 0.3, item:system 0.5 and a latent shift ``delta`` of system 1.
 Model: ``y ~ system + (1|worker) + (1|item) + (1|worker:system) + (1|item:system)``, logit.
 
-Times (wall and CPU) ``fit_clmm_many`` (Wald z, and with the LRT: two fits per study) on N studies and clmm (rpy2,
-one call per study) on the first M; prints per-study seconds, the ratios and, on the common studies,
-the largest |estimate| and |z| differences and the agreement of the Wald decisions at alpha = 0.05,
-as one JSON record.
-Run: python benchmarks/bench_clmm.py [N=40] [M=4] [delta=0.3]
+Times (wall and CPU), per study: the fast tier with the default test (the Bartlett-corrected LRT: full and null
+fits plus one parametric-bootstrap data set per study drawn from its fitted null model and fitted twice, as the
+planner does in chunks of 200 studies; also Wald z alone) on N studies, and clmm refits (rpy2, one call per fit:
+with and without the system term for the LR) of the first M, whose Bartlett factor comes from the same
+bootstrap draws refitted by the fast path (as the planner's clmm tier). Prints the ratios, and on the common
+studies the largest |estimate|, |z| and |LR| differences and the agreement of the decisions at alpha = 0.05, as
+one JSON record. ``--budget`` also times a 20-cell ordinal budget search (``likert_budget``, 5 item counts x 4
+worker pools, 3 ratings per item) with ``n_sims`` studies per full run.
+Run: python benchmarks/bench_clmm.py [N=40] [M=4] [delta=0.3] [--budget N_SIMS]
 """
 from __future__ import annotations
 
 import json
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from humaneval_power.designs import CrowdDesign, Layout
 from humaneval_power.fitting import clmm, clmm_r
-from humaneval_power.ordinal_process import OrdinalProcess
+from humaneval_power.ordinal_process import OrdinalProcess, ordinal_decision
 
 PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_item=1.0, sd_worker_system=0.3,
                          sd_item_system=0.5)
@@ -54,33 +59,61 @@ def main(n: int = 40, m: int = 4, delta: float = 0.3) -> dict:
     clock = Clock()
     wald = clmm.fit_clmm_many(Y, X, groups, scale=(1, 5))
     t_wald = clock.per(n)
-    both = clmm.fit_clmm_many(Y, X, groups, scale=(1, 5), lrt=True)
-    t_lrt = clock.per(n)
+    fast = clmm.fit_clmm_many(Y, X, groups, scale=(1, 5), lrt=True, bootstrap=1, seed=1)
+    t_fast = clock.per(n)
     clmm_r.available()
-    ref_est, ref_z = [], []
+    ref = {k: np.full(m, np.nan) for k in ("est", "z", "lr")}
+    null = np.full((m, fast.null_params.shape[1]), np.nan)
     clock = Clock()
     for j in range(m):
-        fit = clmm_r.fit_clmm_r(Y[:, j], X, groups, scale=(1, 5))
-        ref_est.append(fit.beta[0])
-        ref_z.append(fit.beta[0] / fit.se_beta[0])
+        f1 = clmm_r.fit_clmm_r(Y[:, j], X, groups, scale=(1, 5))
+        f0 = clmm_r.fit_clmm_r(Y[:, j], None, groups, scale=(1, 5))
+        ref["est"][j], ref["z"][j] = f1.beta[0], f1.beta[0] / f1.se_beta[0]
+        ref["lr"][j] = max(0.0, 2 * (f1.loglik - f0.loglik))
+        null[j] = np.concatenate([f0.thresholds, np.abs(f0.sds)])
     t_r = clock.per(m)
-    ref_est, ref_z = np.array(ref_est), np.array(ref_z)
+    boot_r = clmm.bootstrap_lr(replace(fast, null_params=null), X, groups, coef=0, scale=(1, 5), draws=1, seed=1)
+    t_boot = clock.per(m)  # the clmm tier's bootstrap draws (one per study), refitted by the fast path
+    clmm_default = {k: t_r[k] + t_boot[k] for k in t_r}
+    dec_fast = ordinal_decision(fast, "bartlett")[:m]
+    # the clmm tier's decisions: its LRs, its draws for its m studies and the fast path's for the rest of the chunk
+    batch_r = replace(fast, lr=np.concatenate([ref["lr"], fast.lr[m:]]), lr_boot=np.concatenate([boot_r, fast.lr_boot[m:]]))
+    dec_r = ordinal_decision(batch_r, "bartlett")[:m]
     crit = 1.959963984540054
     return {
         "design": "3 of 15 workers x 100 items x 2 systems (600 ratings), 4 random terms, logit",
         "studies": n, "clmm_studies": m, "delta": delta,
-        "s_per_study_fast_wald": t_wald, "s_per_study_fast_wald_lrt": t_lrt, "s_per_study_clmm": t_r,
-        "ratio_wald": {k: round(t_r[k] / t_wald[k], 1) for k in t_r},
-        "ratio_wald_lrt": {k: round(t_r[k] / t_lrt[k], 1) for k in t_r},
-        "max_abs_diff_estimate": float(np.max(np.abs(wald.estimate[:m] - ref_est))),
-        "max_abs_diff_z": float(np.max(np.abs(wald.z[:m] - ref_z))),
-        "wald_decisions_agree": int(np.sum((np.abs(wald.z[:m]) > crit) == (np.abs(ref_z) > crit))),
-        "power_wald_fast": float(np.mean(wald.p_wald < 0.05)), "power_lrt_fast": float(np.mean(both.p_lr < 0.05)),
-        "failed": int(wald.failed.sum()), "not_converged": int((~wald.converged & ~wald.failed).sum()),
+        "s_per_study_fast_default": t_fast, "s_per_study_fast_wald": t_wald,
+        "s_per_study_clmm_two_refits": t_r, "s_per_study_clmm_default": clmm_default,
+        "ratio_default": {k: round(clmm_default[k] / t_fast[k], 1) for k in t_r},
+        "ratio_default_clmm_bootstrap_too": {k: round(2 * t_r[k] / t_fast[k], 1) for k in t_r},
+        "ratio_wald": {k: round(t_r[k] / 2 / t_wald[k], 1) for k in t_r},
+        "max_abs_diff_estimate": float(np.max(np.abs(wald.estimate[:m] - ref["est"]))),
+        "max_abs_diff_z": float(np.max(np.abs(wald.z[:m] - ref["z"]))),
+        "max_abs_diff_lr": float(np.max(np.abs(fast.lr[:m] - ref["lr"]))),
+        "wald_decisions_agree": int(np.sum((np.abs(wald.z[:m]) > crit) == (np.abs(ref["z"]) > crit))),
+        "default_decisions_agree": int(np.sum(dec_fast == dec_r)),
+        "power_default_fast": float(np.mean(ordinal_decision(fast, "bartlett"))),
+        "failed": int(fast.failed.sum()), "not_converged": int((~fast.converged & ~fast.failed).sum()),
     }
+
+
+def budget(n_sims: int) -> dict:
+    """Wall and CPU seconds of a 20-cell ordinal budget search (default test, fast tier, 2 processes)."""
+    from humaneval_power.scenarios.likert import likert_budget
+
+    clock = Clock()
+    table, answer = likert_budget(PROCESS, 0.4, items=(40, 60, 80, 100, 140), workers=(9, 12, 15, 20),
+                                  ratings_per_item=(3,), n_sims=n_sims, jobs=2)
+    t = clock.per(1)
+    return {"budget_search": {"cells": 20, "evaluated": len(table), "n_sims": n_sims, "wall_s": t["wall"],
+                              "cpu_s_this_process": t["cpu"], "answer_cost": answer.value}}
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    print(json.dumps(main(int(args[0]) if args else 40, int(args[1]) if len(args) > 1 else 4,
-                          float(args[2]) if len(args) > 2 else 0.3)))
+    if args and args[0] == "--budget":
+        print(json.dumps(budget(int(args[1]) if len(args) > 1 else 200)))
+    else:
+        print(json.dumps(main(int(args[0]) if args else 40, int(args[1]) if len(args) > 1 else 4,
+                              float(args[2]) if len(args) > 2 else 0.3)))

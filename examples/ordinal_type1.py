@@ -8,8 +8,10 @@ benchmarks/bench_clmm.py) on two designs, 2 systems:
 * crossed: 5 workers rate both systems' outputs of 40 items (400 ratings);
 * sparse:  3 of a pool of 15 workers per item (balanced, cyclic), 100 items (600 ratings).
 
-Each study is fitted by the no-R batched Laplace CLMM (``fit_clmm_many``, four random terms, with the LRT)
-and tested at alpha 0.05 by: Wald z (clmm's test), the LRT (chi-square 1), Wald t with the Satterthwaite
+Each study is fitted by the no-R batched Laplace CLMM (``fit_clmm_many``, four random terms, with the LRT and
+one parametric-bootstrap LR per study from its fitted null model, pooled over the chunk of 200 studies)
+and tested at alpha 0.05 by: the Bartlett-corrected LRT (LR / mean bootstrap LR against chi-square 1, the
+default), Wald z (clmm's test), the LRT (chi-square 1), Wald t with the Satterthwaite
 df of the latent working model (``latent_satterthwaite_df``, plug-in SDs) and Wald t with df = workers - 1.
 ``--r-refits M`` also refits the first M studies (from ``--start``) with R ``ordinal::clmm`` (rpy2) and records its z.
 
@@ -30,7 +32,7 @@ from scipy import stats
 
 from humaneval_power.designs import CrowdDesign
 from humaneval_power.engine import clopper_pearson
-from humaneval_power.fitting.clmm import crossed_groups, fit_clmm_many, treatment_design
+from humaneval_power.fitting.clmm import bartlett_draws, crossed_groups, fit_clmm_many, treatment_design
 from humaneval_power.ordinal_process import OrdinalProcess, study_dfs
 
 PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), link="logit", sd_worker=0.8, sd_worker_system=0.3,
@@ -40,7 +42,7 @@ DESIGNS = {
     "sparse": CrowdDesign(items=100, workers=15, ratings_per_item=3, assignment="balanced"),
 }
 ALPHA = 0.05
-FIELDS = ("z", "p_wald", "p_lr", "df", "failed", "z_r")
+FIELDS = ("z", "p_wald", "p_lr", "df", "failed", "z_r", "p_bartlett", "factor")
 
 
 def run(design: str, sims: int, seed: int, out: Path, chunk: int, r_refits: int, start: int = 0) -> None:
@@ -63,8 +65,11 @@ def run(design: str, sims: int, seed: int, out: Path, chunk: int, r_refits: int,
         from humaneval_power.fitting.clmm_r import fit_clmm_r as r_fit
     while done < sims:
         cols = slice(done, min(sims, done + chunk))
-        b = fit_clmm_many(Y[:, cols], X, groups, coef=0, scale=PROCESS.scale, lrt=True)
+        n = cols.stop - cols.start
+        b = fit_clmm_many(Y[:, cols], X, groups, coef=0, scale=PROCESS.scale, lrt=True, bootstrap=bartlett_draws(n))
         res["z"][cols], res["p_wald"][cols], res["p_lr"][cols] = b.z, b.p_wald, b.p_lr
+        res["p_bartlett"][cols] = b.p_bartlett
+        res["factor"][cols] = np.nanmean(b.lr_boot)
         res["failed"][cols] = b.failed
         res["df"][cols] = study_dfs(b.sds, groups, X)
         if r_fit is not None:
@@ -76,6 +81,22 @@ def run(design: str, sims: int, seed: int, out: Path, chunk: int, r_refits: int,
         print(f"{design}: {done}/{sims}", file=sys.stderr, flush=True)
 
 
+def per_study(design: str, sims: int, studies: int, draws: int, seed: int, out: Path) -> None:
+    """The Bartlett test as a user runs it on one data set: each of the first ``studies`` null studies with its own
+    factor from ``draws`` bootstrap data sets of its fitted null model; saved (resuming) after each study."""
+    d = DESIGNS[design]
+    lay = d.draw(np.random.default_rng(seed), 1)
+    Y = PROCESS.simulate(lay, np.zeros(d.systems), sims, np.random.default_rng([seed, 1]))  # run()'s studies
+    groups = crossed_groups(lay.worker, lay.item, lay.system)
+    X, _ = treatment_design(lay.system)
+    p = np.load(out)["p_study"] if out.exists() else np.full(studies, np.nan)
+    for j in np.flatnonzero(np.isnan(p)):
+        b = fit_clmm_many(Y[:, [j]], X, groups, coef=0, scale=PROCESS.scale, lrt=True, bootstrap=draws, seed=[seed, 2, j])
+        p[j] = b.p_bartlett[0]
+        np.savez(out, p_study=p, design=design, draws=draws)
+        print(f"{design} per study: {j + 1}/{studies}", file=sys.stderr, flush=True)
+
+
 def rate(reject: np.ndarray) -> str:
     k, n = int(reject.sum()), reject.size
     lo, hi = clopper_pearson(k, n)
@@ -85,11 +106,13 @@ def rate(reject: np.ndarray) -> str:
 def report(paths: list[Path]) -> str:
     """The Markdown table of the saved files without clmm refits, and per design the comparison with clmm on the
     studies refitted (the union over the files, by study)."""
-    lines = [("| design | studies (failed) | Wald z | LRT, chi-square | LRT, F(1, df) | t, Satterthwaite df (median df) "
-              "| t, df = workers - 1 |"), "|---|---|---|---|---|---|---|"]
+    lines = [("| design | studies (failed) | Bartlett LRT (factors) | Wald z | LRT, chi-square | LRT, F(1, df) "
+              "| t, Satterthwaite df (median df) | t, df = workers - 1 |"), "|---|---|---|---|---|---|---|---|"]
     refits: dict[str, dict[int, tuple[float, float]]] = {}
     for path in paths:
         r = np.load(path)
+        if "p_study" in r:
+            continue
         fitted = np.isfinite(r["z"]) | (r["failed"] == 1)
         zr = r["z_r"]
         if np.isfinite(zr).any():
@@ -102,10 +125,23 @@ def report(paths: list[Path]) -> str:
         p_f = stats.f.sf(stats.chi2.isf(p_lr, 1), 1, df)
         p_t = 2 * stats.t.sf(np.abs(z), df)
         p_w = 2 * stats.t.sf(np.abs(z), int(r["workers"]) - 1)
+        fac = np.unique(np.round(r["factor"][fitted], 3))
         lines.append(f"| {r['design']} | {fitted.sum()} ({fitted.sum() - ok.sum()}) | "
+                     f"{rate(r['p_bartlett'][ok] < ALPHA)} ({', '.join(f'{f:.3f}' for f in fac)}) | "
                      f"{rate(2 * stats.norm.sf(np.abs(z)) < ALPHA)} | {rate(p_lr < ALPHA)} | {rate(p_f < ALPHA)} | "
                      f"{rate(p_t < ALPHA)} ({np.median(df):.1f}) | {rate(p_w < ALPHA)} |")
     notes = []
+    pooled = {str(np.load(p)["design"]): np.load(p) for p in paths if "p_bartlett" in np.load(p)}
+    for path in paths:
+        r = np.load(path)
+        if "p_study" not in r or str(r["design"]) not in pooled:
+            continue
+        ps = r["p_study"][np.isfinite(r["p_study"])]
+        pc = pooled[str(r["design"])]["p_bartlett"][:ps.size]
+        notes.append(f"{r['design']}: per-study Bartlett ({int(r['draws'])} bootstrap draws per study) on the first {ps.size} "
+                     f"studies: rate {rate(ps < ALPHA)}, chunk factor {rate(pc < ALPHA)}; decisions agree on "
+                     f"{int(np.sum((ps < ALPHA) == (pc < ALPHA)))}/{ps.size}; median |p - p_chunk| "
+                     f"{np.median(np.abs(ps - pc)):.3f}")
     crit = stats.norm.isf(ALPHA / 2)
     for design, pairs in refits.items():
         zf, zr = (np.array(v) for v in zip(*pairs.values()))
@@ -121,9 +157,12 @@ def main() -> None:
     ap.add_argument("--design", choices=sorted(DESIGNS))
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=26)
-    ap.add_argument("--chunk", type=int, default=50)
+    ap.add_argument("--chunk", type=int, default=200, help="studies per batch (the planner's chunk of the "
+                    "Bartlett test: its factor is the mean bootstrap LR of the batch)")
     ap.add_argument("--r-refits", type=int, default=0)
     ap.add_argument("--start", type=int, default=0, help="first study to fit (to split clmm refits over processes)")
+    ap.add_argument("--per-study", type=int, nargs=2, metavar=("STUDIES", "DRAWS"),
+                    help="the per-study Bartlett test (its own bootstrap draws) on the first STUDIES studies")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--report", type=Path, nargs="+")
     a = ap.parse_args()
@@ -132,6 +171,9 @@ def main() -> None:
         return
     if a.design is None or a.out is None:
         ap.error("give --design and --out (or --report FILES)")
+    if a.per_study:
+        per_study(a.design, a.sims, *a.per_study, a.seed, a.out)
+        return
     run(a.design, a.sims, a.seed, a.out, a.chunk, a.r_refits, a.start)
 
 

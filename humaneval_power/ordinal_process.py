@@ -13,10 +13,11 @@ variances: E[Y | eta] = lowest + sum_k E_b[1 - F(theta_k - eta - b)], in closed 
 (Phi((eta - theta_k) / sqrt(1 + tau^2))) and by Gauss-Hermite quadrature for logit.
 
 :func:`ordinal_decision` is the significance decision of a batch of CLMM fits
-(:func:`~humaneval_power.fitting.clmm.fit_clmm_many`) by ``test``: ``t`` (the default, chosen by the Type-I
-simulations of ``examples/ordinal_type1.py``, docs/ordinal.md: the Wald statistic against t with the
-Satterthwaite df of the latent working model, :func:`latent_satterthwaite_df`), ``lrt`` (likelihood ratio,
-chi-square 1) or ``z`` (clmm's Wald z, liberal with few workers).
+(:func:`~humaneval_power.fitting.clmm.fit_clmm_many`) by ``test``: ``bartlett`` (the default, chosen by the
+Type-I simulations of ``examples/ordinal_type1.py``, docs/ordinal.md: the likelihood ratio divided by its mean
+over parametric-bootstrap data sets from the fitted null models, against chi-square 1), ``t`` (the Wald
+statistic against t with the Satterthwaite df of the latent working model, :func:`latent_satterthwaite_df`),
+``lrt`` (likelihood ratio, chi-square 1) or ``z`` (clmm's Wald z, liberal with few workers).
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ from .processes import _effects
 from .validation import check_number
 
 ORDINAL_SDS = ORDINAL_SD_NAMES  #: the latent SDs, as a parameter file names them
-ORDINAL_TESTS = ("t", "lrt", "z")
-DEFAULT_TEST = "t"
+ORDINAL_TESTS = ("t", "lrt", "z", "bartlett")
+DEFAULT_TEST = "bartlett"
 _GH_NODES = 80
 
 
@@ -239,7 +240,8 @@ def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,
                      df: np.ndarray | float | None = None) -> np.ndarray:
     """Whether each study of a :class:`~humaneval_power.fitting.clmm.ClmmBatch` rejects the null at ``alpha``.
 
-    ``lrt`` needs the batch fitted with ``lrt=True``; ``t`` needs ``df`` (e.g. :func:`latent_satterthwaite_df`
+    ``lrt`` needs the batch fitted with ``lrt=True``, ``bartlett`` with ``lrt=True, bootstrap=B``
+    (:func:`~humaneval_power.fitting.clmm.bartlett_p`); ``t`` needs ``df`` (e.g. :func:`latent_satterthwaite_df`
     per study, :func:`study_dfs`). Failed studies (NaN) never reject.
     """
     if test not in ORDINAL_TESTS:
@@ -250,6 +252,8 @@ def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,
             raise InputError("the likelihood-ratio test needs the batch fitted with lrt=True")
     elif test == "z":
         p = np.asarray(batch.p_wald, float)
+    elif test == "bartlett":
+        p = np.asarray(batch.p_bartlett, float)
     else:
         if df is None:
             raise InputError("the t test needs degrees of freedom: df=study_dfs(batch.sds, groups, X)")

@@ -86,7 +86,7 @@ CELLS: dict[str, Callable[[float], Scenario]] = {
     "crowd-pilot": lambda e: CrowdScenario(PILOT, InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8),
                                                    InvariantLMM(), e),
     "crowd-ordinal-random": lambda e: CrowdScenario(CrowdDesign(6, 3, 2, assignment="random"), ORDINAL,
-                                                    OrdinalCLMM.of(ORDINAL), e),
+                                                    OrdinalCLMM.of(ORDINAL, test="t"), e),  # default: chunks of 200
     "h2h-glmm-fast": lambda e: MixedJudgments(H2HParams(0.3, 0.3), 4, 6, 4 * e, per_item=3),
     "h2h-simulate": lambda e: IndependentJudgments(60, (1 + e) / 2 - 0.05, 0.1, "split", "simulate"),
     "mcnemar-simulate": lambda e: McNemarScenario(400, e / 4, 0.9, "simulate"),

@@ -101,7 +101,7 @@ def test_linear_type_m_is_against_the_mean_rating_difference() -> None:
 def _accepted(ordinal: bool, model: str | None, method: str, test: str) -> bool:
     """The rules (docs/ordinal.md): each analysis its own methods and tests; ordinal ratings analysed by the
     ordinal or the linear (invariant) model; Gaussian ratings never by the ordinal model."""
-    own = {"ordinal": (("fast", "clmm"), ("satterthwaite", "z", "lrt")),
+    own = {"ordinal": (("fast", "clmm"), ("satterthwaite", "z", "lrt", "t", "bartlett")),
            "invariant": (("fast", "lme4"), ("satterthwaite", "card2020", "z")),  # analytic/statsmodels: crossed slopes
            "slopes": (("fast", "lme4", "analytic", "statsmodels"), ("satterthwaite", "card2020", "z"))}
     if model is None:

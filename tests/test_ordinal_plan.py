@@ -17,7 +17,7 @@ from humaneval_power.cli import main
 from humaneval_power.designs import CrowdDesign
 from humaneval_power.engine import run_cells
 from humaneval_power.errors import InputError
-from humaneval_power.ordinal_process import OrdinalProcess
+from humaneval_power.ordinal_process import DEFAULT_TEST, OrdinalProcess
 from humaneval_power.params import OrdinalParams
 from humaneval_power.processes import InvariantProcess
 from humaneval_power.scenarios.crowd import CrowdScenario, cell_factory
@@ -49,11 +49,12 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies() -> None:
 
 @pytest.mark.slow
 def test_type_one_error_of_the_default_test_is_alpha() -> None:
-    """Null studies on a crossed design with few workers: the calibrated t test rejects at alpha within MC error."""
+    """Null studies on a crossed design with few workers: the default (calibrated) test rejects at alpha within MC
+    error, through the planner (the Bartlett factor per chunk of studies)."""
     n = 300
     r = run_cells([CrowdScenario(CrowdDesign(items=20, workers=5, ratings_per_item=5), PROCESS,
                                  OrdinalCLMM.of(PROCESS), 0.0)], n, seed=11, jobs=1)[0]
-    assert r.cell["test"] == "t" and r.n_failed <= 3
+    assert r.cell["test"] == DEFAULT_TEST and r.n_failed <= 3
     assert abs(r.power - 0.05) <= mc_tolerance(0.05, n)
 
 
@@ -74,7 +75,7 @@ def test_default_model_and_link_follow_the_process() -> None:
     probit = OrdinalProcess((-1.0, 0.0, 1.0), link="probit", lowest=0, sd_item=0.5)
     cell = cell_factory(probit)(10, 4, effect=0.3)
     assert isinstance(cell.analysis, OrdinalCLMM)
-    assert (cell.analysis.link, cell.analysis.scale, cell.analysis.test) == ("probit", (0, 3), "t")
+    assert (cell.analysis.link, cell.analysis.scale, cell.analysis.test) == ("probit", (0, 3), DEFAULT_TEST)
 
 
 def test_cli_power_equals_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

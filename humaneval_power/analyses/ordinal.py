@@ -7,9 +7,11 @@ is the latent shift of system B over A of the pair of interest (treatment coding
 Tiers: ``fast`` (all studies of a layout at once without R:
 :func:`~humaneval_power.fitting.clmm.fit_clmm_many`) or ``clmm`` (``ordinal::clmm`` refits in R, one
 study at a time: :func:`~humaneval_power.fitting.clmm_r.fit_clmm_r`). Tests
-(:func:`~humaneval_power.ordinal_process.ordinal_decision`): ``t`` (the default, calibrated: Wald
-statistic against t with the Satterthwaite df of the latent working model; ``satterthwaite`` names
-it too), ``lrt`` (likelihood ratio, chi-square 1) or ``z`` (clmm's Wald z, liberal with few workers).
+(:func:`~humaneval_power.ordinal_process.ordinal_decision`): ``bartlett`` (the default, calibrated; the
+planner's default name ``satterthwaite`` means it: LR / mean LR of parametric-bootstrap data sets from the
+studies' fitted null models, one factor per chunk of 200 studies, the draws refitted by the fast path in
+either tier), ``t`` (Wald statistic against t with the Satterthwaite df of the latent working model),
+``lrt`` (likelihood ratio, chi-square 1) or ``z`` (clmm's Wald z, liberal with few workers).
 A cumulative-link fit moves with the location, so studies are fitted at the true means. A study whose
 ratings leave a category of the scale unused cannot estimate its thresholds and counts as failed.
 """
@@ -24,8 +26,8 @@ from scipy import stats
 from ..designs import Design, Layout
 from ..engine import StudyOutcomes
 from ..errors import InputError
-from ..fitting.clmm import check_link, crossed_groups
-from ..ordinal_process import ORDINAL_TESTS, OrdinalProcess, ordinal_decision, study_dfs
+from ..fitting.clmm import BARTLETT_DRAWS, bartlett_draws, bootstrap_lr, check_link, concat_batches, crossed_groups, data_seed
+from ..ordinal_process import DEFAULT_TEST, ORDINAL_TESTS, OrdinalProcess, ordinal_decision, study_dfs
 from ..validation import check_alpha, check_choice
 from .base import FamilyFit, check_pair, fit_each
 
@@ -51,7 +53,7 @@ class OrdinalCLMM:
     ordinal: ClassVar[bool] = True  #: analyses ordinal ratings (an OrdinalProcess's)
 
     tier: str = "fast"
-    test: str = "t"
+    test: str = DEFAULT_TEST
     alpha: float = 0.05
     compare: str = "pair"
     adjust: str = "holm"
@@ -60,8 +62,8 @@ class OrdinalCLMM:
     scale: tuple[int, int] | None = None  #: (lowest, highest) rating; None: the process's
 
     def __post_init__(self) -> None:
-        if self.test == "satterthwaite":  # the t test's df are Satterthwaite's (the planner's default name)
-            object.__setattr__(self, "test", "t")
+        if self.test == "satterthwaite":  # the planner's default name: the default ordinal test
+            object.__setattr__(self, "test", DEFAULT_TEST)
         check_choice("ordinal test", self.test, ORDINAL_TESTS)
         check_choice("method", self.tier, TIERS)
         check_link(self.link)
@@ -77,6 +79,8 @@ class OrdinalCLMM:
 
     @property
     def chunk_size(self) -> int:
+        if self.test == "bartlett":  # one Bartlett factor per chunk (either tier: the same studies, the same factor)
+            return BARTLETT_DRAWS
         return 5 if self.tier == "clmm" else 50
 
     def check(self, systems: int, effect: float = 0.0) -> None:
@@ -113,16 +117,32 @@ class OrdinalCLMM:
             return fit_each(self, layout, y)
         assert isinstance(y, np.ndarray)
         if np.ndim(layout.worker) == 2:  # workers drawn per study: each study its own groups
-            return fit_each(self, [replace(layout, worker=w) for w in layout.worker],
-                            [y[:, [j]] for j in range(y.shape[1])])
+            layouts = [replace(layout, worker=w) for w in layout.worker]
+            if self.test == "bartlett":  # one Bartlett factor per chunk: its bootstrap draws spread over the studies
+                draws = bartlett_draws(y.shape[1])
+                return self._decide(concat_batches([self._batch(self._design(lay.worker, lay), y[:, [j]], draws)
+                                                    for j, lay in enumerate(layouts)]))
+            return fit_each(self, layouts, [y[:, [j]] for j in range(y.shape[1])])
         return self._fit(prepared if prepared is not None else self._design(layout.worker, layout), y)
 
-    def _fit(self, prep: Prepared, y: np.ndarray) -> FamilyFit:
+    def _batch(self, prep: Prepared, y: np.ndarray, draws: int) -> Any:
+        """The tier's fits of the columns of ``y`` with the LR (and ``draws`` bootstrap LRs per study) the test needs."""
         scale = self.scale or (int(np.nanmin(y)), int(np.nanmax(y)))
-        batch = (_fast_batch if self.tier == "fast" else _clmm_batch)(y, prep, scale, self.link, self.test == "lrt")
+        batch = (_fast_batch if self.tier == "fast" else _clmm_batch)(y, prep, scale, self.link,
+                                                                      self.test in ("lrt", "bartlett"))
+        if self.test == "bartlett":  # the clmm tier's null fits too: the draws are refitted by the fast path
+            batch = replace(batch, lr_boot=bootstrap_lr(batch, prep.X, prep.groups, coef=prep.coef, scale=scale,
+                                                        link=self.link, draws=draws, seed=data_seed(y)))
+        return batch
+
+    def _fit(self, prep: Prepared, y: np.ndarray) -> FamilyFit:
+        batch = self._batch(prep, y, bartlett_draws(y.shape[1]))
         df = None
         if self.test == "t":
             df = study_dfs(batch.sds, prep.groups, prep.X, prep.coef, self.link)
+        return self._decide(batch, df)
+
+    def _decide(self, batch: Any, df: np.ndarray | None = None) -> FamilyFit:
         # ordinal_decision decides at alpha; p holds 0 (reject) or 1 so that decide's p <= alpha repeats it
         p = np.where(ordinal_decision(batch, self.test, self.alpha, df), 0.0, 1.0)
         singular = np.nan_to_num(np.min(batch.sds, axis=1), nan=1.0) < SINGULAR_SD
@@ -154,6 +174,7 @@ def _clmm_batch(y: np.ndarray, prep: Prepared, scale: tuple[int, int], link: str
     converged, failed = np.zeros(S, bool), np.zeros(S, bool)
     reasons: list[str] = []
     X0 = np.delete(prep.X, prep.coef, axis=1)
+    null = np.full((S, scale[1] - scale[0] + X0.shape[1] + len(prep.groups) if lrt else 0), np.nan)  # ClmmBatch.null_params
     for j in range(S):
         try:
             f1 = fit_clmm_r(y[:, j], prep.X, prep.groups, link=link, scale=scale)
@@ -167,9 +188,10 @@ def _clmm_batch(y: np.ndarray, prep: Prepared, scale: tuple[int, int], link: str
         converged[j] = f1.converged and (f0 is None or f0.converged)
         if f0 is not None:
             lr[j] = max(0.0, 2 * (f1.loglik - f0.loglik))
+            null[j] = np.concatenate([f0.thresholds, f0.beta, np.abs(f0.sds)])
     z = est / se
     return ClmmBatch(est, se, z, 2 * stats.norm.sf(np.abs(z)), loglik, lr, stats.chi2.sf(lr, 1), converged, failed,
-                     tuple(reasons), sds)
+                     tuple(reasons), sds, null)
 
 
 __all__ = ["TIERS", "OrdinalCLMM", "Prepared"]

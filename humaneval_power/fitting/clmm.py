@@ -798,10 +798,21 @@ class ClmmBatch:
     failed: np.ndarray
     reasons: tuple[str, ...]
     sds: np.ndarray  # S x m fitted random-effect SDs (full model), in the order of ``groups``
+    #: S x (K-1 + p-1 + m): the null model's (thresholds, beta without ``coef``, SDs) per study; NaN unless lrt
+    null_params: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    #: S x B likelihood ratios of parametric-bootstrap data sets drawn from each study's fitted null model
+    #: (:func:`bootstrap_lr`); NaN where a draw failed; (S, 0) when not drawn
+    lr_boot: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    @property
+    def p_bartlett(self) -> np.ndarray:
+        """Bartlett-corrected LRT p-values: :func:`bartlett_p` of ``lr`` with the mean of every bootstrap LR."""
+        return bartlett_p(self.lr, self.lr_boot)
 
 
 def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, coef: int, layout: Layout, levels: tuple[int, ...],
-           link: str, lrt: bool, warm: dict[bool, tuple[np.ndarray, np.ndarray | None]]) -> dict[bool, ClmmFit]:
+           link: str, lrt: bool, warm: dict[bool, tuple[np.ndarray, np.ndarray | None]],
+           information: bool = True) -> dict[bool, ClmmFit]:
     """One study's fits, warm-started and updating ``warm``: with the coefficient (from the previous
     study's fit) and, for the LRT, without it (from this study's full fit, the coefficient dropped)."""
     K = len(levels)
@@ -817,7 +828,7 @@ def _study(y: np.ndarray, Xm: np.ndarray, X0: np.ndarray, coef: int, layout: Lay
         else:
             psi0, hinv0 = _drop(*warm[True], K - 1 + coef)
         fit, hinv = _optimise(model, levels, (), psi0, gtol=1e-5, polish=0, central=False, hess_inv0=hinv0,
-                              hessian=full)
+                              hessian=full and information)
         modes = model.u
         fits[full] = fit
         th = fit.thresholds
@@ -845,6 +856,9 @@ def fit_clmm_many(
     scale: tuple[int, int],
     link: str = "logit",
     lrt: bool = False,
+    bootstrap: int = 0,
+    seed: int | np.random.SeedSequence | None = None,
+    information: bool = True,
 ) -> ClmmBatch:
     """Fit the CLMM to every column of ``responses`` (N x S ratings) on one layout: Wald z (and with
     ``lrt`` the likelihood-ratio test) for coefficient ``coef``.
@@ -853,6 +867,11 @@ def fit_clmm_many(
     from the previous study's estimates, stops BFGS at gtol 1e-5 without Newton polishing and takes the
     observed information from forward differences. A study refused by :func:`ordinal_codes` (e.g. a
     category unused) is counted as failed with its reason.
+
+    ``bootstrap`` = B > 0 (needs ``lrt``) also draws B data sets from each study's fitted null model and
+    records their likelihood ratios (``lr_boot``, :func:`bootstrap_lr`; ``seed`` by default derived from
+    the ratings) for the Bartlett-corrected LRT (``p_bartlett``). ``information=False`` skips the observed
+    information (``se``, ``z`` NaN): the likelihood ratio only, as the bootstrap draws need.
     """
     from threadpoolctl import threadpool_limits
 
@@ -865,6 +884,8 @@ def fit_clmm_many(
     p = Xm.shape[1]
     if not 0 <= coef < p:
         raise InputError(f"coefficient index {coef} is outside the design's {p} columns")
+    if bootstrap and not lrt:
+        raise InputError("the parametric bootstrap of the likelihood ratio needs lrt=True")
     layout = Layout.build(groups, N)
     X0 = np.delete(Xm, coef, axis=1)
     levels = tuple(range(scale[0], scale[1] + 1))
@@ -873,6 +894,7 @@ def fit_clmm_many(
     sds = np.full((S, len(layout.names)), np.nan)
     reasons: list[str] = []
     warm: dict[bool, tuple[np.ndarray, np.ndarray | None]] = {}
+    null_params = np.full((S, len(levels) - 1 + p - 1 + len(layout.names)), np.nan)
     with threadpool_limits(1):
         for j in range(S):
             try:
@@ -882,12 +904,15 @@ def fit_clmm_many(
                 reasons.append(str(exc))
                 continue
             try:
-                fits = _study(y, Xm, X0, coef, layout, levels, link, lrt, warm)
+                fits = _study(y, Xm, X0, coef, layout, levels, link, lrt, warm, information)
             except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
                 failed[j] = True
                 reasons.append(f"numerical failure: {exc}")
                 continue
             f1 = fits[True]
+            if lrt:
+                f0 = fits[False]
+                null_params[j] = np.concatenate([f0.thresholds, f0.beta, np.abs(f0.sds)])
             out["estimate"][j] = f1.beta[coef]
             out["se"][j] = f1.se_beta[coef]
             out["loglik"][j] = f1.loglik
@@ -896,5 +921,91 @@ def fit_clmm_many(
             if lrt:
                 out["lr"][j] = max(0.0, 2 * (f1.loglik - fits[False].loglik))
     z = out["estimate"] / out["se"]
-    return ClmmBatch(out["estimate"], out["se"], z, 2 * stats.norm.sf(np.abs(z)), out["loglik"], out["lr"],
-                     stats.chi2.sf(out["lr"], 1), converged, failed, tuple(dict.fromkeys(reasons)), sds)
+    batch = ClmmBatch(out["estimate"], out["se"], z, 2 * stats.norm.sf(np.abs(z)), out["loglik"], out["lr"],
+                      stats.chi2.sf(out["lr"], 1), converged, failed, tuple(dict.fromkeys(reasons)), sds,
+                      null_params if lrt else np.zeros((S, 0)), np.zeros((S, 0)))
+    if bootstrap:
+        batch = replace(batch, lr_boot=bootstrap_lr(batch, Xm, groups, coef=coef, scale=scale, link=link,
+                                                    draws=bootstrap, seed=seed if seed is not None else data_seed(Y)))
+    return batch
+
+
+# --------------------------------------------------------------------------- the Bartlett-corrected LRT
+
+BARTLETT_DRAWS = 200  #: bootstrap likelihood ratios per batch at least (the factor's relative SE ~ 0.1)
+
+
+def bartlett_draws(studies: int, total: int = BARTLETT_DRAWS) -> int:
+    """Bootstrap draws per study so that a batch of ``studies`` has at least ``total`` in all."""
+    return max(1, -(-total // max(studies, 1)))
+
+
+def bartlett_p(lr: np.ndarray, lr_boot: np.ndarray) -> np.ndarray:
+    """Bartlett-corrected LRT p-values, as ``pbkrtest::PBmodcomp``'s "Bartlett": LR / E[LR] against chi-square(1),
+    E[LR] the mean of the bootstrap likelihood ratios ``lr_boot`` (all of them, pooled; NaN ignored). NaN
+    everywhere when every draw failed (e.g. every study of the batch failed)."""
+    boot = np.asarray(lr_boot, float)
+    if not boot.size:
+        raise InputError("the Bartlett-corrected LRT needs bootstrap likelihood ratios (fit_clmm_many(..., "
+                         "lrt=True, bootstrap=B))")
+    boot = boot[np.isfinite(boot)]
+    return stats.chi2.sf(np.asarray(lr, float) / (boot.mean() if boot.size else np.nan), 1)
+
+
+def concat_batches(batches: Sequence[ClmmBatch]) -> ClmmBatch:
+    """The studies of several batches as one batch (e.g. studies with their own layouts, one Bartlett factor)."""
+    first = batches[0]
+    parts = {f: np.concatenate([getattr(b, f) for b in batches]) for f in first.__dataclass_fields__ if f != "reasons"}
+    return ClmmBatch(**parts, reasons=tuple(dict.fromkeys(r for b in batches for r in b.reasons)))
+
+
+def data_seed(Y: np.ndarray) -> np.random.SeedSequence:
+    """A seed derived from the ratings: the bootstrap of a data set is reproducible without a seed argument."""
+    import hashlib
+
+    digest = hashlib.sha256(np.ascontiguousarray(Y, dtype=float).tobytes()).digest()
+    return np.random.SeedSequence(list(np.frombuffer(digest[:16], np.uint32)))
+
+
+def simulate_clmm(X: np.ndarray, groups: Mapping[str, Sequence[object] | np.ndarray], params: np.ndarray, *,
+                  link: str = "logit", rng: np.random.Generator, lowest: int = 0) -> np.ndarray:
+    """(N, S) ratings (``lowest`` + category code) of one data set per row of ``params`` = (thresholds, beta,
+    SDs) from the CLMM with design ``X`` (N x p, no intercept) and the random terms of ``groups``, random
+    effects and latent residuals drawn afresh."""
+    check_link(link)
+    layout = Layout.build(groups, len(X))
+    P = np.atleast_2d(np.asarray(params, float))
+    p, m = np.shape(X)[1], len(layout.names)
+    K1 = P.shape[1] - p - m
+    th, beta, s = P[:, :K1], P[:, K1:K1 + p], P[:, K1 + p:]
+    S, N = len(P), len(X)
+    eta = np.asarray(X, float) @ beta.T  # N x S
+    u = rng.standard_normal((S, layout.q))
+    sd_col = np.repeat(s, layout.n_levels, axis=1)  # S x q: each column's SD
+    eta += ((u * sd_col)[:, layout.cols].sum(axis=2)).T if m else 0.0
+    e = rng.logistic(size=(N, S)) if link == "logit" else rng.standard_normal((N, S))
+    return lowest + (eta[:, :, None] + e[:, :, None] > th[None, :, :]).sum(axis=2)
+
+
+def bootstrap_lr(batch: ClmmBatch, X: np.ndarray, groups: Mapping[str, Sequence[object] | np.ndarray], *,
+                 coef: int, scale: tuple[int, int], link: str = "logit", draws: int,
+                 seed: int | np.random.SeedSequence | None = None) -> np.ndarray:
+    """S x ``draws`` likelihood ratios of parametric-bootstrap data sets drawn from each study's fitted null
+    model (``batch.null_params``, a batch fitted with ``lrt=True``), each fitted with and without
+    coefficient ``coef`` by :func:`fit_clmm_many`. NaN for a failed study or a draw that fails (e.g. leaves a
+    category unused)."""
+    if batch.null_params.shape[1] == 0:
+        raise InputError("the parametric bootstrap needs the null fits: fit_clmm_many(..., lrt=True)")
+    Xm = _design(X, len(X))
+    X0 = np.delete(Xm, coef, axis=1)
+    S = len(batch.null_params)
+    ok = np.flatnonzero(np.all(np.isfinite(batch.null_params), axis=1))
+    out = np.full((S, draws), np.nan)
+    if not len(ok):
+        return out
+    rng = np.random.default_rng(seed)
+    Y = simulate_clmm(X0, groups, np.repeat(batch.null_params[ok], draws, axis=0), link=link, rng=rng,
+                      lowest=scale[0])
+    boot = fit_clmm_many(Y, Xm, groups, coef=coef, scale=scale, link=link, lrt=True, information=False)
+    out[ok] = boot.lr.reshape(len(ok), draws)
+    return out

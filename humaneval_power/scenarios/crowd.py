@@ -27,6 +27,7 @@ from ..analyses.ordinal import TIERS as ORDINAL_TIERS
 from ..designs import Costs, CrowdDesign, Design, Layout, PilotDesign
 from ..engine import PowerResult, StudyOutcomes
 from ..errors import InputError
+from ..fitting.clmm import BARTLETT_DRAWS
 from ..ordinal_process import ORDINAL_TESTS, OrdinalProcess
 from ..params import LikertParams
 from ..processes import InvariantProcess, Process, SlopeProcess, system_means
@@ -40,10 +41,11 @@ MODELS = (*RATING_MODELS.names(), "both")
 BOTH = ("ordinal", "invariant")  #: the analyses of ``model="both"``, in the order of its records
 #: the planner's methods (tiers) and tests, of every analysis: each analysis takes its own (``check_options``)
 METHODS = (*GAUSSIAN_TIERS, *ORDINAL_TIERS[1:])
-TESTS = (*COEFFICIENT_TESTS, "lrt")
-#: studies per chunk of every cell of ordinal ratings, whatever the analysis: the chunks' random streams then
-#: give the ordinal and the linear analysis (and the fast and clmm tiers) the same simulated studies
-ORDINAL_CHUNK = 25
+TESTS = (*COEFFICIENT_TESTS, *(t for t in ORDINAL_TESTS if t not in COEFFICIENT_TESTS))
+#: studies per chunk of every cell of ordinal ratings, whatever the analysis and test: the chunks' random streams
+#: then give the ordinal and the linear analysis (and the fast and clmm tiers) the same simulated studies; the
+#: size of the default test's chunk, whose studies pool their bootstrap draws into one Bartlett factor
+ORDINAL_CHUNK = BARTLETT_DRAWS
 
 
 def analyses_of(model: Any) -> tuple[Any, ...]:
