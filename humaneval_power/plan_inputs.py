@@ -164,19 +164,19 @@ def likert_systems(params: str | None, comparison: str | None = None) -> int:
 
 def plan_subject(name: str, systems: int, params: str | None = None, comparison: str | None = None) -> str:
     """What a plan's headline names: the pair planned (``comparison`` vs the file's baseline), the file's
-    comparisons when all are planned, or the one whose parameters serve ``systems`` systems; and the
-    number of systems simulated. ``name``: the parameters' own name, for a preset or typed SDs."""
+    comparisons when all are planned, or the comparisons whose shared parameters serve; and the
+    number of systems in the study. ``name``: the parameters' own name, for a preset or typed SDs."""
     from .params import params_comparisons
 
     held = params_comparisons(params) if params else None
     if held is None:
-        return f"{name}, {systems} systems simulated"
+        return f"{name} in a {systems}-system study"
     baseline, others = held
     if comparison is not None or len(others) == 1:
-        return f"{comparison or others[0]} vs {baseline}, {systems} systems simulated"
+        return f"{comparison or others[0]} vs {baseline} in a {systems}-system study"
     if len(others) + 1 == systems:
-        return f"{', '.join(others)} vs {baseline}, {systems} systems simulated"
-    return f"{systems} systems simulated with the parameters shared by {', '.join(others)} vs {baseline}"
+        return f"{', '.join(others)} vs {baseline} in a {systems}-system study"
+    return f"a {systems}-system study with the parameters shared by {', '.join(others)} vs {baseline}"
 
 
 def merge_design_file(path: str, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """A plan's headline names what is planned, not the parameter file: the compared pair (``--comparison``
-vs the file's baseline) or the file's comparisons, and the number of systems simulated; a multi-system
+vs the file's baseline) or the file's comparisons, and the number of systems in the study; a multi-system
 file of either family (Gaussian shared-SD set, ordinal fit) plans its own number of systems unless
 ``--systems`` says otherwise; an ordinal file's ``--comparison`` is honoured or refused, never ignored."""
 from __future__ import annotations
@@ -61,9 +61,9 @@ def test_the_headline_names_the_planned_pair_and_systems(spec, data) -> None:
         assert default == len(others) + 1  # both families: the file's own number of systems
         n = systems or default
         subject = plan_subject(params.name, n, path, comparison)
-    assert f"{n} systems simulated" in subject
+    assert f"a {n}-system study" in subject or f"in a {n}-system study" in subject
     if comparison is not None:
-        assert subject.startswith(f"{comparison} vs {baseline},") and named(subject) == {comparison, baseline}
+        assert subject == f"{comparison} vs {baseline} in a {n}-system study" and named(subject) == {comparison, baseline}
     else:  # the file's comparisons, all planned or their shared parameters used
         assert named(subject) == {baseline, *others}
 
@@ -81,6 +81,10 @@ def test_an_ordinal_comparison_the_file_lacks_is_refused(systems, comparison) ->
                 likert_params(params=path, comparison=comparison)
             with pytest.raises(InputError, match="no comparison"):
                 likert_systems(path, comparison)
+        bare = Path(folder) / "bare.json"  # an ordinal file naming no systems: any comparison is refused
+        bare.write_text(json.dumps(OrdinalParams(thresholds=(-1.0, 0.0, 1.0), sds=SDS, scale=(1, 2, 3, 4)).to_json()))
+        with pytest.raises(InputError, match="names no systems"):
+            likert_params(params=str(bare), comparison=comparison)
 
 
 RUN = ["--workers", "3", "--items", "8", "--effect", "0.4", "--sims", "1", "--jobs", "1", "--seed", "1"]
@@ -90,8 +94,12 @@ RUN = ["--workers", "3", "--items", "8", "--effect", "0.4", "--sims", "1", "--jo
 def test_the_cli_headline_and_default_systems(tmp_path: Path, family: str, capsys) -> None:
     path = str(write_file(tmp_path, family, "F", ("A", "H", "K")))
     assert main(["likert", "power", "--params", path, "--comparison", "K", "--systems", "2", *RUN]) == 0
-    assert capsys.readouterr().out.startswith("Power for K vs F, 2 systems simulated (")
+    assert capsys.readouterr().out.startswith("Power for K vs F in a 2-system study (")
     assert main(["likert", "power", "--params", path, *RUN, "--json"]) == 0
     assert {row["systems"] for row in json.loads(capsys.readouterr().out)} == {4}
     assert main(["likert", "power", "--params", path, "--comparison", "Z", *RUN]) == 2
     assert capsys.readouterr().err.strip().endswith("no comparison 'Z'; have A, H, K")
+    if family == "gaussian":  # the MDE's headline too (analytic: instant)
+        assert main(["likert", "mde", "--params", path, "--comparison", "H", "--systems", "2", "--workers", "3",
+                     "--items", "8", "--method", "analytic"]) == 0
+        assert capsys.readouterr().out.startswith("Minimum detectable effect of H vs F in a 2-system study:")

@@ -222,7 +222,8 @@ def _mde_header(params: Any, design: dict[str, Any], args: argparse.Namespace, r
     lay = (f"{cell.get('items')} items, {cell.get('workers')} workers, {k} per "
            f"{'output' if cell.get('presentation') == 'between' else 'item'}, {cell.get('presentation')}, "
            f"{cell.get('assignment')} assignment" if cell else "")
-    return (f"Minimum detectable effect of {params.name}: system {b + 1} - system {a + 1} of {systems}, difference "
+    subject = plan_subject(params.name, systems, getattr(args, "params", None), args.comparison)
+    return (f"Minimum detectable effect of {subject}: system {b + 1} - system {a + 1} of {systems}, difference "
             f"in mean rating on {unit}; {args.test} test at alpha {args.alpha:g} ({family}{adjust}); "
             + ("exact (no simulation)" if args.method == "analytic" else
                f"{args.method} method, {args.sims} simulations, seed {args.seed}") + f"\ndesign: {lay}")
