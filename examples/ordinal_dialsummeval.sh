@@ -31,8 +31,8 @@ print(f"mean-rating difference 0.19 = a latent shift of {p.latent_shift(0.19):.3
 PY
 
 # 3. plan a crowd study: 15 workers, 3 per item, 2 systems
-hepower likert power --params "$OUT/ordinal.json" --workers 15 --ratings-per-item 3 \
-    --items 100 200 --effect 0.497 --sims "$SIMS" --seed 1
+hepower likert power --params "$OUT/ordinal.json" --comparison K --systems 2 --workers 15 \
+    --ratings-per-item 3 --items 100 200 --effect 0.497 --sims "$SIMS" --seed 1
 hepower likert power --params "$OUT/gaussian.json" --comparison K --systems 2 --workers 15 \
     --ratings-per-item 3 --items 100 200 --effect 0.19 --sims "$SIMS" --seed 1
 

@@ -266,11 +266,38 @@ def beyond_scale_note(scale: tuple[float, float] | None, effect: float | None) -
 
 def params_systems(path: str | Path) -> int | None:
     """How many systems a parameter file's model describes: a set whose comparisons share one model (the
-    coding-invariant fit of several systems) has its comparisons plus the baseline; None otherwise (each
-    comparison is a two-system model)."""
+    coding-invariant fit of several systems) has its comparisons plus the baseline, an ordinal fit its
+    systems; None otherwise (each comparison is a two-system model)."""
     doc = json.loads(Path(path).read_text(encoding="utf-8"))  # read_params_doc has checked it
+    if isinstance(doc, dict) and doc.get("family") == "ordinal":
+        return len(doc.get("systems") or ()) if len(doc.get("systems") or ()) >= 2 else None
     choices = doc.get("comparisons") if isinstance(doc, dict) and doc.get("schema") == SET_SCHEMA else None
     return len(choices) + 1 if choices and _shared_model(choices) is not None else None
+
+
+def params_comparisons(path: str | Path) -> tuple[str, tuple[str, ...]] | None:
+    """A parameter file's baseline and the systems it compares with it (a set's comparisons, an ordinal
+    fit's systems after the first, a single comparison's system), or None when the file does not say."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))  # read_params_doc has checked it
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("family") == "ordinal":
+        systems = tuple(map(str, doc.get("systems") or ()))
+        return (systems[0], systems[1:]) if len(systems) >= 2 else None
+    if doc.get("schema") == SET_SCHEMA:
+        return str(doc.get("baseline")), tuple(map(str, doc.get("comparisons") or {}))
+    prov = doc.get("provenance") or {}
+    return (str(prov["baseline"]), (str(prov["system"]),)) if prov.get("baseline") and prov.get("system") else None
+
+
+def check_comparison(path: str | Path, comparison: str | None) -> None:
+    """Refuse a ``comparison`` an ordinal parameter file does not hold (a set's are checked by
+    :func:`read_params_doc`)."""
+    held = params_comparisons(path)
+    if comparison is not None and held is not None and comparison not in held[1]:
+        raise InputError(f"{path}: no comparison {comparison!r}; have {', '.join(held[1])}")
+    if comparison is not None and held is None:
+        raise InputError(f"{path} names no systems: drop --comparison")
 
 
 def load_params(path: str | Path, comparison: str | None = None) -> LikertParams:

@@ -61,10 +61,13 @@ def likert_params(preset: str | None = None, params: str | None = None, comparis
 
 def ordinal_file(params: str, comparison: str | None = None) -> bool:
     """Whether the parameter file ``params`` is an ordinal one (``hepower fit --family ordinal``)."""
-    from .params import read_params_doc
+    from .params import check_comparison, read_params_doc
 
     doc = read_params_doc(params, comparison)
-    return isinstance(doc, dict) and doc.get("family") == "ordinal"
+    ordinal = isinstance(doc, dict) and doc.get("family") == "ordinal"
+    if ordinal:
+        check_comparison(params, comparison)  # one latent model: the comparison names the pair planned
+    return ordinal
 
 
 def _ordinal_params(params: str, preset: str | None, intercept: float | None, sds: Mapping[str, float | None]) -> Any:
@@ -149,13 +152,31 @@ def _named_params(preset: str | None, params: str | None, comparison: str | None
 
 def likert_systems(params: str | None, comparison: str | None = None) -> int:
     """How many systems to plan for when the user does not say: a parameter file's (a shared-SD fit of
-    several systems), else 2."""
+    several systems, or an ordinal fit), else 2."""
     from .params import params_systems
 
-    if not params or ordinal_file(params, comparison):
+    if not params:
         return 2
-    load_params(params, comparison)  # the file's own refusals first
+    if not ordinal_file(params, comparison):
+        load_params(params, comparison)  # the file's own refusals first
     return params_systems(params) or 2
+
+
+def plan_subject(name: str, systems: int, params: str | None = None, comparison: str | None = None) -> str:
+    """What a plan's headline names: the pair planned (``comparison`` vs the file's baseline), the file's
+    comparisons when all are planned, or the comparisons whose shared parameters serve; and the
+    number of systems in the study. ``name``: the parameters' own name, for a preset or typed SDs."""
+    from .params import params_comparisons
+
+    held = params_comparisons(params) if params else None
+    if held is None:
+        return f"{name} in a {systems}-system study"
+    baseline, others = held
+    if comparison is not None or len(others) == 1:
+        return f"{comparison or others[0]} vs {baseline} in a {systems}-system study"
+    if len(others) + 1 == systems:
+        return f"{', '.join(others)} vs {baseline} in a {systems}-system study"
+    return f"a {systems}-system study with the parameters shared by {', '.join(others)} vs {baseline}"
 
 
 def merge_design_file(path: str, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from ..plan_inputs import (
     likert_params,
     likert_systems,
     merge_design_file,
+    plan_subject,
     worker_pool,
 )
 from .assurance_options import assurance_kwargs, draws_from_args
@@ -81,6 +82,7 @@ def _power(args: argparse.Namespace) -> int:
     from ..scenarios.likert import likert_power
 
     params = params_from_args(args)
+    subject = plan_subject(params.name, args.systems, getattr(args, "params", None), args.comparison)
     assure = assurance_kwargs(args, _likert_draws(args))
     design = design_from_args(args)
     if not 0 < args.target_power < 1:
@@ -109,7 +111,7 @@ def _power(args: argparse.Namespace) -> int:
         from ..plots import plot_likert_power
 
         plot_likert_power(table, scale=getattr(params, "scale", None), target=args.target_power,
-                          type_m=args.type_m, title=f"{params.name}: {args.method}, {args.test} test, "
+                          type_m=args.type_m, title=f"{subject}: {args.method}, {args.test} test, "
                           f"{', '.join(table.model.unique())} model").savefig(
             tmp, dpi=args.dpi)
 
@@ -119,10 +121,10 @@ def _power(args: argparse.Namespace) -> int:
         return 0
     runs = "exact (no simulation)" if args.method == "analytic" else f"{args.sims} simulations per cell, seed {args.seed}"
     if assure:
-        return _print_assurance(table, params.name, args, runs)
+        return _print_assurance(table, subject, args, runs)
     analyses = ", ".join(dict.fromkeys(f"{r.model}: {r.method}, {r.test} test" for r in table.itertuples())) \
         if "type1_error" in table else f"{args.method}, {args.test} test"
-    print(f"Power for {params.name} ({analyses}, alpha {args.alpha:g}, {runs}):")
+    print(f"Power for {subject} ({analyses}, alpha {args.alpha:g}, {runs}):")
     columns = ["workers", "items", "ratings_per_item", "effect", "mean_difference", "cost", "model", "power", "ci_low",
                "ci_high", "power_all", "type_s", "type_m", "type1_error", "type1_ci_high", "df", "n_failed",
                "n_singular", "n_warnings"]
@@ -220,7 +222,8 @@ def _mde_header(params: Any, design: dict[str, Any], args: argparse.Namespace, r
     lay = (f"{cell.get('items')} items, {cell.get('workers')} workers, {k} per "
            f"{'output' if cell.get('presentation') == 'between' else 'item'}, {cell.get('presentation')}, "
            f"{cell.get('assignment')} assignment" if cell else "")
-    return (f"Minimum detectable effect of {params.name}: system {b + 1} - system {a + 1} of {systems}, difference "
+    subject = plan_subject(params.name, systems, getattr(args, "params", None), args.comparison)
+    return (f"Minimum detectable effect of {subject}: system {b + 1} - system {a + 1} of {systems}, difference "
             f"in mean rating on {unit}; {args.test} test at alpha {args.alpha:g} ({family}{adjust}); "
             + ("exact (no simulation)" if args.method == "analytic" else
                f"{args.method} method, {args.sims} simulations, seed {args.seed}") + f"\ndesign: {lay}")

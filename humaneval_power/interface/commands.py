@@ -113,8 +113,8 @@ DESIGN = Group("crowd design (default: fully crossed, two systems)", (
            "presentation, items_per_hit, missing, workload (options given on the command line win)", metavar="FILE",
            api=False),
     Option("--systems", "systems compared (the pair of interest is the first and the last unless --pair; default: "
-           "2, or the number of systems of a --params file fitted on several with shared SDs, e.g. 4 for B, C, D vs "
-           "the baseline)", positive),
+           "2, or the number of systems of a --params file fitted on several: a Gaussian one with shared SDs or an "
+           "ordinal one, e.g. 4 for B, C, D vs the baseline; the headline says how many)", positive),
     Option("--assignment", "crossed (k = workers), balanced (even workloads; between outputs every worker rates "
            "every system as evenly as possible) or random (k of the pool drawn per item in every simulated study) "
            "(default: crossed when k = workers, else balanced)", choices=("crossed", "balanced", "random")),
@@ -154,7 +154,8 @@ PARAMS = Group("parameters (default: --preset card2020-high)", (
     Option("--preset", "built-in parameter set (Card et al. 2020, Table 16; ordinal: fitted CLMMs of DialSummEval, "
            "docs/ordinal.md)", choices="LIKERT_PRESETS", api=False),
     Option("--params", "parameter file (JSON, from `hepower fit` or hand-written)", metavar="FILE", api=False),
-    Option("--comparison", "which comparison of a parameter file with several", metavar="SYSTEM", api=False),
+    Option("--comparison", "which comparison of a parameter file with several (the pair the headline names; "
+           "a system the file lacks is refused)", metavar="SYSTEM", api=False),
     Option("--intercept", "beta0, the mean rating (default 0.5 with typed SDs)", finite_float, api=False),
     *(_sd_option(n) for n in SD_NAMES), *(_invariant_option(n) for n in INVARIANT_TYPED),
     Option("--family", "gaussian (ratings on an interval scale) or ordinal (ratings 1..K from a cumulative-link "
@@ -259,7 +260,8 @@ def h2h_mixed(grid: bool, sims: Callable[[], str]) -> tuple[Option | Group, ...]
     """The repeated-judgments (logistic GLMM) options of ``h2h power`` (``grid``) and ``h2h size``."""
     options: list[Option | Group] = [
         Option("--params", "head-to-head parameter file (`hepower fit --family binomial`)", metavar="FILE", api=False),
-        Option("--comparison", "which comparison of a parameter file with several", metavar="SYSTEM", api=False),
+        Option("--comparison", "which comparison of a parameter file with several (the pair the headline names; "
+           "a system the file lacks is refused)", metavar="SYSTEM", api=False),
         Option("--force", "plan with a parameter file whose fit was quasi-separated (refused by default)",
                action="store_true", api=False),
         Option("--sd-worker", "SD of the workers' preference, on the log-odds scale", finite_float, api=False),
