@@ -1,8 +1,12 @@
 """Properties found missing by trying this session's features (review, session 31)."""
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pandas as pd
-from hypothesis import given, settings
+import pytest
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from humaneval_power.completed_study import markdown_table
@@ -36,3 +40,31 @@ def test_markdown_table_keeps_every_cell_whole(columns: list[str], data: st.Data
     assert len(lines) == len(rows) + 2
     for row, line in zip(rows, lines[2:]):
         assert _cells(line) == [c.strip() for c in row]
+
+
+_probability = st.floats(-0.5, 1.5).map(lambda x: round(x, 3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_probability, min_size=4, max_size=4), st.sampled_from(["table_positive", "table_negative"]))
+def test_f1_table_refused_alike_by_api_and_command(table: list[float], which: str) -> None:
+    """A table that is not four probabilities summing to 1 is refused by the web API (its validated call, the
+    worker's arguments) with the line ``hepower f1 power`` prints (the API showed a tuple, the CLI a list)."""
+    from humaneval_power.cli import main
+    from humaneval_power.errors import InputError
+    from humaneval_power.interface.validation import validate
+    from humaneval_power.scenarios.f1 import f1_power
+    from humaneval_power.serve.worker import api_arguments
+
+    assume(min(table) < 0 or abs(sum(table) - 1) > 1e-6)
+    tables = {"table_positive": [0.1, 0.05, 0.15, 0.7], "table_negative": [0.9, 0.05, 0.03, 0.02], which: table}
+    request = {"n": [20], "p_positive": [0.3], **tables, "n_sims": 20}
+    with pytest.raises(InputError) as api:
+        f1_power(**api_arguments("f1_power", validate("f1_power", request), "."))
+    argv = ["f1", "power", "--n", "20", "--p-positive", "0.3", "--sims", "20", "--jobs", "1"]
+    for name, values in tables.items():
+        argv += ["--" + name.replace("_", "-"), *map(str, values)]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(argv) == 2
+    assert err.getvalue().strip() == f"hepower: error: {api.value}"
