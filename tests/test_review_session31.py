@@ -68,3 +68,14 @@ def test_f1_table_refused_alike_by_api_and_command(table: list[float], which: st
     with contextlib.redirect_stderr(err):
         assert main(argv) == 2
     assert err.getvalue().strip() == f"hepower: error: {api.value}"
+
+
+def test_every_served_function_is_named_in_the_serve_docs() -> None:
+    """docs/serve.md lists the functions the server offers (the f1 functions, served, were missing)."""
+    from pathlib import Path
+
+    from humaneval_power.serve.commands import NOT_SERVED, functions
+
+    text = (Path(__file__).parents[1] / "docs" / "serve.md").read_text(encoding="utf-8")
+    assert [f for f in sorted(functions()) if f"`{f}`" not in text] == []
+    assert set(NOT_SERVED).isdisjoint(functions())
