@@ -352,11 +352,15 @@ def check_report_path(path: str | Path, option: str = "--report") -> Path:
 
 
 def markdown_table(table: pd.DataFrame) -> str:
-    """A DataFrame as a Markdown table (floats to 4 significant digits)."""
-    def cell(v: Any) -> str:
-        return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
+    """A DataFrame as a Markdown table (floats to 4 significant digits; a ``|`` in a cell, as in a threshold
+    ``1|2``, escaped so that it does not split the cell)."""
+    def escaped(v: Any) -> str:
+        return str(v).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
+    def cell(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, (float, np.floating)) else escaped(v)
+
+    lines = ["| " + " | ".join(map(escaped, table.columns)) + " |", "|" + "---|" * len(table.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
     return "\n".join(lines)
 

@@ -58,7 +58,7 @@ def check_table(name: str, table: Sequence[float]) -> Table:
         raise InputError(f"{name} needs four probabilities, got {table!r}") from None
     if t.shape != (4,) or not np.isfinite(t).all() or (t < 0).any() or abs(t.sum() - 1) > 1e-6:
         raise InputError(f"{name} needs four non-negative probabilities summing to 1 (both negative, only M1 "
-                         f"positive, only M2 positive, both positive), got {table!r}")
+                         f"positive, only M2 positive, both positive), got {t.ravel().tolist()}")
     t = t / t.sum()
     return float(t[0]), float(t[1]), float(t[2]), float(t[3])
 
