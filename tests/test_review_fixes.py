@@ -6,11 +6,15 @@ from __future__ import annotations
 import io
 from contextlib import redirect_stderr, redirect_stdout
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs
 from humaneval_power.errors import InputError
+from humaneval_power.fitting.clmm import ordinal_codes
 from humaneval_power.scenarios.likert import likert_budget
 
 NO_COSTS = "give the costs to minimise"
@@ -42,3 +46,14 @@ def test_the_api_refuses_a_budget_without_costs_with_the_cli_line() -> None:
     assert r.status_code == 422 and NO_COSTS in r.json()["detail"], r.text
     code, err = _cli(command_line("likert_budget", kwargs))
     assert code == 2 and err == f"hepower: error: {r.json()['detail']}"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True).filter(lambda v: not float(v).is_integer()),
+       st.integers(0, 5))
+def test_a_non_integer_rating_is_named_in_its_plain_repr(bad: float, where: int) -> None:
+    ratings = [1.0, 2.0, 3.0, 4.0, 5.0]
+    ratings.insert(where, bad)
+    with pytest.raises(InputError) as e:
+        ordinal_codes(np.array(ratings))
+    assert f"(e.g. {bad!r})" in str(e.value) and "np." not in str(e.value)
