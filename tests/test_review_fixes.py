@@ -15,6 +15,7 @@ from humaneval_power.cli import main
 from humaneval_power.designs import Costs
 from humaneval_power.errors import InputError
 from humaneval_power.fitting.clmm import ordinal_codes
+from humaneval_power.scenarios.f1 import MAX_N, f1_mde, f1_power, f1_size
 from humaneval_power.scenarios.likert import likert_budget
 
 NO_COSTS = "give the costs to minimise"
@@ -57,3 +58,29 @@ def test_a_non_integer_rating_is_named_in_its_plain_repr(bad: float, where: int)
     with pytest.raises(InputError) as e:
         ordinal_codes(np.array(ratings))
     assert f"(e.g. {bad!r})" in str(e.value) and "np." not in str(e.value)
+
+
+F1_TABLES = {"p_positive": 0.3, "table_positive": (0.1, 0.05, 0.15, 0.7), "table_negative": (0.9, 0.05, 0.03, 0.02)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(MAX_N + 1, 10**18), st.sampled_from(["power", "size", "mde"]))
+def test_f1_refuses_a_test_set_beyond_its_bound_before_any_work(n: int, which: str) -> None:
+    with pytest.raises(InputError, match=f"{n:,} is more items than f1 plans for") as e:
+        if which == "power":
+            f1_power([100, n], **F1_TABLES, n_sims=10**9)
+        elif which == "size":
+            f1_size(**F1_TABLES, max_n=n, n_sims=10**9)
+        else:
+            f1_mde(n, **F1_TABLES, n_sims=10**9)
+    assert "\n" not in str(e.value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["n", "max_n", "items", "n_sims", "permutations"]),
+       st.one_of(st.integers(10**5, 10**15), st.integers(10**5, 10**15).map(float)))
+def test_server_limits_name_an_integer_as_an_integer(key: str, value: float) -> None:
+    from humaneval_power.serve.commands import Limits, check_limits
+
+    with pytest.raises(InputError, match=f"^{key} {int(value):,} exceeds this server's limit"):
+        check_limits({key: [value] if key in ("n", "items") else value}, Limits())
