@@ -3,8 +3,11 @@ message, unbounded f1 work, grid-option and f1 mde wording)."""
 
 from __future__ import annotations
 
+import argparse
 import io
+import re
 from contextlib import redirect_stderr, redirect_stdout
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +18,7 @@ from humaneval_power.cli import main
 from humaneval_power.designs import Costs
 from humaneval_power.errors import InputError
 from humaneval_power.fitting.clmm import ordinal_codes
+from humaneval_power.interface.values import number_list
 from humaneval_power.scenarios.f1 import MAX_N, f1_mde, f1_power, f1_size
 from humaneval_power.scenarios.likert import likert_budget
 
@@ -84,3 +88,35 @@ def test_server_limits_name_an_integer_as_an_integer(key: str, value: float) -> 
 
     with pytest.raises(InputError, match=f"^{key} {int(value):,} exceeds this server's limit"):
         check_limits({key: [value] if key in ("n", "items") else value}, Limits())
+
+
+def _bounded_grid_options() -> list[tuple[str, Any]]:
+    """Every grid option whose values have a lower bound (an ``at_least`` integer)."""
+    from humaneval_power.interface.commands import COMMANDS
+
+    found = {(o.flag, o.kind) for c in COMMANDS.values() for o in c.all_options()
+             if o.grid and getattr(o.kind, "__name__", "").startswith("integer >= ")}
+    assert found
+    return sorted(found, key=lambda fk: fk[0])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(_bounded_grid_options()), st.integers(-10**6, 10**6), st.booleans())
+def test_a_grid_value_below_its_bound_says_the_bound(option: tuple[str, Any], value: int, as_range: bool) -> None:
+    flag, kind = option
+    minimum = int(kind.__name__.removeprefix("integer >= "))
+    text = f"{value}:{max(value, minimum) + 4}:2" if as_range else str(value)
+    parse = number_list(kind, flag)
+    if value >= minimum:
+        assert parse(text)[0] == value
+        return
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        parse(text)
+    assert str(e.value) == f"must be an integer >= {minimum}, got '{value}'"
+
+
+def test_an_unreachable_f1_mde_says_no_difference_reaches_the_target() -> None:
+    r = f1_mde(10, **F1_TABLES, n_sims=20, permutations=100)
+    assert r.value is None
+    said = r"^no F1 difference up to the largest the tables' agreement allows \(0\.\d+\) reaches power 0\.8 with n = 10 "
+    assert re.match(said, r.reason) and " at 1." not in r.reason, r.reason

@@ -295,10 +295,11 @@ def f1_mde(n: int, p_positive: float, table_positive: Sequence[float], table_neg
         return F1Scenario(n, p_positive, *scaled_tables(pos, neg, scale_of(delta)), permutations, alpha)
 
     result = solve(make, "delta", 1e-6 * effects[-1], float(effects[-1]), target_power, integer=False, n_sims=n_sims,
-                   seed=seed, jobs=jobs, progress=progress,
-                   why=f"the largest difference the tables' agreement allows is {effects[-1]:.4g}")
+                   seed=seed, jobs=jobs, progress=progress)
     if result.value is None:
-        return result
+        return replace(result, reason=f"no F1 difference up to the largest the tables' agreement allows "
+                                      f"({effects[-1]:.4g}) reaches power {target_power:g} with n = {n:,} (the "
+                                      f"highest power is {result.highest_power:.3f}); give a larger n")
     return replace(result, detail={**result.detail, "scale": scale_of(result.value)})
 
 
