@@ -100,11 +100,12 @@ def main(n: int = 40, m: int = 4, delta: float = 0.3) -> dict:
 
 def budget(n_sims: int) -> dict:
     """Wall and CPU seconds of a 20-cell ordinal budget search (default test, fast tier, 2 processes)."""
+    from humaneval_power.designs import Costs
     from humaneval_power.scenarios.likert import likert_budget
 
     clock = Clock()
     table, answer = likert_budget(PROCESS, 0.4, items=(40, 60, 80, 100, 140), workers=(9, 12, 15, 20),
-                                  ratings_per_item=(3,), n_sims=n_sims, jobs=2)
+                                  ratings_per_item=(3,), costs=Costs(per_rating=1.0), n_sims=n_sims, jobs=2)
     t = clock.per(1)
     return {"budget_search": {"cells": 20, "evaluated": len(table), "n_sims": n_sims, "wall_s": t["wall"],
                               "cpu_s_this_process": t["cpu"], "answer_cost": answer.value}}

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from humaneval_power.assurance import AssuranceCell, Prior
+from humaneval_power.designs import Costs
 from humaneval_power.engine import results_table
 from humaneval_power.executors import Executor, local, one_executor
 from humaneval_power.scenarios import likert
@@ -75,7 +76,7 @@ def test_a_solve_over_assurance_starts_one_pool(pools: list[int]) -> None:
 
 @pytest.mark.slow
 def test_a_budget_search_over_assurance_starts_one_pool(pools: list[int]) -> None:
-    kw = {**CROWD, "items": [30, 40], "workers": [15], "ratings_per_item": [3]}
+    kw = {**CROWD, "items": [30, 40], "workers": [15], "ratings_per_item": [3], "costs": Costs(per_rating=1.0)}
     table2, best2 = likert_budget("card2020-high", 0.4, jobs=2, **kw)
     assert len(pools) == 1
     table1, best1 = likert_budget("card2020-high", 0.4, jobs=1, **kw)

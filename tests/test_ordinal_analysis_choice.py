@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from humaneval_power.analyses import get_analysis
 from humaneval_power.assurance import ordinal_draws
 from humaneval_power.cli import main
-from humaneval_power.designs import CrowdDesign, Layout
+from humaneval_power.designs import Costs, CrowdDesign, Layout
 from humaneval_power.engine import chunk_seed
 from humaneval_power.errors import InputError
 from humaneval_power.ordinal_process import ORDINAL_PRESETS, OrdinalProcess
@@ -191,7 +191,7 @@ def test_mean_rating_effect_round_trip(difference: float, link: str) -> None:
 
 def test_mean_rating_effect_is_said_in_the_record_and_note() -> None:
     table, r = likert_budget(PROCESS, 0.25, items=[10], workers=[4], ratings_per_item=[4], n_sims=4, seed=1,
-                             effect_scale="mean-rating", jobs=1)
+                             costs=Costs(per_rating=1.0), effect_scale="mean-rating", jobs=1)
     assert "difference in expected mean rating" in r.detail["note"]
     assert f"{PROCESS.latent_shift(0.25):.4g}" in r.detail["note"]
     assert table.effect.iloc[0] == PROCESS.latent_shift(0.25) and table.effect_scale.iloc[0] == "mean-rating"

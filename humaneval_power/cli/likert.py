@@ -238,8 +238,6 @@ def _budget(args: argparse.Namespace) -> int:
     assure = assurance_kwargs(args, _likert_draws(args), solve=True)
     design = design_from_args(args)
     costs = design.pop("costs")
-    if not costs.any:
-        raise InputError("give the costs to minimise: --cost-per-rating, --cost-per-hit and/or --cost-per-worker")
     if design.get("design_from") is not None:
         raise InputError("budget searches crowd designs; use `likert mde --design-from` for a pilot's own design")
     with ProgressBar(sink=args.progress) as bar:

@@ -255,7 +255,7 @@ def ordinal_codes(ratings: np.ndarray | Sequence[float], scale: tuple[int, int] 
         raise InputError("ordinal ratings: no ratings")
     bad = ~np.isfinite(y) | (y != np.round(y))
     if bad.any():
-        raise InputError(f"ordinal ratings must be integers: {int(bad.sum())} are not (e.g. {y[bad][0]!r})")
+        raise InputError(f"ordinal ratings must be integers: {int(bad.sum())} are not (e.g. {float(y[bad][0])!r})")
     lo, hi = (int(y.min()), int(y.max())) if scale is None else (int(scale[0]), int(scale[1]))
     out = (y < lo) | (y > hi)
     if out.any():

@@ -16,8 +16,13 @@ RANGE_HELP = "numbers or ranges START:STOP:STEP (STOP included)"
 MAX_RANGE = 10_000  #: values one START:STOP:STEP may expand to (a grid cell each)
 
 
+class BelowMinimum(argparse.ArgumentTypeError):
+    """A number below its option's lower bound: the message says the bound (a grid passes it on as is)."""
+
+
 def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[Any]]:
-    """Parse '3', '0.1' or a range 'START:STOP:STEP' (STOP included)."""
+    """Parse '3', '0.1' or a range 'START:STOP:STEP' (STOP included); a value below ``kind``'s lower bound
+    (:class:`BelowMinimum`) is refused with the bound's message."""
 
     def parse(text: str) -> list[Any]:
         try:
@@ -28,6 +33,8 @@ def number_list(kind: Callable[[str], Any], name: str) -> Callable[[str], list[A
                 raise ValueError
             start, stop, step = parts
             n = int((stop - start) / step + 1e-9) + 1
+        except BelowMinimum:
+            raise
         except (ValueError, OverflowError, argparse.ArgumentTypeError):
             raise argparse.ArgumentTypeError(f"{name} takes {RANGE_HELP}, got {text!r}") from None
         if n > MAX_RANGE:
@@ -66,7 +73,7 @@ def at_least(minimum: int) -> Callable[[str], int]:
         except (ValueError, OverflowError):
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+            raise BelowMinimum(f"must be an integer >= {minimum}, got {text!r}")
         return value
 
     parse.__name__ = f"integer >= {minimum}"

@@ -40,6 +40,17 @@ M2 = np.array([0, 0, 1, 1] * 2)
 LABEL = np.array([1] * 4 + [0] * 4)
 #: binomial mass left out of :func:`permutation_tail`'s sums (both tails of each count)
 TAIL = 1e-15
+#: the largest test set planned: a study's exact permutation tail costs about sqrt(n) (0.03 s at 10^8 items,
+#: 4 s at 10^12), and each distinct count of discordant items caches its binomial support
+MAX_N = 10**8
+
+
+def check_n(name: str, n: Any) -> int:
+    """A test-set size in 1..:data:`MAX_N` (an InputError beyond: the work would be unbounded)."""
+    if check_count(name, n) > MAX_N:
+        raise InputError(f"{name} {int(n):,} is more items than f1 plans for (at most {MAX_N:,}: a simulated "
+                         "study's permutation tail grows with the square root of n)")
+    return int(n)
 
 
 def f1_from_sums(sums: np.ndarray) -> np.ndarray:
@@ -155,7 +166,7 @@ class F1Scenario:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        check_count("n", self.n)
+        check_n("n", self.n)
         check_prevalence(self.p_positive)
         check_table("table_positive", self.table_positive)
         check_table("table_negative", self.table_negative)
@@ -204,6 +215,8 @@ def f1_power(n: Sequence[int] | int, p_positive: Sequence[float] | float, table_
     [0.84]
     """
     pos, neg = check_table("table_positive", table_positive), check_table("table_negative", table_negative)
+    for size in as_list(n):
+        check_n("n", size)
 
     def make(n: int, p_positive: float) -> F1Scenario:
         return F1Scenario(n, p_positive, pos, neg, permutations, alpha)
@@ -219,6 +232,7 @@ def f1_size(p_positive: float, table_positive: Sequence[float], table_negative: 
     """Smallest test-set size whose simulated power for the tables' F1 difference reaches the target."""
     pos, neg = check_table("table_positive", table_positive), check_table("table_negative", table_negative)
     check_target_power(target_power, alpha)
+    check_n("max_n", max_n)
     if f1_difference(check_prevalence(p_positive), pos, neg) == 0:
         raise InputError("the tables give both models the same F1: the sample size for a zero difference is "
                          "undefined")
@@ -250,7 +264,7 @@ def f1_mde(n: int, p_positive: float, table_positive: Sequence[float], table_neg
     largest the tables allow; the record's ``scale`` is the answer as a multiple of the given imbalance.
     The same simulated test sets serve every difference (common random numbers).
     """
-    check_count("n", n)
+    check_n("n", n)
     check_prevalence(p_positive)
     check_target_power(target_power, alpha)
     pos, neg = check_table("table_positive", table_positive), check_table("table_negative", table_negative)
@@ -281,12 +295,13 @@ def f1_mde(n: int, p_positive: float, table_positive: Sequence[float], table_neg
         return F1Scenario(n, p_positive, *scaled_tables(pos, neg, scale_of(delta)), permutations, alpha)
 
     result = solve(make, "delta", 1e-6 * effects[-1], float(effects[-1]), target_power, integer=False, n_sims=n_sims,
-                   seed=seed, jobs=jobs, progress=progress,
-                   why=f"the largest difference the tables' agreement allows is {effects[-1]:.4g}")
+                   seed=seed, jobs=jobs, progress=progress)
     if result.value is None:
-        return result
+        return replace(result, reason=f"no F1 difference up to the largest the tables' agreement allows "
+                                      f"({effects[-1]:.4g}) reaches power {target_power:g} with n = {n:,} (the "
+                                      f"highest power is {result.highest_power:.3f}); give a larger n")
     return replace(result, detail={**result.detail, "scale": scale_of(result.value)})
 
 
-__all__ = ["F1Scenario", "category_probabilities", "check_table", "f1_difference", "f1_from_sums", "f1_mde",
+__all__ = ["MAX_N", "F1Scenario", "category_probabilities", "check_n", "check_table", "f1_difference", "f1_from_sums", "f1_mde",
            "f1_power", "f1_size", "model_sums", "permutation_tail", "scaled_tables"]

@@ -360,11 +360,13 @@ def likert_budget(
     the target, ``high`` the cheapest whose lower 95% bound reaches it (the
     Monte-Carlo margin; None if none in the search), ``low`` the cheapest whose
     upper bound does. With ``assurance`` (parameter draws) designs must reach
-    ``target_assurance`` (default: ``target_power``) in assurance.
+    ``target_assurance`` (default: ``target_power``) in assurance. ``costs`` must price something
+    (a rating, a HIT or a worker): the search minimises them.
     """
     params = _params(params)
     check_target_power(target_power, alpha)
-    costs = costs or Costs(per_rating=1.0)
+    if costs is None or not costs.any:
+        raise InputError("give the costs to minimise: --cost-per-rating, --cost-per-hit and/or --cost-per-worker")
     cap = check_budget(budget, costs)
     if check_number("effect", effect) == 0:
         raise InputError("the effect must be non-zero to plan for it")

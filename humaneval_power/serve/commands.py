@@ -38,7 +38,7 @@ NOT_SERVED: dict[str, str] = {
     "Limits": "serve is the server itself"}
 #: the GLMM head-to-head planners: their ``params`` is a head-to-head parameter file or typed SDs
 H2H_GLMM = ("h2h_mixed_power", "h2h_mixed_sample_size")
-SIZE_KEYS = ("items", "workers", "n", "ratings_per_item", "items_per_hit")
+SIZE_KEYS = ("items", "workers", "n", "max_n", "ratings_per_item", "items_per_hit")
 NOT_AXES = ("pair", "means", "scale", "levels", "tie_values", "methods")  #: list arguments that are not grid axes
 
 
@@ -154,15 +154,15 @@ def check_limits(kwargs: Mapping[str, Any], limits: Limits) -> None:
 
     sims = values("n_sims")
     if sims and _big(sims[0], limits.max_sims):
-        raise InputError(f"n_sims {sims[0]} exceeds this server's limit of {limits.max_sims:,} per cell; run "
+        raise InputError(f"n_sims {_shown(sims[0])} exceeds this server's limit of {limits.max_sims:,} per cell; run "
                          "larger studies with the command line")
     perms = values("permutations")
     if perms and _big(perms[0], limits.max_permutations):
-        raise InputError(f"permutations {perms[0]} exceeds this server's limit of {limits.max_permutations:,}")
+        raise InputError(f"permutations {_shown(perms[0])} exceeds this server's limit of {limits.max_permutations:,}")
     for key in SIZE_KEYS:
         for v in values(key):
             if _big(v, limits.max_size):
-                raise InputError(f"{key} {v} exceeds this server's limit of {limits.max_size:,}")
+                raise InputError(f"{key} {_shown(v)} exceeds this server's limit of {limits.max_size:,}")
     cells = math.prod(len(v) for k, v in kwargs.items() if k not in NOT_AXES and isinstance(v, (list, tuple)) and v
                       and all(isinstance(x, (int, float)) for x in v))
     cells = 1 if cells == 0 else cells
@@ -175,6 +175,11 @@ def check_limits(kwargs: Mapping[str, Any], limits: Limits) -> None:
 
 def _big(value: Any, limit: int) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit
+
+
+def _shown(value: float) -> str:
+    """A number over a limit as given: an integer (1e12 too) as ``1,000,000,000,000``, else as Python shows it."""
+    return f"{int(value):,}" if float(value).is_integer() else repr(value)
 
 
 def shell_command(argv: list[str]) -> str:
