@@ -20,23 +20,23 @@ from humaneval_power.ordinal_process import contrast_satterthwaite_df, latent_sa
 from tests.test_analyze_ordinal import _simulated
 
 
-def _balanced(W: int, I: int, S: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    w, i, s = (a.ravel() for a in np.meshgrid(np.arange(W), np.arange(I), np.arange(S), indexing="ij"))
+def _balanced(W: int, n_items: int, S: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    w, i, s = (a.ravel() for a in np.meshgrid(np.arange(W), np.arange(n_items), np.arange(S), indexing="ij"))
     return crossed_groups(w, i, s, TERMS), np.column_stack([(s == k).astype(float) for k in range(1, S)])
 
 
-@pytest.mark.parametrize(("W", "I", "S"), list(itertools.product((3, 5), (4, 6), (2, 3, 4))))
-def test_contrast_df_is_the_anova_closed_form_on_balanced_crossed_designs(W: int, I: int, S: int) -> None:
+@pytest.mark.parametrize(("W", "n_items", "S"), list(itertools.product((3, 5), (4, 6), (2, 3, 4))))
+def test_contrast_df_is_the_anova_closed_form_on_balanced_crossed_designs(W: int, n_items: int, S: int) -> None:
     """Every worker rates every item under each of S systems: the df of any pair's contrast is the ANOVA
     Satterthwaite df (a + b - c)^2 / (a^2 / ((W-1)(S-1)) + b^2 / ((I-1)(S-1))), a = s2 + I sd_ws^2,
     b = s2 + W sd_is^2, c = s2 (the link's residual variance, known), at random SDs."""
-    groups, X = _balanced(W, I, S)
-    rng = np.random.default_rng(W * 100 + I * 10 + S)
+    groups, X = _balanced(W, n_items, S)
+    rng = np.random.default_rng(W * 100 + n_items * 10 + S)
     for link, s2 in (("logit", math.pi ** 2 / 3), ("probit", 1.0)):
         sds = rng.uniform(0.05, 1.5, 4)
         sd = dict(zip(groups, sds))
-        a, b = s2 + I * sd["worker:system"] ** 2, s2 + W * sd["item:system"] ** 2
-        closed = (a + b - s2) ** 2 / (a ** 2 / ((W - 1) * (S - 1)) + b ** 2 / ((I - 1) * (S - 1)))
+        a, b = s2 + n_items * sd["worker:system"] ** 2, s2 + W * sd["item:system"] ** 2
+        closed = (a + b - s2) ** 2 / (a ** 2 / ((W - 1) * (S - 1)) + b ** 2 / ((n_items - 1) * (S - 1)))
         for j, k in itertools.combinations(range(S), 2):  # system k minus system j (0: the baseline)
             L = np.zeros(S - 1)
             L[k - 1] = 1.0
