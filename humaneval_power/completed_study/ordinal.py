@@ -10,16 +10,20 @@
 the no-R Laplace CLMM (``"laplace"``, the same likelihood). It gives what ``anova(m0, m)`` and ``emmeans`` give
 for a clmm fit:
 
-* the test of "all systems equal": the likelihood ratio against the model without ``system`` (chi-square,
-  ``anova``) and the Wald chi-square of the system effects (``joint_tests``' F times its df);
+* the test of "all systems equal": first the Bartlett-corrected likelihood ratio (the planner's default
+  ordinal test, :func:`bartlett_test`: ``bootstrap`` data sets simulated from the fitted model without
+  ``system``, seeded by ``seed``), then the plain likelihood ratio against the model without ``system``
+  (chi-square, ``anova``) and the Wald chi-square of the system effects (``joint_tests``' F times its df);
 * estimated marginal means of every system on the latent scale (emmeans' default ``mode = "latent"``: the
   linear predictor minus the mean threshold), as mean rating (``mode = "mean.class"``: sum_k k P(Y = k)) and as
   category probabilities (``mode = "prob"``), with delta-method SEs and Wald intervals; emmeans ignores clmm's
   random effects, so the last two are for a typical worker and item (random effects 0). The same quantities
   averaged over the fitted random effects (the population of workers and items,
   :class:`~humaneval_power.ordinal_process.OrdinalProcess`) are given beside them as point estimates;
-* contrasts (all pairs or against the baseline) on the latent scale with asymptotic z tests (emmeans' df =
-  Inf), adjusted over the family as the Gaussian analysis adjusts them
+* contrasts (all pairs or against the baseline) on the latent scale: ``df="satterthwaite"`` (default) t tests
+  with the latent working model's Satterthwaite df (the planner's ``t`` test,
+  :func:`~humaneval_power.ordinal_process.contrast_satterthwaite_df`), ``"asymptotic"`` emmeans' z (df =
+  Inf); adjusted over the family as the Gaussian analysis adjusts them
   (:func:`~humaneval_power.completed_study.inference.contrast_table`). ``effect_size`` is the difference over
   the latent SD of a single rating (the link's residual SD and the random effects' together).
 
@@ -626,5 +630,6 @@ def _emmeans(inference: WaldInference, rows: np.ndarray, names: list[str], level
     return means, probs
 
 
-__all__ = ["ENGINE_TEXT", "LINK_SD", "POSTERIOR_BACKEND", "OrdinalAnalysis", "OrdinalPosterior", "WaldInference",
-           "analyze_ordinal", "check_ordinal_options", "posterior_ordinal"]
+__all__ = ["ANALYZE_DF", "ENGINE_TEXT", "LINK_SD", "ORDINAL_DF", "POSTERIOR_BACKEND", "OrdinalAnalysis",
+           "OrdinalPosterior", "WaldInference", "analyze_ordinal", "bartlett_test", "check_ordinal_options",
+           "posterior_ordinal"]
