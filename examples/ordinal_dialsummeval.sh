@@ -50,33 +50,8 @@ c["p_z_holm"] = adjust_pvalues(c.p_z.to_numpy(), "holm")
 print(c[["system", "versus", "t", "df", "p_adjusted", "p_z", "p_z_holm"]].round(4).to_string(index=False))
 PY
 
-python - "$RATINGS" "$OUT/ordinal.json" "$OUT/ordinal_contrasts.csv" <<'PY'
-import json
-import sys
-
-import numpy as np
-import pandas as pd
-from scipy.stats import t
-from humaneval_power.fitting.clmm import crossed_groups, treatment_design
-from humaneval_power.multiplicity import adjust_pvalues
-from humaneval_power.ordinal_process import latent_satterthwaite_df
-ratings, params, contrasts = sys.argv[1:4]
-r = pd.read_csv(ratings)
-r = r[(r.dimension == "relevance") & r.system.isin(["A", "F", "H", "K"])]
-groups = crossed_groups(r.worker, r.item, r.system)
-sd = json.load(open(params))["sds"]
-sds = np.array([sd["sd_" + k.replace(":", "_")] for k in groups])
-c = pd.read_csv(contrasts)
-
-def df(a, b):
-    X, names = treatment_design(r.system, baseline=b)
-    return latent_satterthwaite_df(groups, X, names.index(a), sds)
-
-c["df"] = [df(a, b) for a, b in zip(c.system, c.versus)]
-c["p_t"] = 2 * t.sf(c.z.abs(), c.df)
-c["p_t_holm"] = adjust_pvalues(c.p_t.to_numpy(), "holm")
-print(c[["system", "versus", "z", "p_adjusted", "df", "p_t", "p_t_holm"]].round(4).to_string(index=False))
-PY
+hepower analyze "$RATINGS" --family ordinal --backend laplace $PILOT --df asymptotic --bootstrap 0 \
+    --out "$OUT/ordinal_contrasts_z.csv"
 
 # 5. when is the linear model good enough: observed spread and end categories per system
 python - "$RATINGS" <<'PY'

@@ -187,11 +187,19 @@ ORDINAL_PRESETS: dict[str, OrdinalProcess] = {
 
 def latent_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, coef: int, sds: np.ndarray,
                             link: str = "logit") -> float:
-    """Satterthwaite df of coefficient ``coef`` in the latent working model of a CLMM fit.
+    """Satterthwaite df of coefficient ``coef`` in the latent working model of a CLMM fit
+    (:func:`contrast_satterthwaite_df` of the unit vector of ``coef``)."""
+    return contrast_satterthwaite_df(groups, X, np.eye(np.asarray(X).reshape(len(X), -1).shape[1])[coef], sds, link)
+
+
+def contrast_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, contrast: np.ndarray, sds: np.ndarray,
+                              link: str = "logit") -> float:
+    """Satterthwaite df of the contrast ``contrast @ b`` (a vector over the columns of ``X``) in the latent working
+    model of a CLMM fit.
 
     The working model is the linear mixed model of the latent scale: y* = 1 b0 + X b + sum_k Z_k u_k + e
     with the fitted SDs ``sds`` (in the order of ``groups``) and Var(e) fixed at the link's variance
-    (pi^2 / 3 logit, 1 probit). df = 2 V^2 / (g' I^-1 g), V the GLS variance of b_coef, g its gradient in the
+    (pi^2 / 3 logit, 1 probit). df = 2 V^2 / (g' I^-1 g), V the GLS variance of L'b, g its gradient in the
     variances and I their expected REML information (tr(P Z_k Z_k' P Z_l Z_l') / 2). Components with a
     zero SD stay in (their information is finite at 0).
     """
@@ -215,9 +223,9 @@ def latent_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, coef: 
     ZViX = (ZX - GdA @ ZX) / s2
     XViX = (Xw.T @ Xw - (ZX.T * d) @ Ainv @ (d[:, None] * ZX)) / s2
     C = np.linalg.inv(XViX)
-    j = coef + 1
-    var = C[j, j]
-    zh = ZViX @ C[:, j]  # Z' V^-1 X C e_j
+    Lw = np.concatenate([[0.0], np.asarray(contrast, float)])  # the intercept is not in the contrast
+    var = float(Lw @ C @ Lw)
+    zh = ZViX @ (C @ Lw)  # Z' V^-1 X C L
     blocks = [slice(a, b) for a, b in itertools.pairwise(edges)]
     g = np.array([-np.sum(zh[b] ** 2) for b in blocks])
     M = ZViZ - ZViX @ C @ ZViX.T  # Z' P Z

@@ -86,7 +86,7 @@ def r_cases(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, lme4_backe
     for case, frame, link in (("expert", _expert(data_dir), "logit"), ("simulated", _simulated(), "probit")):
         path = tmp_path_factory.mktemp(case) / "ratings.csv"
         frame.to_csv(path, index=False)
-        runs = {(b, a): analyze(path, family="ordinal", backend=b, link=link, adjust=a)
+        runs = {(b, a): analyze(path, family="ordinal", backend=b, link=link, adjust=a, df="asymptotic", bootstrap=0)
                 for b in ("clmm", "laplace") for a in ("holm", "tukey") if b == "laplace" or a == "holm"}
         systems = runs["laplace", "holm"].data.systems
         comp = runs["laplace", "holm"].components
@@ -146,7 +146,8 @@ def test_ordinal_analysis_equals_emmeans_on_clmm(r_cases: dict, case: str, backe
 def test_ordinal_cli_equals_api_with_r(r_cases: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The clmm backend through the CLI gives the API's records, and --out/--report are written."""
     case = r_cases["simulated"]
-    argv = ["analyze", str(case["path"]), "--family", "ordinal", "--link", "probit", "--json",
+    argv = ["analyze", str(case["path"]), "--family", "ordinal", "--link", "probit", "--df", "asymptotic",
+            "--bootstrap", "0", "--json",
             "--out", str(tmp_path / "c.csv"), "--report", str(tmp_path / "r.md")]
     assert main(argv) == 0
     records = json.loads(capsys.readouterr().out)
@@ -165,7 +166,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def small_api(small: Path) -> OrdinalAnalysis:
-    res = analyze(small, family="ordinal", backend="laplace", contrasts="baseline", adjust="bonferroni")
+    res = analyze(small, family="ordinal", backend="laplace", contrasts="baseline", adjust="bonferroni", bootstrap=0)
     assert isinstance(res, OrdinalAnalysis)
     return res
 
@@ -176,7 +177,7 @@ def test_cli_equals_api_without_r(small: Path, small_api: OrdinalAnalysis, tmp_p
     """--json, --out, --report and --plot of the laplace backend: the API's numbers, every output written."""
     outs = {"--out": tmp_path / "c.json", "--report": tmp_path / "r.html", "--plot": tmp_path / "p.png"}
     argv = ["analyze", str(small), "--family", "ordinal", "--backend", "laplace", "--contrasts", "baseline",
-            "--adjust", "bonferroni", "--json", *(str(v) for kv in outs.items() for v in kv)]
+            "--adjust", "bonferroni", "--bootstrap", "0", "--json", *(str(v) for kv in outs.items() for v in kv)]
     assert main(argv) == 0
     cli = pd.DataFrame(json.loads(capsys.readouterr().out))
     pd.testing.assert_frame_equal(cli, pd.DataFrame(small_api.records()), check_exact=True)

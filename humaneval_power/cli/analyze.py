@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
                          args.adjust, args.backend, args.level, args.seed, args.systems, args.duplicates,
                          progress=progress, df=args.df, by=args.by, draws=args.draws, chains=args.chains,
                          keep_singular=args.keep_singular, agreement_metric=args.agreement_metric,
-                         reliability_target=args.reliability_target, family=args.family, link=args.link)
+                         reliability_target=args.reliability_target, family=args.family, link=args.link,
+                         bootstrap=args.bootstrap)
         return finish(args, result, progress)
 
 
@@ -106,7 +107,7 @@ def run_judgments(args: argparse.Namespace) -> int:
                      "--contrasts baseline": args.contrasts == "baseline", "--random": args.random != "invariant",
                      "--keep-singular": args.keep_singular,
                      f"--backend {args.backend}": args.backend not in (None, "lme4"), "--link": args.link,
-                     "--duplicates": args.duplicates != "error",
+                     "--bootstrap": args.bootstrap is not None, "--duplicates": args.duplicates != "error",
                      f"--df {args.df}": args.df != "satterthwaite", "--by": args.by}
     given = [k for k, v in gaussian_only.items() if v]
     if given:

@@ -10,16 +10,20 @@
 the no-R Laplace CLMM (``"laplace"``, the same likelihood). It gives what ``anova(m0, m)`` and ``emmeans`` give
 for a clmm fit:
 
-* the test of "all systems equal": the likelihood ratio against the model without ``system`` (chi-square,
-  ``anova``) and the Wald chi-square of the system effects (``joint_tests``' F times its df);
+* the test of "all systems equal": first the Bartlett-corrected likelihood ratio (the planner's default
+  ordinal test, :func:`bartlett_test`: ``bootstrap`` data sets simulated from the fitted model without
+  ``system``, seeded by ``seed``), then the plain likelihood ratio against the model without ``system``
+  (chi-square, ``anova``) and the Wald chi-square of the system effects (``joint_tests``' F times its df);
 * estimated marginal means of every system on the latent scale (emmeans' default ``mode = "latent"``: the
   linear predictor minus the mean threshold), as mean rating (``mode = "mean.class"``: sum_k k P(Y = k)) and as
   category probabilities (``mode = "prob"``), with delta-method SEs and Wald intervals; emmeans ignores clmm's
   random effects, so the last two are for a typical worker and item (random effects 0). The same quantities
   averaged over the fitted random effects (the population of workers and items,
   :class:`~humaneval_power.ordinal_process.OrdinalProcess`) are given beside them as point estimates;
-* contrasts (all pairs or against the baseline) on the latent scale with asymptotic z tests (emmeans' df =
-  Inf), adjusted over the family as the Gaussian analysis adjusts them
+* contrasts (all pairs or against the baseline) on the latent scale: ``df="satterthwaite"`` (default) t tests
+  with the latent working model's Satterthwaite df (the planner's ``t`` test,
+  :func:`~humaneval_power.ordinal_process.contrast_satterthwaite_df`), ``"asymptotic"`` emmeans' z (df =
+  Inf); adjusted over the family as the Gaussian analysis adjusts them
   (:func:`~humaneval_power.completed_study.inference.contrast_table`). ``effect_size`` is the difference over
   the latent SD of a single rating (the link's residual SD and the random effects' together).
 
@@ -39,13 +43,13 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import InputError
-from ..fitting.clmm import BOUNDARY_SD, TERMS, check_link, crossed_groups
+from ..fitting.clmm import BARTLETT_DRAWS, BOUNDARY_SD, TERMS, check_link, crossed_groups, fit_clmm_many, simulate_clmm
 from ..fitting.ordinal_fit import fit_ordinal
 from ..fitting.ratings import PilotData, read_ratings
-from ..ordinal_process import OrdinalProcess
+from ..ordinal_process import OrdinalProcess, contrast_satterthwaite_df
 from ..validation import check_choice
 from .backends import ORDINAL_BACKENDS
-from .inference import ADJUST_TEXT, INTERVAL_TEXT, contrast_table
+from .inference import ADJUST_TEXT, DF_METHODS, INTERVAL_TEXT, contrast_table
 from .layout import check_data, design_summary
 from .model_ladder import RANDOM
 from .report import category_figure, markdown_table
@@ -55,6 +59,11 @@ POSTERIOR_BACKEND = "bambi"
 #: the latent residual's SD under each link (fixed by the link)
 LINK_SD = {"logit": math.pi / math.sqrt(3), "probit": 1.0}
 #: how each backend fits, in words (methods paragraph)
+#: the reference distribution of the ordinal contrasts (``df``): the latent working model's Satterthwaite t (the
+#: planner's ``t`` test) or asymptotic z (emmeans' df = Inf for clmm)
+ORDINAL_DF = ("satterthwaite", "asymptotic")
+#: every ``--df`` of ``analyze``: the Gaussian analysis's and the ordinal one's
+ANALYZE_DF = tuple(dict.fromkeys((*DF_METHODS, *ORDINAL_DF)))
 ENGINE_TEXT = {"clmm": "R's ordinal::clmm, Laplace approximation",
                "laplace": "humaneval-power's Laplace CLMM, ordinal::clmm's likelihood without R"}
 _STEP = 1e-5  # central-difference step of the delta method (thresholds and effects are O(1))
@@ -67,14 +76,19 @@ class WaldInference:
 
     beta: np.ndarray  #: thresholds then effects
     vcov: np.ndarray
+    #: the df of a row (``df="satterthwaite"``: :func:`~humaneval_power.ordinal_process.contrast_satterthwaite_df`);
+    #: None: asymptotic (df = Inf, the z test)
+    df_of: Callable[[np.ndarray], float] | None = None
 
     def contrasts(self, rows: np.ndarray) -> pd.DataFrame:
-        """estimate, se, df (inf), t (the z statistic) and two-sided normal p of each row."""
+        """estimate, se, df (Inf when asymptotic), t (z when asymptotic) and two-sided p of each row."""
         rows = np.atleast_2d(np.asarray(rows, float))
         est = rows @ self.beta
         se = np.sqrt(np.einsum("ip,pq,iq->i", rows, self.vcov, rows))
-        z = est / se
-        return pd.DataFrame({"estimate": est, "se": se, "df": np.inf, "t": z, "p_value": 2 * stats.norm.sf(np.abs(z))})
+        t = est / se
+        df = np.full(len(rows), np.inf) if self.df_of is None else np.array([self.df_of(r) for r in rows])
+        p = np.where(np.isinf(df), 2 * stats.norm.sf(np.abs(t)), 2 * stats.t.sf(np.abs(t), df))
+        return pd.DataFrame({"estimate": est, "se": se, "df": df, "t": t, "p_value": p})
 
     def wald(self, rows: np.ndarray) -> dict[str, float]:
         """Wald chi-square of ``rows @ beta = 0`` (emmeans' ``joint_tests``: F = chi2 / df, df2 = Inf)."""
@@ -91,11 +105,12 @@ class OrdinalAnalysis:
     design: pd.DataFrame         #: name, value
     components: pd.DataFrame     #: component, sd, variance, share (latent scale; the residual fixed by the link)
     thresholds: pd.DataFrame     #: threshold, estimate, se
-    omnibus: pd.DataFrame        #: test, chi2, df, p_value (likelihood ratio, Wald)
+    omnibus: pd.DataFrame        #: test, chi2, df, p_value (Bartlett-corrected LR first when bootstrapped, LR, Wald)
     means: pd.DataFrame          #: system, emmean (latent), se, ci_low, ci_high, mean_rating, mean_rating_se,
     #: mean_rating_ci_low, mean_rating_ci_high, mean_rating_population, observed_mean, n_ratings
     probabilities: pd.DataFrame  #: system, rating, probability, se, ci_low, ci_high, population, observed
-    contrasts: pd.DataFrame      #: system, versus, estimate, se, z, p_value, p_adjusted, ci_low, ci_high, effect_size
+    contrasts: pd.DataFrame      #: system, versus, estimate, se, df and t (z when asymptotic), p_value, p_adjusted,
+    #: ci_low, ci_high, effect_size
     model: str
     backend: str
     link: str
@@ -108,6 +123,8 @@ class OrdinalAnalysis:
     notes: tuple[str, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     data: PilotData | None = field(default=None, repr=False)
+    df: str = "asymptotic"       #: the contrasts' reference (:data:`ORDINAL_DF`)
+    bootstrap: int = 0           #: the Bartlett factor's bootstrap draws (0: no Bartlett-corrected test)
 
     scale = None      #: scores are categories, never rescaled (the report's shared code reads it)
     singular = property(lambda self: bool((self.components["sd"].iloc[:-1] < BOUNDARY_SD).any()))
@@ -131,9 +148,16 @@ class OrdinalAnalysis:
         return [{**rec, **extra} for rec in self.contrasts.to_dict("records")]
 
     def _tests(self) -> str:
-        lr, wald = (self.omnibus.iloc[i] for i in (0, 1))
-        return (f"likelihood ratio chi2({lr.df:.0f}) = {lr.chi2:.2f}, p = {lr.p_value:.3g}; Wald chi2({wald.df:.0f}) "
-                f"= {wald.chi2:.2f}, p = {wald.p_value:.3g}")
+        def one(row: Any) -> str:
+            extra = (f" (Bartlett factor {row.bartlett_factor:.3f} from {row.draws:.0f} parametric-bootstrap draws)"
+                     if row.test.startswith("Bartlett") else "")
+            return f"{row.test} chi2({row.df:.0f}) = {row.chi2:.2f}, p = {row.p_value:.3g}{extra}"
+        return "; ".join(one(r) for r in self.omnibus.itertuples())
+
+    def _contrast_test(self) -> str:
+        return ("asymptotic z tests (emmeans' df = Inf)" if self.df == "asymptotic" else
+                "t tests with the Satterthwaite df of the latent working model (the linear mixed model of the latent "
+                "scale with the fitted variance components and the link's residual variance)")
 
     def methods(self) -> str:
         """A methods paragraph for the paper."""
@@ -141,11 +165,14 @@ class OrdinalAnalysis:
                  else f"each system with {self.contrasts.versus.iloc[0]}")
         return (f"We fitted the cumulative {self.link} mixed model `{self.model}` with flexible thresholds by "
                 f"maximum likelihood ({ENGINE_TEXT[self.backend]}). We tested whether all systems are rated alike "
-                f"by a likelihood-ratio test against the model without systems and by a Wald test ({self._tests()}). "
+                f"by a likelihood-ratio test against the model without systems"
+                + (" (Bartlett-corrected: the likelihood ratio divided by its mean over data sets simulated from the "
+                   "fitted model without systems, times its df)" if self.bootstrap else "")
+                + f" and by a Wald test ({self._tests()}). "
                 f"Estimated marginal means are on the latent scale (the linear predictor minus the mean threshold), "
                 "and, for a typical worker and item, as mean rating and category probabilities (emmeans' latent, "
                 "mean.class and prob modes; delta-method standard errors). We compared " + which
-                + f" on the latent scale by asymptotic z tests, adjusting p-values and {self.level:.0%} intervals by "
+                + f" on the latent scale by {self._contrast_test()}, adjusting p-values and {self.level:.0%} intervals by "
                 f"{self.adjustment_text()}."
                 + (" Differences are log cumulative odds ratios." if self.link == "logit" else "")
                 + " Effect sizes are latent differences divided by the latent SD of a single rating (the link's "
@@ -353,9 +380,9 @@ def check_ordinal_options(random: str, df: str, backend: str | None, link: str |
     if random != "invariant" or keep_singular:
         raise InputError(f"{'--keep-singular' if keep_singular else '--random ' + random} does not apply to --family "
                          "ordinal: clmm fits random intercepts only (worker, item, worker x system, item x system)")
-    if df != "satterthwaite":
-        raise InputError(f"--df {df} does not apply to --family ordinal: its tests are asymptotic (z and chi-square, "
-                         "emmeans' df = Inf for clmm)")
+    if df not in ORDINAL_DF:
+        raise InputError(f"--df {df} does not apply to --family ordinal: its contrasts use satterthwaite (the latent "
+                         "working model's df) or asymptotic (z, emmeans' df = Inf for clmm)")
     backend = backend or ORDINAL_BACKENDS[0]
     if backend not in (*ORDINAL_BACKENDS, POSTERIOR_BACKEND):
         raise InputError(f"--backend {backend} does not fit ordinal models; --family ordinal uses "
@@ -372,9 +399,12 @@ def analyze_ordinal(
     where: dict[str, str] | None, baseline: str | None, scale: tuple[float, float] | None,
     systems: Sequence[str] | None, duplicates: str, contrasts: str, adjust: str, backend: str, link: str,
     level: float, seed: int, progress: Callable[[str], None] | None = None, draws: int = 1000, chains: int = 2,
+    df: str = "satterthwaite", bootstrap: int = BARTLETT_DRAWS,
 ) -> OrdinalAnalysis | OrdinalPosterior:
     """The ordinal analysis (options checked by ``analyze``): fit, null fit, tests, means, contrasts (with
-    ``backend="bambi"``: :func:`posterior_ordinal`, ``draws`` per chain, ``chains``)."""
+    ``backend="bambi"``: :func:`posterior_ordinal`, ``draws`` per chain, ``chains``). ``df``: the contrasts'
+    reference (:data:`ORDINAL_DF`); ``bootstrap``: the Bartlett-corrected LRT's parametric-bootstrap draws (0: none),
+    seeded by ``seed``."""
     from ..fitting import registry
 
     data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates, family="ordinal")
@@ -396,19 +426,31 @@ def analyze_ordinal(
                          "the tests cannot be computed")
     rows = _emm_rows(len(names), K1, p)
     lr = max(0.0, 2 * (fit.loglik - null.loglik))
-    omnibus = pd.DataFrame([
-        {"test": "likelihood ratio", "chi2": lr, "df": float(p), "p_value": float(stats.chi2.sf(lr, p))},
-        {"test": "Wald", **inference.wald(rows[1:] - rows[0])}])
+    tests = [{"test": "likelihood ratio", "chi2": lr, "df": float(p), "p_value": float(stats.chi2.sf(lr, p))},
+             {"test": "Wald", **inference.wald(rows[1:] - rows[0])}]
+    X = np.column_stack([(f["system"] == s).to_numpy(float) for s in names[1:]])
+    boot_notes: list[str] = []
+    if bootstrap:
+        report(f"fitting {bootstrap} parametric-bootstrap data sets of the model without systems (Bartlett factor) ...")
+        null_params = np.concatenate([null.thresholds, np.abs(null.sds)])
+        tests.insert(0, bartlett_test(lr, X, groups, null_params, link, (levels[0], levels[-1]), bootstrap, seed,
+                                      boot_notes))
+    omnibus = pd.DataFrame(tests)
 
     sds = full.sds
     latent_sd = math.sqrt(LINK_SD[link] ** 2 + sum(v * v for v in sds.values()))
-    # contrast_table needs ``contrasts(rows)`` and ``vcov`` of its inference: WaldInference has both (df = Inf)
-    table = contrast_table(cast(Any, inference), rows, names, contrasts, adjust, level, seed, latent_sd, report)
-    table = table.drop(columns="df").rename(columns={"t": "z"})
+    sd_vec = np.array([sds[f"sd_{t.replace(':', '_')}"] for t in groups])
+    df_of = None if df == "asymptotic" else (
+        lambda row: contrast_satterthwaite_df(groups, X, row[K1:], sd_vec, link))
+    tested = WaldInference(inference.beta, inference.vcov, df_of)
+    # contrast_table needs ``contrasts(rows)`` and ``vcov`` of its inference: WaldInference has both
+    table = contrast_table(cast(Any, tested), rows, names, contrasts, adjust, level, seed, latent_sd, report)
+    if df == "asymptotic":
+        table = table.drop(columns="df").rename(columns={"t": "z"})
     means, probs = _emmeans(inference, rows, names, levels, link, sds, level, f)
     components = _components(sds, link, full.terms)
     thresholds = pd.DataFrame({"threshold": fit.threshold_names, "estimate": fit.thresholds, "se": fit.se[:K1]})
-    notes = list(data.notes) + list(full.unidentified) + list(full.warnings())
+    notes = list(data.notes) + list(full.unidentified) + list(full.warnings()) + boot_notes
     if not null.converged:
         notes.append(f"the model without systems did not converge (max |gradient| {null.max_grad:.2g}): the "
                      "likelihood-ratio test is approximate")
@@ -416,7 +458,36 @@ def analyze_ordinal(
         design=design_summary(data), components=components, thresholds=thresholds, omnibus=omnibus, means=means,
         probabilities=probs, contrasts=table, model=full.model.rsplit(" (cumulative", 1)[0], backend=backend, link=link,
         adjust=adjust, family=contrasts, level=level, seed=seed, source=data.source, loglik=float(fit.loglik),
-        notes=tuple(dict.fromkeys(notes)), versions=dict(full.versions), data=data)
+        notes=tuple(dict.fromkeys(notes)), versions=dict(full.versions), data=data, df=df, bootstrap=bootstrap)
+
+
+def bartlett_test(lr: float, X: np.ndarray, groups: dict[str, np.ndarray], null_params: np.ndarray, link: str,
+                  scale: tuple[int, int], draws: int, seed: int, notes: list[str] | None = None) -> dict[str, Any]:
+    """The Bartlett-corrected likelihood-ratio test of all q = ``X.shape[1]`` system effects 0: LR q / mean(LR*)
+    against chi-square(q), LR* the likelihood ratios of ``draws`` data sets simulated from the fitted model without
+    systems (``null_params`` = thresholds, SDs in the order of ``groups``; :func:`~..fitting.clmm.simulate_clmm`)
+    and fitted by the fast path (:func:`~..fitting.clmm.fit_clmm_many`), as the planner's ``bartlett`` test (q = 1:
+    its very computation). With q > 1 the model without systems of each draw is fitted as the null of a
+    one-column model (its log-likelihood: that model's minus LR / 2). Failed draws are left out (named in
+    ``notes``)."""
+    q = X.shape[1]
+    Y = simulate_clmm(np.zeros((len(X), 0)), groups, np.repeat(null_params[None, :], draws, axis=0), link=link,
+                      rng=np.random.default_rng(seed), lowest=scale[0])
+    if q == 1:
+        boot = fit_clmm_many(Y, X, groups, coef=0, scale=scale, link=link, lrt=True, information=False).lr
+    else:
+        one = fit_clmm_many(Y, X[:, :1], groups, coef=0, scale=scale, link=link, lrt=True, information=False)
+        all_ = fit_clmm_many(Y, X, groups, coef=0, scale=scale, link=link, information=False)
+        boot = np.maximum(0.0, 2 * (all_.loglik - (one.loglik - one.lr / 2)))
+    ok = boot[np.isfinite(boot)]
+    if not len(ok):
+        raise InputError(f"every one of the {draws} bootstrap data sets failed to fit: no Bartlett-corrected test")
+    if len(ok) < draws and notes is not None:
+        notes.append(f"{draws - len(ok)} of {draws} bootstrap data sets failed to fit (e.g. a category unused); the "
+                     "Bartlett factor averages the others")
+    factor = float(ok.mean()) / q
+    return {"test": "Bartlett-corrected likelihood ratio", "chi2": lr / factor, "df": float(q),
+            "p_value": float(stats.chi2.sf(lr / factor, q)), "bartlett_factor": factor, "draws": len(ok)}
 
 
 def posterior_ordinal(data: PilotData, contrasts: str, link: str, level: float, seed: int, draws: int, chains: int,
@@ -559,5 +630,6 @@ def _emmeans(inference: WaldInference, rows: np.ndarray, names: list[str], level
     return means, probs
 
 
-__all__ = ["ENGINE_TEXT", "LINK_SD", "POSTERIOR_BACKEND", "OrdinalAnalysis", "OrdinalPosterior", "WaldInference",
-           "analyze_ordinal", "check_ordinal_options", "posterior_ordinal"]
+__all__ = ["ANALYZE_DF", "ENGINE_TEXT", "LINK_SD", "ORDINAL_DF", "POSTERIOR_BACKEND", "OrdinalAnalysis",
+           "OrdinalPosterior", "WaldInference", "analyze_ordinal", "bartlett_test", "check_ordinal_options",
+           "posterior_ordinal"]

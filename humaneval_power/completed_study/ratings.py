@@ -36,6 +36,7 @@ import pandas as pd
 
 from ..contrasts import get_family
 from ..errors import InputError
+from ..fitting.clmm import BARTLETT_DRAWS
 from ..fitting.ratings import PilotData, read_ratings
 from ..multiplicity import ADJUSTMENTS
 from ..rankings import parametric_draws
@@ -274,6 +275,7 @@ def analyze(
     reliability_target: float = 0.8,
     family: str = "gaussian",
     link: str | None = None,
+    bootstrap: int | None = None,
 ) -> AnalysisResult | BayesianAnalysis | OrdinalAnalysis | OrdinalPosterior | GroupedAnalysis:
     """Analyse a completed study: F test, marginal means and adjusted contrasts (see the module docs).
 
@@ -295,15 +297,19 @@ def analyze(
     ``family="ordinal"``: integer ratings as ordered categories (``scale`` = LOWEST, HIGHEST names them, no
     rescaling), a cumulative-link mixed model (``link`` logit, the default, or probit) fitted by ``backend`` clmm
     (R ``ordinal::clmm``, the default) or laplace (no R): likelihood-ratio and Wald tests, latent, mean-rating and
-    category-probability marginal means, latent contrasts with z tests (:class:`.ordinal.OrdinalAnalysis`); or
+    category-probability marginal means, latent contrasts (:class:`.ordinal.OrdinalAnalysis`; ``df``: satterthwaite,
+    the latent working model's t, or asymptotic, emmeans' z), the Bartlett-corrected LRT from ``bootstrap``
+    parametric-bootstrap draws (default 200, seeded by ``seed``; 0: none); or
     bambi: their posterior with P(better) (:class:`.ordinal.OrdinalPosterior`, ``draws`` per chain, ``chains``).
     """
     check_choice("family", family, FAMILIES)
+    if bootstrap is not None and (isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 0):
+        raise InputError(f"bootstrap must be a non-negative whole number of draws, got {bootstrap!r}")
     if family == "ordinal":
         adjust_used, backend, link = _check_ordinal(contrasts, adjust, level, (
             random, df, backend, link, keep_singular, agreement_metric, reliability_target))
-    elif link is not None:
-        raise InputError("--link applies to --family ordinal")
+    elif link is not None or bootstrap is not None:
+        raise InputError(f"{'--link' if link is not None else '--bootstrap'} applies to --family ordinal")
     else:
         backend = backend or "lme4"
         adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
@@ -313,11 +319,13 @@ def analyze(
             "worker": worker, "item": item, "system": system, "score": score, "baseline": baseline, "scale": scale, "random": random,
             "contrasts": contrasts, "adjust": adjust, "backend": backend, "level": level, "seed": seed, "systems": systems,
             "duplicates": duplicates, "progress": progress, "df": df, "draws": draws, "chains": chains, "keep_singular": keep_singular,
-            "agreement_metric": agreement_metric, "reliability_target": reliability_target, "family": family, "link": link})
+            "agreement_metric": agreement_metric, "reliability_target": reliability_target, "family": family, "link": link,
+            "bootstrap": bootstrap})
     if family == "ordinal":
         assert backend is not None and link is not None
         return analyze_ordinal(ratings, worker, item, system, score, where, baseline, scale, systems, duplicates,
-                               contrasts, adjust_used, backend, link, level, seed, progress, draws, chains)
+                               contrasts, adjust_used, backend, link, level, seed, progress, draws, chains, df,
+                               BARTLETT_DRAWS if bootstrap is None else bootstrap)
     data = read_ratings(ratings, worker, item, system, score, baseline, systems, where, scale, duplicates)
     check_data(data)
     report = progress or (lambda message: None)

@@ -78,7 +78,7 @@ NAMES: dict[str, str] = {
     "ADJUSTMENTS": "humaneval_power.multiplicity:ADJUSTMENTS",
     "ANALYZE_RANDOM": "humaneval_power.completed_study:RANDOM",
     "ANALYZE_CONTRASTS": "humaneval_power.completed_study:CONTRASTS",
-    "ANALYZE_DF": "humaneval_power.completed_study:DF_METHODS",
+    "ANALYZE_DF": "humaneval_power.completed_study.ordinal:ANALYZE_DF",
     "ANALYZE_BACKENDS": "humaneval_power.completed_study:BACKENDS",
     "ORDINAL_LINKS": "humaneval_power.fitting.clmm:LINKS",
     "ALPHA_METRICS": "humaneval_power.agreement:METRICS",

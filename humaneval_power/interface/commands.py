@@ -534,7 +534,9 @@ ANALYZE = Command(
                action="store_true"),
         Option("--df", "denominator df of the F test and the contrasts (kenward-roger: pbkrtest's method, dense in "
                "the ratings: refused above 3,000 ratings with lme4, 4,000 without R, with the estimated memory and "
-               "time)", default=SIGNATURE, choices="ANALYZE_DF"),
+               "time); --family ordinal: satterthwaite (the latent working model's df per contrast, the planner's t "
+               "test; default) or asymptotic (z, emmeans' df = Inf for clmm)", default=SIGNATURE,
+               choices="ANALYZE_DF"),
         Option("--by", "analyse each value of COLUMN (e.g. dimension) separately; each adjustment covers the "
                "contrasts within one group", metavar="COLUMN"),
         Option("--contrasts", "all pairs of systems, or each system against the baseline", default=SIGNATURE,
@@ -575,6 +577,9 @@ ANALYZE = Command(
                "judgments: a logistic GLMM per pair and a Bradley-Terry ranking)", default="gaussian",
                choices=("gaussian", "ordinal", "binomial"), api=False),
         Option("--link", "ordinal: the cumulative link (default logit)", default=SIGNATURE, choices="ORDINAL_LINKS"),
+        Option("--bootstrap", "ordinal: parametric-bootstrap draws of the Bartlett-corrected likelihood-ratio test "
+               "of all systems equal (default 200, seeded by --seed; 0: plain LR and Wald only)", non_negative,
+               SIGNATURE, metavar="B"),
         *JUDGMENT_COLUMNS,
         Option("--ties", "binomial: drop ties, or split each as half a win for each side", default=SIGNATURE,
                choices="TIE_POLICIES", source="analyze_judgments"),
