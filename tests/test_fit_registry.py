@@ -13,7 +13,7 @@ from humaneval_power.fitting import registry
 
 FITTING = Path(__file__).resolve().parents[1] / "humaneval_power" / "fitting"
 #: modules that consume fits (model layer and interop); everything else in fitting/ is a backend or a helper
-CONSUMERS = {"model.py", "pymer4_interop.py"}
+CONSUMERS = {"model.py", "pymer4_interop.py", "pilot.py"}  #: the layers above the model layer (pilot.py: what `hepower fit` runs)
 
 
 def _imports_of(path: Path) -> set[str]:
