@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import zlib
 
 import numpy as np
 import pytest
@@ -45,14 +46,12 @@ def _simulated(systems: int, items: int, workers: int, k: int, presentation: str
     return design, y, contrast
 
 
-def _one_study_fit(design: B.ComponentDesign, y: np.ndarray, reml: bool) -> tuple:
-    """vc_reml's fit and Satterthwaite df for one study (each component its own factor column)."""
+def _one_study_model(design: B.ComponentDesign, y: np.ndarray, reml: bool) -> CrossedComponentsModel:
+    """vc_reml's model of one study (each component its own factor column)."""
     factors = {c.name: np.asarray(c.levels) for c in design.components}
     terms = {c.name + "_v": c.values for c in design.components if c.values is not None}
     comps = [(c.name, "(Intercept)" if c.values is None else c.name + "_v") for c in design.components]
-    model = CrossedComponentsModel(design.x, y, factors, terms, comps, reml=reml)
-    fit = model.fit()
-    return fit, model.satterthwaite(fit)
+    return CrossedComponentsModel(design.x, y, factors, terms, comps, reml=reml)
 
 
 CASES = [(2, 20, 6, 3, "within", "balanced", "invariant"), (2, 20, 6, 2, "between", "balanced", "invariant"),
@@ -63,7 +62,7 @@ CASES = [(2, 20, 6, 3, "within", "balanced", "invariant"), (2, 20, 6, 2, "betwee
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("reml", [True, False], ids=["reml", "ml"])
 def test_same_optimum_as_the_one_study_solver(case: tuple, reml: bool) -> None:
-    rng = np.random.default_rng(sum(map(hash, map(str, case))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((case, reml)).encode()))  # str hashes change per process
     *shape, model = case
     design, y, contrast = _simulated(*shape, n=4, rng=rng, model=model)
     _assert_as_one_study(design, y, contrast, reml)
@@ -76,12 +75,16 @@ def _assert_as_one_study(design: B.ComponentDesign, y: np.ndarray, contrast: np.
     coef = int(np.flatnonzero(contrast)[0])
     for j in range(y.shape[1]):
         keep = slice(None) if design.weights is None else design.weights[j] > 0
-        ref, sat = _one_study_fit(design.study(j) if design.n_studies else design, y[keep, j], reml)
+        model = _one_study_model(design.study(j) if design.n_studies else design, y[keep, j], reml)
+        ref = model.fit()
         assert fit.deviance[j] <= ref.deviance + 1e-9
         assert fit.deviance[j] == pytest.approx(ref.deviance, abs=1e-7)
         assert abs(fit.estimate[j, 0] - ref.beta[coef]) < 1e-6
         assert fit.se[j, 0] == pytest.approx(np.sqrt(ref.beta_cov[coef, coef]), rel=1e-4)
-        assert fit.df[j, 0] == pytest.approx(sat.df[coef], rel=1e-4)
+        # the df at the batched optimum, by the one-study solver's Satterthwaite: near a boundary the df
+        # moves by 1e-3 over optima equal to 1e-5 in SD, so the two optima's df are not the check
+        at_batched = model.at(fit.sds[j, :-1] ** 2 / fit.sds[j, -1] ** 2)
+        assert fit.df[j, 0] == pytest.approx(model.satterthwaite(at_batched).df[coef], rel=1e-5)
         np.testing.assert_allclose(fit.sds[j], np.r_[ref.sds, np.sqrt(ref.sigma2)], atol=1e-5)
 
 
