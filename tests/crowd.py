@@ -37,7 +37,7 @@ def crowd_layout(systems: int, items: int, workers: int, k: int, presentation: s
                  rng: np.random.Generator | None = None) -> Layout:
     """A drawn designs.CrowdDesign layout; ``random`` with ``n_studies=None``: one drawn layout for every study."""
     layout = CrowdDesign(items, workers, k, systems, assignment, presentation).draw(
-        rng or np.random.default_rng(), n_studies or 1)
+        rng or np.random.default_rng(0), n_studies or 1)
     if n_studies is None and layout.worker.ndim == 2:
         layout = dataclasses.replace(layout, worker=layout.worker[0])
     return layout
