@@ -51,10 +51,10 @@ def test_one_name_per_concept() -> None:
 
 def _described() -> dict[tuple[str, ...], tuple[str, dict[str, str]]]:
     """Described command -> (its API function, {CLI dest: API parameter}), read from the description."""
-    from humaneval_power.interface import NAMES
+    from humaneval_power.interface import address
     from humaneval_power.interface.commands import COMMANDS
 
-    return {path: (NAMES[c.function].removeprefix("humaneval_power."),
+    return {path: (address(c.function).removeprefix("humaneval_power."),
                    {o.dest_name: o.name for o in c.all_options() if o.param})
             for path, c in COMMANDS.items() if not c.modes}
 

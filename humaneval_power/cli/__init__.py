@@ -68,6 +68,19 @@ def _group_of(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command: generically when its description says which columns to print
+    (:func:`~humaneval_power.cli.common.run_command`), else by its group's module."""
+    from ..interface.commands import COMMANDS
+    from .common import run_command
+
+    path = (args.command,) if getattr(args, "action", None) is None else (args.command, args.action)
+    command = COMMANDS.get(path)
+    if command is not None and command.columns is not None:
+        return run_command(command, args)
+    return int(importlib.import_module(f"{__name__}.{args.command}").run(args))
+
+
 _terminated: list[bool] = []
 
 
@@ -112,7 +125,7 @@ def main(argv: Sequence[str] | None = None, progress: Callable[[int, int, str], 
         args.outputs = OutputFiles(args)
         opened = prepare_run(args)
         try:
-            return importlib.import_module(f"{__name__}.{args.command}").run(args)
+            return _run(args)
         finally:
             for obj in reversed(opened):
                 obj.close()

@@ -188,6 +188,42 @@ def prepare_run(args: argparse.Namespace) -> list[Any]:
     return opened
 
 
+def api_keywords(command: Any, args: argparse.Namespace, function: Callable[..., Any]) -> dict[str, Any]:
+    """The keywords of ``function`` from a parsed command line: every API option of the described ``command``
+    the function takes (a grid option's ranges flattened), and ``jobs`` / ``store`` as :func:`prepare_run` left
+    them."""
+    import inspect
+
+    taken = inspect.signature(function).parameters
+    out: dict[str, Any] = {}
+    for option in command.all_options():
+        if option.api and option.name in taken and option.name not in out and hasattr(args, option.dest_name):
+            value = getattr(args, option.dest_name)
+            out[option.name] = flatten(value) if option.grid else value
+    return out
+
+
+def run_command(command: Any, args: argparse.Namespace) -> int:
+    """Run a described command generically (its ``columns`` set): call its function with the command line's
+    keywords (and the progress bar when it takes ``progress``), then print the returned table's ``columns``
+    (all when empty) with :func:`emit`, or a solve result with :func:`emit_solve`."""
+    import inspect
+
+    import pandas as pd
+
+    from ..interface import resolve
+
+    function = resolve(command.function)
+    kw = api_keywords(command, args, function)
+    with ProgressBar(sink=args.progress) as bar:
+        result = function(**kw, **({"progress": bar} if "progress" in inspect.signature(function).parameters else {}))
+    if isinstance(result, pd.DataFrame):
+        emit(result, args, command.columns or list(result.columns))
+    else:
+        emit_solve(result, args)
+    return 0
+
+
 def print_json(table: Any) -> None:
     """One JSON array of records on stdout."""
     from ..io import json_records

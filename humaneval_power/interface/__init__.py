@@ -41,8 +41,6 @@ NAMES: dict[str, str] = {
     "estimate_accuracy": "humaneval_power.scenarios.accuracy:estimate_accuracy",
     "solve_prop_test": "humaneval_power.scenarios.accuracy:solve_prop_test",
     "f1_power": "humaneval_power.scenarios.f1:f1_power",
-    "f1_size": "humaneval_power.scenarios.f1:f1_size",
-    "f1_mde": "humaneval_power.scenarios.f1:f1_mde",
     "bleu_power": "humaneval_power.scenarios.bleu:bleu_power",
     "bleu_mde": "humaneval_power.scenarios.bleu:bleu_mde",
     "bleu_sample_size": "humaneval_power.scenarios.bleu:bleu_sample_size",
@@ -87,9 +85,22 @@ NAMES: dict[str, str] = {
 }
 
 
+def address(name: str) -> str:
+    """``"module:attribute"`` of the library object ``name``: its :data:`NAMES` entry, or the function of the
+    command whose ``module`` holds it."""
+    if name in NAMES:
+        return NAMES[name]
+    from .commands import COMMANDS
+
+    module = next((c.module for c in COMMANDS.values() if c.function == name and c.module), None)
+    if module is None:
+        raise KeyError(f"{name!r} is neither in interface.NAMES nor a command's function with its module")
+    return f"{module}:{name}"
+
+
 def resolve(name: str) -> Any:
-    """The library object :data:`NAMES` calls ``name`` (imported now)."""
-    return load(NAMES[name])
+    """The library object called ``name`` (:func:`address`; imported now)."""
+    return load(address(name))
 
 
 class _FromSignature:
@@ -163,7 +174,14 @@ class Group:
 
 @dataclass(frozen=True)
 class Command:
-    """A public command: ``hepower *path``, calling :data:`NAMES` ``[function]``."""
+    """A public command: ``hepower *path``, calling ``function`` (a :data:`NAMES` key, or a function of
+    ``module``).
+
+    ``columns`` set: ``hepower`` runs it generically (:func:`humaneval_power.cli.common.run_command`: the API
+    keywords from the options, progress, then the returned table's ``columns`` (empty: all) or a solve
+    result's sentence), so a command of an existing group is this one entry; None: its group's module
+    ``cli/<group>.py`` runs and prints it.
+    """
 
     path: tuple[str, ...]
     function: str | None
@@ -174,6 +192,8 @@ class Command:
     design: str | None = None  #: the function whose keywords the command's function takes through ``**design``
     #: values the parser sets with no option (argparse's ``set_defaults``), e.g. the formats ``fit --out`` writes
     settings: Mapping[str, Any] = field(default_factory=dict)
+    module: str | None = None  #: the module of ``function`` when :data:`NAMES` does not name it
+    columns: tuple[str, ...] | None = None  #: run by the generic runner: the table columns it prints
 
     def functions(self) -> list[str]:
         """The functions whose keywords the command's options may be (:data:`NAMES` keys)."""

@@ -476,9 +476,11 @@ F1 = (
                         "per true class, the joint predictions of the two models (M1, M2); the effect is "
                         f"F1(M2) - F1(M1) of the positive class. Grid options take {RANGE_HELP}."),
     Command(("f1", "size"), "f1_size", "test-set size reaching the target power for the tables' F1 difference",
-            f1_search(Option("--max-n", "largest test set searched", positive, SIGNATURE, metavar="N"))),
+            f1_search(Option("--max-n", "largest test set searched", positive, SIGNATURE, metavar="N")),
+            module="humaneval_power.scenarios.f1", columns=()),
     Command(("f1", "mde"), "f1_mde", "smallest F1 difference reaching the target power, in the tables' direction",
             (Option("--n", "test-set size (items)", positive, required=True), *f1_search()),
+            module="humaneval_power.scenarios.f1", columns=(),
             description="Smallest F1(M2) - F1(M1) reaching the target power: each class keeps its agreement (the "
                         "both-negative and both-positive cells) and the tables' direction, while the imbalance of "
                         "its only-M1 and only-M2 cells grows (the record's scale: the answer as a multiple of the "

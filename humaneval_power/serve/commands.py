@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from ..errors import InputError
-from ..interface import NAMES
+from ..interface import address
 from ..interface.validation import (
     PARAMS_FILE,
     command_of,
@@ -45,7 +45,7 @@ NOT_AXES = ("pair", "means", "scale", "levels", "tie_values", "methods")  #: lis
 @cache
 def functions() -> dict[str, str]:
     """The served API functions -> their module under humaneval_power (for the Python snippet)."""
-    return {name: NAMES[name].split(":")[0].removeprefix("humaneval_power.") for name in command_of()
+    return {name: address(name).split(":")[0].removeprefix("humaneval_power.") for name in command_of()
             if name not in NOT_SERVED}
 
 
