@@ -41,7 +41,7 @@ from ..fitting.ratings import PilotData, read_ratings
 from ..multiplicity import ADJUSTMENTS
 from ..rankings import parametric_draws
 from ..validation import check_choice
-from .backends import REGISTRY, get_backend
+from .backends import REGISTRY, get_backend, posterior_sampling
 from .bayesian import BayesianAnalysis, bayesian_analysis
 from .inference import (
     ADJUST_TEXT,
@@ -268,8 +268,8 @@ def analyze(
     progress: Callable[[str], None] | None = None,
     df: str = "satterthwaite",
     by: str | None = None,
-    draws: int = 1000,
-    chains: int = 2,
+    draws: int | None = None,
+    chains: int | None = None,
     keep_singular: bool = False,
     agreement_metric: str = "interval",
     reliability_target: float = 0.8,
@@ -286,7 +286,8 @@ def analyze(
     and bambi's sampler. ``random``: ``invariant``, ``maximal`` (with its convergence ladder)
     or ``slopes``; ``df``: ``satterthwaite`` or ``kenward-roger`` (pbkrtest's, either backend);
     ``adjust``: default ``holm`` (none with ``backend="bambi"``, whose result is a posterior:
-    :class:`BayesianAnalysis`, ``draws`` per chain, ``chains``). ``by``: a column; each of its
+    :class:`BayesianAnalysis`, ``draws`` per chain (default 1000), ``chains`` (default 2); both refused with another
+    backend). ``by``: a column; each of its
     values is analysed separately (:class:`GroupedAnalysis`; adjustments within each group).
     ``keep_singular`` (with ``random="maximal"``): keep a singular maximal fit, as lme4 does, instead of
     stepping down (a fit that did not converge still steps down). The result also holds (``paper``) Krippendorff's
@@ -302,6 +303,9 @@ def analyze(
     parametric-bootstrap draws (default 200, seeded by ``seed``; 0: none); or
     bambi: their posterior with P(better) (:class:`.ordinal.OrdinalPosterior`, ``draws`` per chain, ``chains``).
     """
+    if family == "binomial":
+        raise InputError("family 'binomial': head-to-head judgments are analysed by analyze_judgments (hepower analyze "
+                         "--family binomial); analyze takes ratings (gaussian or ordinal)")
     check_choice("family", family, FAMILIES)
     if bootstrap is not None and (isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 0):
         raise InputError(f"bootstrap must be a non-negative whole number of draws, got {bootstrap!r}")
@@ -314,6 +318,7 @@ def analyze(
         backend = backend or "lme4"
         adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
     check_paper_options(agreement_metric, reliability_target)
+    sampling = posterior_sampling(backend, draws, chains)  # refused before the file is read
     if by is not None:
         return _analyze_by(ratings, by, where, {
             "worker": worker, "item": item, "system": system, "score": score, "baseline": baseline, "scale": scale, "random": random,
@@ -321,6 +326,7 @@ def analyze(
             "duplicates": duplicates, "progress": progress, "df": df, "draws": draws, "chains": chains, "keep_singular": keep_singular,
             "agreement_metric": agreement_metric, "reliability_target": reliability_target, "family": family, "link": link,
             "bootstrap": bootstrap})
+    draws, chains = sampling
     if family == "ordinal":
         assert backend is not None and link is not None
         return analyze_ordinal(ratings, worker, item, system, score, where, baseline, scale, systems, duplicates,
