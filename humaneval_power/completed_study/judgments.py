@@ -26,6 +26,7 @@ import pandas as pd
 from ..errors import InputError
 from ..validation import TIE_POLICIES, check_choice
 from .inference import INTERVAL_TEXT
+from .report import warnings_section
 
 #: |ability| beyond this (log-odds against the baseline) marks a Bradley-Terry fit as quasi-separated
 MAX_ABILITY = 10.0
@@ -137,8 +138,7 @@ class JudgmentAnalysis:
             sections.append(("Bradley-Terry ranking", [self.ranking]))
         warns = [f"{r.system} vs {r.versus}: singular fit (a worker or item SD at zero)"
                  for r in self.pairs.itertuples() if r.singular] + list(self.notes)
-        if warns:
-            sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
+        sections += warnings_section(warns)
         return f"Head-to-head analysis of {Path(self.source).name}", sections
 
 

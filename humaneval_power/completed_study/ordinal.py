@@ -52,7 +52,7 @@ from .backends import ORDINAL_BACKENDS
 from .inference import ADJUST_TEXT, DF_METHODS, INTERVAL_TEXT, contrast_table
 from .layout import check_data, design_summary
 from .model_ladder import RANDOM
-from .report import category_figure, markdown_table
+from .report import category_figure, markdown_sections, note_lines, warnings_section
 
 #: the backend of the posterior (bambi's cumulative family: :class:`OrdinalPosterior`)
 POSTERIOR_BACKEND = "bambi"
@@ -180,18 +180,12 @@ class OrdinalAnalysis:
 
     def markdown(self) -> str:
         """A short Markdown report: the methods paragraph and the tables."""
-        sections = [f"# Ordinal analysis of {Path(self.source).name}", "", self.methods(), ""]
-        for title, table in self._titled_tables():
-            sections += [f"## {title}", "", markdown_table(table), ""]
-        if self.notes:
-            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
-        return "\n".join(sections)
-
-    def _titled_tables(self) -> list[tuple[str, pd.DataFrame]]:
-        return [("Design", self.design), ("Test of all systems equal", self.omnibus),
-                (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
-                ("Category probabilities", self.probabilities), ("Contrasts (latent scale)", self.contrasts),
-                ("Thresholds", self.thresholds), ("Variance components (latent scale)", self.components)]
+        return markdown_sections(
+            f"Ordinal analysis of {Path(self.source).name}", self.methods(),
+            [("Design", self.design), ("Test of all systems equal", self.omnibus),
+             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
+             ("Category probabilities", self.probabilities), ("Contrasts (latent scale)", self.contrasts),
+             ("Thresholds", self.thresholds), ("Variance components (latent scale)", self.components)], self.notes)
 
     def __str__(self) -> str:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
@@ -212,9 +206,7 @@ class OrdinalAnalysis:
             "", f"contrasts ({self.family}, latent scale); adjustment: {self.adjustment_text()}:",
             self.contrasts.to_string(**fmt),
         ]
-        if self.notes:
-            parts += ["", *(f"note: {n}" for n in self.notes)]
-        return "\n".join(parts)
+        return "\n".join(parts + note_lines(self.notes))
 
     def figure(self) -> Any:
         """Latent marginal means (left) and the contrasts with their adjusted intervals (right)."""
@@ -253,9 +245,9 @@ class OrdinalAnalysis:
                                           self.contrasts]),
             ("Variance components (latent scale)", [self.components]),
         ]
-        warns = list(self.notes) + [("No design check: the report's simulated Type-I error and sensitivity are "
-                                    "computed for the Gaussian analysis (--family gaussian).")]
-        sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
+        sections += warnings_section([*self.notes, ("No design check: the report's simulated Type-I error and "
+                                                    "sensitivity are computed for the Gaussian analysis (--family "
+                                                    "gaussian).")])
         return f"Ordinal analysis of {Path(self.source).name}", sections
 
 
@@ -314,16 +306,12 @@ class OrdinalPosterior:
 
     def markdown(self) -> str:
         """The Markdown report: methods paragraph and tables."""
-        sections = [f"# Bayesian ordinal analysis of {Path(self.source).name}", "", self.methods(), ""]
-        for title, table in (("Design", self.design), (f"Posterior means ({self.level:.0%} HDI)", self.means),
-                             ("Category probabilities", self.probabilities),
-                             ("Posterior of each contrast (latent scale)", self.contrasts),
-                             ("Thresholds", self.thresholds),
-                             ("Variance components (posterior medians, latent scale)", self.components)):
-            sections += [f"## {title}", "", markdown_table(table), ""]
-        if self.notes:
-            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
-        return "\n".join(sections)
+        return markdown_sections(
+            f"Bayesian ordinal analysis of {Path(self.source).name}", self.methods(),
+            [("Design", self.design), (f"Posterior means ({self.level:.0%} HDI)", self.means),
+             ("Category probabilities", self.probabilities),
+             ("Posterior of each contrast (latent scale)", self.contrasts), ("Thresholds", self.thresholds),
+             ("Variance components (posterior medians, latent scale)", self.components)], self.notes)
 
     def __str__(self) -> str:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
@@ -334,9 +322,7 @@ class OrdinalPosterior:
                  self.means.to_string(**fmt),
                  "", (f"posterior of each contrast (latent scale): mean, SD, {self.level:.0%} HDI, prob_greater = "
                       "P(system > versus | data):"), self.contrasts.to_string(**fmt)]
-        if self.notes:
-            parts += ["", *(f"note: {n}" for n in self.notes)]
-        return "\n".join(parts)
+        return "\n".join(parts + note_lines(self.notes))
 
     def figure(self) -> Any:
         """Posterior latent means (left) and contrasts (right) with their HDIs (filled: P(better) beyond the level)."""
@@ -364,9 +350,8 @@ class OrdinalPosterior:
                 self.probabilities]),
             ("Posterior of each contrast (latent scale)", [self.contrasts]),
             ("Thresholds", [self.thresholds]),
-            ("Variance components (posterior medians, latent scale)", [self.components])]
-        if self.notes:
-            sections.append(("Warnings", ["\n".join(f"- {n}" for n in self.notes)]))
+            ("Variance components (posterior medians, latent scale)", [self.components]),
+            *warnings_section(self.notes)]
         return f"Bayesian ordinal analysis of {Path(self.source).name}", sections
 
 

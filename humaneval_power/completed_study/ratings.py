@@ -68,7 +68,7 @@ from .model_ladder import (
 )
 from .ordinal import POSTERIOR_BACKEND, OrdinalAnalysis, OrdinalPosterior, analyze_ordinal, check_ordinal_options
 from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
-from .report import markdown_table
+from .report import markdown_sections, note_lines
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,16 +152,12 @@ class AnalysisResult:
 
     def markdown(self) -> str:
         """A short Markdown report: methods paragraph, design, the F test, means, contrasts, variance components."""
-        sections = [f"# Analysis of {Path(self.source).name}", "", self.methods(), ""]
-        for title, table in (("Design", self.design), ("Test of all systems equal", self.omnibus),
-                             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
-                             ("Contrasts", self.contrasts), ("Variance components", self.components)):
-            sections += [f"## {title}", "", markdown_table(table), ""]
-        if self.scale:
-            sections += [f"Scores were rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1].", ""]
-        if self.notes:
-            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
-        return "\n".join(sections)
+        return markdown_sections(
+            f"Analysis of {Path(self.source).name}", self.methods(),
+            [("Design", self.design), ("Test of all systems equal", self.omnibus),
+             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means), ("Contrasts", self.contrasts),
+             ("Variance components", self.components)], self.notes,
+            [f"Scores were rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1]."] if self.scale else [])
 
     def __str__(self) -> str:
         fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
@@ -183,9 +179,7 @@ class AnalysisResult:
         ]
         if self.paper is not None:
             parts += self.paper.summary()
-        if self.notes:
-            parts += ["", *(f"note: {n}" for n in self.notes)]
-        return "\n".join(parts)
+        return "\n".join(parts + note_lines(self.notes))
 
 
 
