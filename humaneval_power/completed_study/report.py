@@ -386,7 +386,7 @@ def note_lines(notes: Sequence[str]) -> list[str]:
     return ["", *(f"note: {n}" for n in notes)] if notes else []
 
 
-def warnings_section(warnings: Sequence[str]) -> list[Section]:
+def warnings_section(warnings: Sequence[str]) -> list[tuple[str, list[Any]]]:
     """The report's "Warnings" section (bulleted), or none without warnings."""
     return [("Warnings", [bullets(warnings)])] if warnings else []
 
