@@ -84,12 +84,12 @@ VARIANTS: dict[str, list[str]] = {
     "--latex": ["--latex", "{o}/t.tex"], "--latex-digits": ["--latex-digits", "2"],
     "--agreement-metric": ["--agreement-metric", "ordinal"], "--reliability-target": ["--reliability-target", "0.7"],
     "--paper-records": ["--paper-records"], "--family": ["--family", "gaussian"], "--link": ["--link", "probit"],
-    "--bootstrap": ["--bootstrap", "10"], "--system-a": ["--system-a", "worker"],
+    "--bootstrap": ["--bootstrap", "3"], "--system-a": ["--system-a", "worker"],
     "--system-b": ["--system-b", "item"], "--outcome": ["--outcome", "score"], "--ties": ["--ties", "split"],
     "--tie-values": ["--tie-values", "both"], "--json": ["--json"],
 }
 #: options whose effect needs a random part in the analysis (the Bartlett test's bootstrap) or another file
-CONTEXT = {"--seed": ["--bootstrap", "10"], "--duplicates": []}
+CONTEXT = {"--seed": ["--bootstrap", "3"], "--duplicates": []}
 STUDY = {"--duplicates": "{repeated}"}
 
 
