@@ -121,8 +121,11 @@ def fit_pilot_file(
     elif link:
         raise InputError("--link applies to --family ordinal")
     if family in RATING_FAMILIES:
-        if ties != "drop" or tie_values:
-            raise InputError("--ties and --tie-values apply to --family binomial")
+        judgment_only = [flag for flag, given in (  # the judgment columns default to their own names
+            ("--system-a", system_a != "system_a"), ("--system-b", system_b != "system_b"),
+            ("--outcome", outcome != "outcome"), ("--ties", ties != "drop"), ("--tie-values", bool(tie_values))) if given]
+        if judgment_only:
+            raise InputError(f"{', '.join(judgment_only)}: only for --family binomial (head-to-head judgments)")
         data = read_ratings(source, worker, item, system, score, baseline, systems, where, scale, duplicates, family)
     else:
         if scale or score or system:
