@@ -52,7 +52,7 @@ from .backends import ORDINAL_BACKENDS
 from .inference import ADJUST_TEXT, DF_METHODS, INTERVAL_TEXT, contrast_table
 from .layout import check_data, design_summary
 from .model_ladder import RANDOM
-from .report import category_figure, markdown_sections, note_lines, warnings_section
+from .report import category_figure, markdown_sections, note_lines, text_table, warnings_section
 
 #: the backend of the posterior (bambi's cumulative family: :class:`OrdinalPosterior`)
 POSTERIOR_BACKEND = "bambi"
@@ -188,7 +188,6 @@ class OrdinalAnalysis:
              ("Thresholds", self.thresholds), ("Variance components (latent scale)", self.components)], self.notes)
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         d = dict(zip(self.design.name, self.design.value))
         wide = self.probabilities.pivot(index="system", columns="rating", values="probability").loc[list(self.means.system)]
         parts = [
@@ -196,15 +195,15 @@ class OrdinalAnalysis:
              f"{d['items']} items ({d['crossing']})"),
             f"model: {self.model} (cumulative {self.link}, {self.backend}); log-likelihood {self.loglik:.6f}",
             "effect_size = latent difference / latent SD of a single rating",
-            "", "variance components (latent scale):", self.components.to_string(**fmt),
-            "", "thresholds:", self.thresholds.to_string(**fmt),
+            "", "variance components (latent scale):", text_table(self.components),
+            "", "thresholds:", text_table(self.thresholds),
             "", f"all systems equal: {self._tests()}",
             "", (f"estimated marginal means ({self.level:.0%} intervals; emmean on the latent scale, mean_rating for a "
                  "typical worker and item, mean_rating_population averaged over workers and items):"),
-            self.means.to_string(**fmt),
+            text_table(self.means),
             "", "category probabilities (typical worker and item):", wide.to_string(float_format=lambda v: f"{v:.3f}"),
             "", f"contrasts ({self.family}, latent scale); adjustment: {self.adjustment_text()}:",
-            self.contrasts.to_string(**fmt),
+            text_table(self.contrasts),
         ]
         return "\n".join(parts + note_lines(self.notes))
 
@@ -314,14 +313,13 @@ class OrdinalPosterior:
              ("Variance components (posterior medians, latent scale)", self.components)], self.notes)
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [(f"{self.source}: posterior of {self.model} (bambi cumulative {self.link}, {self.chains} x "
                   f"{self.draws} draws, seed {self.seed}); posterior quantities, not p-values"),
-                 "", "variance components (posterior medians, latent scale):", self.components.to_string(**fmt),
+                 "", "variance components (posterior medians, latent scale):", text_table(self.components),
                  "", f"posterior means ({self.level:.0%} HDI; emmean latent, mean_rating for a typical worker and item):",
-                 self.means.to_string(**fmt),
+                 text_table(self.means),
                  "", (f"posterior of each contrast (latent scale): mean, SD, {self.level:.0%} HDI, prob_greater = "
-                      "P(system > versus | data):"), self.contrasts.to_string(**fmt)]
+                      "P(system > versus | data):"), text_table(self.contrasts)]
         return "\n".join(parts + note_lines(self.notes))
 
     def figure(self) -> Any:

@@ -68,7 +68,7 @@ from .model_ladder import (
 )
 from .ordinal import POSTERIOR_BACKEND, OrdinalAnalysis, OrdinalPosterior, analyze_ordinal, check_ordinal_options
 from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
-from .report import markdown_sections, note_lines
+from .report import markdown_sections, note_lines, text_table
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,7 +160,6 @@ class AnalysisResult:
             [f"Scores were rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1]."] if self.scale else [])
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         d = dict(zip(self.design.name, self.design.value))
         o = self.omnibus.iloc[0]
         scale = (f"scores rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1]; " if self.scale else "")
@@ -170,12 +169,12 @@ class AnalysisResult:
             f"model: {self.model} (REML, {self.backend}){'; singular fit' if self.singular else ''}",
             *(f"ladder: {step}" for step in self.steps),
             f"{scale}effect_size = difference / SD of a single rating",
-            "", "variance components:", self.components.to_string(**fmt),
+            "", "variance components:", text_table(self.components),
             "", (f"all systems equal: F({o.num_df:.0f}, {o.den_df:.4g}) = {o.F:.4g}, p = {o.p_value:.4g} "
             f"({DF_NAMES[self.df_method]} denominator df)"),
-            "", f"estimated marginal means ({self.level:.0%} intervals):", self.means.to_string(**fmt),
+            "", f"estimated marginal means ({self.level:.0%} intervals):", text_table(self.means),
             "", f"contrasts ({self.family}); adjustment: {self.adjustment_text()}:",
-            self.contrasts.to_string(**fmt),
+            text_table(self.contrasts),
         ]
         if self.paper is not None:
             parts += self.paper.summary()

@@ -381,6 +381,11 @@ def bullets(lines: Sequence[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 
+def text_table(table: pd.DataFrame) -> str:
+    """A table in a printed summary: floats to 4 significant digits, no index."""
+    return str(table.to_string(float_format=lambda v: f"{v:.4g}", index=False))
+
+
 def note_lines(notes: Sequence[str]) -> list[str]:
     """The notes closing a printed summary (a blank line, then ``note: ...`` each); none without notes."""
     return ["", *(f"note: {n}" for n in notes)] if notes else []
