@@ -8,8 +8,6 @@ from typing import Any
 
 from .common import StageNotes, where_filters
 
-TABLE = ["system", "versus", "estimate", "se", "df", "t", "p_value", "p_adjusted", "ci_low", "ci_high", "effect_size"]
-
 
 def run(args: argparse.Namespace) -> int:
     """Run ``hepower analyze``."""
@@ -19,10 +17,12 @@ def run(args: argparse.Namespace) -> int:
     check_output_paths(*output_options(args))  # refused before any fit
     if args.family == "binomial":
         return run_judgments(args)
-    if args.ties != "drop" or args.tie_values:
+    judgment_only = [flag for flag, value in judgment_options(args).items() if value]
+    if judgment_only:
         from ..errors import InputError
 
-        raise InputError("--ties and --tie-values apply to --family binomial")
+        raise InputError(f"{', '.join(judgment_only)}: only for --family binomial (head-to-head judgments); ratings "
+                         "name their columns with --worker, --item, --system and --score, the baseline with --baseline")
     with StageNotes("hepower analyze") as progress:
         result = analyze(args.data, args.worker, args.item, args.system, args.score, where_filters(args.where),
                          args.baseline, tuple(args.scale) if args.scale else None, args.random, args.contrasts,
@@ -34,6 +34,16 @@ def run(args: argparse.Namespace) -> int:
         return finish(args, result, progress)
 
 
+def judgment_options(args: argparse.Namespace) -> dict[str, bool]:
+    """Whether each option of head-to-head judgments was given (``--family binomial`` only)."""
+    from ..interface import api_defaults
+
+    columns = api_defaults("analyze_judgments")
+    given = {f"--{name.replace('_', '-')}": getattr(args, name) != columns[name]
+             for name in ("system_a", "system_b", "outcome")}
+    return {**given, "--ties": args.ties != "drop", "--tie-values": bool(args.tie_values)}
+
+
 def output_options(args: argparse.Namespace) -> list[tuple[Any, tuple[str, ...], str]]:
     """(path, formats, option) of --out, --report, --plot and --latex; --sims 0 or at least 20; the paper outputs
     only where they exist (refused before any fit)."""
@@ -43,13 +53,19 @@ def output_options(args: argparse.Namespace) -> list[tuple[Any, tuple[str, ...],
 
     if args.plot and args.by:
         raise InputError("--plot draws one analysis; with --by, --report holds one figure per group")
-    if 0 < args.sims < MIN_SIMS:
-        raise InputError(f"--sims must be 0 (no design check) or at least {MIN_SIMS}, got {args.sims}")
+    if args.sims is not None:
+        if 0 < args.sims < MIN_SIMS:
+            raise InputError(f"--sims must be 0 (no design check) or at least {MIN_SIMS}, got {args.sims}")
+        if args.family != "gaussian" or not args.report:
+            raise InputError("--sims sets the design check of the --report of --family gaussian (the simulated Type-I "
+                             "error and sensitivity of the linear mixed model's test)")
+    if args.latex_digits is not None and not args.latex:
+        raise InputError("--latex-digits sets the decimals of the --latex tables: give --latex FILE")
     if args.family != "gaussian" and (args.latex or args.paper_records):
         raise InputError("--latex and --paper-records apply to ratings (--family gaussian)")
     if args.latex and args.backend == "bambi":
         raise InputError("--latex writes the frequentist tables; it does not apply to --backend bambi")
-    if not 0 <= args.latex_digits <= 10:
+    if args.latex_digits is not None and not 0 <= args.latex_digits <= 10:
         raise InputError(f"--latex-digits must be from 0 to 10, got {args.latex_digits}")
     return [(args.out, (".csv", ".json", ".parquet"), "--out"), (args.report, REPORT_FORMATS, "--report"),
             (args.plot, PLOT_FORMATS, "--plot"), (args.latex, (".tex",), "--latex")]
@@ -73,12 +89,13 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
 
     out, report, plot, latex = check_output_paths(*output_options(args))
     check, skipped = None, ""
-    if report is not None and args.family == "gaussian" and args.sims:
+    if report is not None and args.family == "gaussian" and args.sims != 0:
         skipped = check_skipped(result)
         if skipped:
             progress(skipped)
-        else:
-            check = design_check(result, args.sims, args.seed, progress)
+        else:  # --sims not given: the check's own number of studies
+            check = design_check(result, seed=args.seed, progress=progress,
+                                 **({} if args.sims is None else {"n_sims": args.sims}))
     records = pd.DataFrame(result.records(paper=True) if getattr(args, "paper_records", False) else result.records())
     writes = []
     if out is not None:
@@ -89,7 +106,7 @@ def finish(args: argparse.Namespace, result: Any, progress: Any) -> int:
     if plot is not None:
         writes.append((plot, figure_writer(figure_of(result), plot)))
     if latex is not None:
-        tex = latex_text(result, args.latex_digits)
+        tex = latex_text(result, **({} if args.latex_digits is None else {"digits": args.latex_digits}))
         writes.append((latex, lambda tmp: tmp.write_text(tex, encoding="utf-8")))
     write_outputs(writes)
     for path, _ in writes:
@@ -108,6 +125,7 @@ def run_judgments(args: argparse.Namespace) -> int:
                      "--keep-singular": args.keep_singular,
                      f"--backend {args.backend}": args.backend not in (None, "lme4"), "--link": args.link,
                      "--bootstrap": args.bootstrap is not None, "--duplicates": args.duplicates != "error",
+                     "--draws": args.draws is not None, "--chains": args.chains is not None,
                      f"--df {args.df}": args.df != "satterthwaite", "--by": args.by}
     given = [k for k, v in gaussian_only.items() if v]
     if given:

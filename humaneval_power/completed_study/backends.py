@@ -204,6 +204,21 @@ register(AnalysisBackend("bambi", None))
 ORDINAL_BACKENDS = tuple(b for b in fitting_registry.backends_for("ordinal") if b not in REGISTRY)
 #: the built-in backends' names, in registration order, then the ordinal ones (the CLI's choices)
 BACKENDS = (*REGISTRY, *ORDINAL_BACKENDS)
+#: a posterior backend's sampling when not given: draws per chain and chains
+POSTERIOR_DRAWS, POSTERIOR_CHAINS = 1000, 2
+
+
+def posterior_sampling(backend: str, draws: int | None, chains: int | None) -> tuple[int, int]:
+    """The draws per chain and chains of a posterior ``backend`` (their defaults for None); refused (InputError)
+    when given to a backend that does not sample (an ordinal one included)."""
+    given = [flag for flag, value in (("--draws", draws), ("--chains", chains)) if value is not None]
+    if given and (backend in ORDINAL_BACKENDS or not get_backend(backend).posterior):
+        raise InputError(f"{' and '.join(given)}: only for the posterior sampling of --backend "
+                         f"{', '.join(b.name for b in REGISTRY.values() if b.posterior)}; --backend {backend} "
+                         "does not sample")
+    return (POSTERIOR_DRAWS if draws is None else draws, POSTERIOR_CHAINS if chains is None else chains)
+
+
 #: above this many ratings --df kenward-roger is refused, per built-in backend
 KR_MAX_RATINGS = kenward_roger_limits()
 

@@ -22,7 +22,7 @@ from .model_ladder import (
     term_values,
 )
 from .paper import RELIABILITY_TARGET, PaperTables, paper_tables
-from .report import markdown_table
+from .report import markdown_sections, note_lines, text_table
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,29 +70,22 @@ class BayesianAnalysis:
 
     def markdown(self) -> str:
         """The Markdown report: methods paragraph, design, posterior means and contrasts, variance components."""
-        sections = [f"# Bayesian analysis of {Path(self.source).name}", "", self.methods(), ""]
-        for title, table in (("Design", self.design),
-                             (f"Posterior of each system's mean rating ({self.level:.0%} HDI)", self.means),
-                             ("Posterior of each contrast", self.contrasts),
-                             ("Variance components (posterior medians)", self.components)):
-            sections += [f"## {title}", "", markdown_table(table), ""]
-        if self.notes:
-            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
-        return "\n".join(sections)
+        return markdown_sections(
+            f"Bayesian analysis of {Path(self.source).name}", self.methods(),
+            [("Design", self.design), (f"Posterior of each system's mean rating ({self.level:.0%} HDI)", self.means),
+             ("Posterior of each contrast", self.contrasts),
+             ("Variance components (posterior medians)", self.components)], self.notes)
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [(f"{self.source}: posterior of {self.model} (bambi, {self.chains} x {self.draws} draws, "
                  f"seed {self.seed}); posterior quantities, not p-values"),
-                 "", "variance components (posterior medians):", self.components.to_string(**fmt),
-                 "", f"posterior mean rating of each system ({self.level:.0%} HDI):", self.means.to_string(**fmt),
+                 "", "variance components (posterior medians):", text_table(self.components),
+                 "", f"posterior mean rating of each system ({self.level:.0%} HDI):", text_table(self.means),
                  "", (f"posterior of each contrast: mean, SD, {self.level:.0%} HDI, prob_greater = "
-                 "P(system > versus | data):"), self.contrasts.to_string(**fmt)]
+                 "P(system > versus | data):"), text_table(self.contrasts)]
         if self.paper is not None:
             parts += self.paper.summary()
-        if self.notes:
-            parts += ["", *(f"note: {n}" for n in self.notes)]
-        return "\n".join(parts)
+        return "\n".join(parts + note_lines(self.notes))
 
 
 def hdi(draws: np.ndarray, level: float) -> tuple[float, float]:

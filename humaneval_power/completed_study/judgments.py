@@ -26,6 +26,7 @@ import pandas as pd
 from ..errors import InputError
 from ..validation import TIE_POLICIES, check_choice
 from .inference import INTERVAL_TEXT
+from .report import text_table, warnings_section
 
 #: |ability| beyond this (log-odds against the baseline) marks a Bradley-Terry fit as quasi-separated
 MAX_ABILITY = 10.0
@@ -96,13 +97,12 @@ class JudgmentAnalysis:
         return text
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [f"{self.source}: " + "; ".join(f"{n} {v}" for n, v in zip(self.design.name, self.design.value)),
                  f"model: {self.model}; ties {self.ties}; adjustment {self.adjust} over {len(self.pairs)} pairs",
-                 "", self.pairs.drop(columns="withheld_reason").to_string(**fmt), p_win_text(self.ties)]
+                 "", text_table(self.pairs.drop(columns="withheld_reason")), p_win_text(self.ties)]
         if len(self.ranking):
             parts += ["", f"Bradley-Terry ranking ({self.level:.0%} Wald intervals, log-odds vs the baseline):",
-                      self.ranking.to_string(**fmt)]
+                      text_table(self.ranking)]
         parts += [f"note: {n}" for n in self.notes]
         return "\n".join(parts)
 
@@ -137,8 +137,7 @@ class JudgmentAnalysis:
             sections.append(("Bradley-Terry ranking", [self.ranking]))
         warns = [f"{r.system} vs {r.versus}: singular fit (a worker or item SD at zero)"
                  for r in self.pairs.itertuples() if r.singular] + list(self.notes)
-        if warns:
-            sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
+        sections += warnings_section(warns)
         return f"Head-to-head analysis of {Path(self.source).name}", sections
 
 

@@ -52,7 +52,7 @@ from .backends import ORDINAL_BACKENDS
 from .inference import ADJUST_TEXT, DF_METHODS, INTERVAL_TEXT, contrast_table
 from .layout import check_data, design_summary
 from .model_ladder import RANDOM
-from .report import category_figure, markdown_table
+from .report import category_figure, markdown_sections, note_lines, text_table, warnings_section
 
 #: the backend of the posterior (bambi's cumulative family: :class:`OrdinalPosterior`)
 POSTERIOR_BACKEND = "bambi"
@@ -180,21 +180,14 @@ class OrdinalAnalysis:
 
     def markdown(self) -> str:
         """A short Markdown report: the methods paragraph and the tables."""
-        sections = [f"# Ordinal analysis of {Path(self.source).name}", "", self.methods(), ""]
-        for title, table in self._titled_tables():
-            sections += [f"## {title}", "", markdown_table(table), ""]
-        if self.notes:
-            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
-        return "\n".join(sections)
-
-    def _titled_tables(self) -> list[tuple[str, pd.DataFrame]]:
-        return [("Design", self.design), ("Test of all systems equal", self.omnibus),
-                (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
-                ("Category probabilities", self.probabilities), ("Contrasts (latent scale)", self.contrasts),
-                ("Thresholds", self.thresholds), ("Variance components (latent scale)", self.components)]
+        return markdown_sections(
+            f"Ordinal analysis of {Path(self.source).name}", self.methods(),
+            [("Design", self.design), ("Test of all systems equal", self.omnibus),
+             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
+             ("Category probabilities", self.probabilities), ("Contrasts (latent scale)", self.contrasts),
+             ("Thresholds", self.thresholds), ("Variance components (latent scale)", self.components)], self.notes)
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         d = dict(zip(self.design.name, self.design.value))
         wide = self.probabilities.pivot(index="system", columns="rating", values="probability").loc[list(self.means.system)]
         parts = [
@@ -202,19 +195,17 @@ class OrdinalAnalysis:
              f"{d['items']} items ({d['crossing']})"),
             f"model: {self.model} (cumulative {self.link}, {self.backend}); log-likelihood {self.loglik:.6f}",
             "effect_size = latent difference / latent SD of a single rating",
-            "", "variance components (latent scale):", self.components.to_string(**fmt),
-            "", "thresholds:", self.thresholds.to_string(**fmt),
+            "", "variance components (latent scale):", text_table(self.components),
+            "", "thresholds:", text_table(self.thresholds),
             "", f"all systems equal: {self._tests()}",
             "", (f"estimated marginal means ({self.level:.0%} intervals; emmean on the latent scale, mean_rating for a "
                  "typical worker and item, mean_rating_population averaged over workers and items):"),
-            self.means.to_string(**fmt),
+            text_table(self.means),
             "", "category probabilities (typical worker and item):", wide.to_string(float_format=lambda v: f"{v:.3f}"),
             "", f"contrasts ({self.family}, latent scale); adjustment: {self.adjustment_text()}:",
-            self.contrasts.to_string(**fmt),
+            text_table(self.contrasts),
         ]
-        if self.notes:
-            parts += ["", *(f"note: {n}" for n in self.notes)]
-        return "\n".join(parts)
+        return "\n".join(parts + note_lines(self.notes))
 
     def figure(self) -> Any:
         """Latent marginal means (left) and the contrasts with their adjusted intervals (right)."""
@@ -253,9 +244,9 @@ class OrdinalAnalysis:
                                           self.contrasts]),
             ("Variance components (latent scale)", [self.components]),
         ]
-        warns = list(self.notes) + [("No design check: the report's simulated Type-I error and sensitivity are "
-                                    "computed for the Gaussian analysis (--family gaussian).")]
-        sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
+        sections += warnings_section([*self.notes, ("No design check: the report's simulated Type-I error and "
+                                                    "sensitivity are computed for the Gaussian analysis (--family "
+                                                    "gaussian).")])
         return f"Ordinal analysis of {Path(self.source).name}", sections
 
 
@@ -314,29 +305,22 @@ class OrdinalPosterior:
 
     def markdown(self) -> str:
         """The Markdown report: methods paragraph and tables."""
-        sections = [f"# Bayesian ordinal analysis of {Path(self.source).name}", "", self.methods(), ""]
-        for title, table in (("Design", self.design), (f"Posterior means ({self.level:.0%} HDI)", self.means),
-                             ("Category probabilities", self.probabilities),
-                             ("Posterior of each contrast (latent scale)", self.contrasts),
-                             ("Thresholds", self.thresholds),
-                             ("Variance components (posterior medians, latent scale)", self.components)):
-            sections += [f"## {title}", "", markdown_table(table), ""]
-        if self.notes:
-            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
-        return "\n".join(sections)
+        return markdown_sections(
+            f"Bayesian ordinal analysis of {Path(self.source).name}", self.methods(),
+            [("Design", self.design), (f"Posterior means ({self.level:.0%} HDI)", self.means),
+             ("Category probabilities", self.probabilities),
+             ("Posterior of each contrast (latent scale)", self.contrasts), ("Thresholds", self.thresholds),
+             ("Variance components (posterior medians, latent scale)", self.components)], self.notes)
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [(f"{self.source}: posterior of {self.model} (bambi cumulative {self.link}, {self.chains} x "
                   f"{self.draws} draws, seed {self.seed}); posterior quantities, not p-values"),
-                 "", "variance components (posterior medians, latent scale):", self.components.to_string(**fmt),
+                 "", "variance components (posterior medians, latent scale):", text_table(self.components),
                  "", f"posterior means ({self.level:.0%} HDI; emmean latent, mean_rating for a typical worker and item):",
-                 self.means.to_string(**fmt),
+                 text_table(self.means),
                  "", (f"posterior of each contrast (latent scale): mean, SD, {self.level:.0%} HDI, prob_greater = "
-                      "P(system > versus | data):"), self.contrasts.to_string(**fmt)]
-        if self.notes:
-            parts += ["", *(f"note: {n}" for n in self.notes)]
-        return "\n".join(parts)
+                      "P(system > versus | data):"), text_table(self.contrasts)]
+        return "\n".join(parts + note_lines(self.notes))
 
     def figure(self) -> Any:
         """Posterior latent means (left) and contrasts (right) with their HDIs (filled: P(better) beyond the level)."""
@@ -364,9 +348,8 @@ class OrdinalPosterior:
                 self.probabilities]),
             ("Posterior of each contrast (latent scale)", [self.contrasts]),
             ("Thresholds", [self.thresholds]),
-            ("Variance components (posterior medians, latent scale)", [self.components])]
-        if self.notes:
-            sections.append(("Warnings", ["\n".join(f"- {n}" for n in self.notes)]))
+            ("Variance components (posterior medians, latent scale)", [self.components]),
+            *warnings_section(self.notes)]
         return f"Bayesian ordinal analysis of {Path(self.source).name}", sections
 
 

@@ -25,6 +25,7 @@ from ..latex import booktabs_table, escape
 from ..rankings import rank_table
 from ..rating_reliability import KINDS, anova_components, ratings_needed, reliability
 from ..significance_groups import compact_letters, wmt_clusters
+from .report import text_table
 
 #: bootstrap resamples of alpha's interval and draws of the ranks (fixed: the intervals' Monte Carlo error is small)
 N_BOOT = 1000
@@ -60,10 +61,9 @@ class PaperTables:
 
     def summary(self) -> list[str]:
         """The lines of the text summary (after the contrasts)."""
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         return ["", "agreement and reliability: " + self.text(), "",
                 "ranking" + (" and significance groups" if self.letters_text else "") + ":",
-                self.systems.to_string(**fmt), *(t for t in (self.letters_text, self.ranks_text) if t)]
+                text_table(self.systems), *(t for t in (self.letters_text, self.ranks_text) if t)]
 
     def records(self) -> list[dict[str, Any]]:
         """Records of kinds ``agreement``, ``reliability`` and ``system`` (letters, cluster, rank)."""
@@ -264,11 +264,10 @@ class AgreementResult:
                                                       ("icc", self.icc)) for r in t.to_dict("records")]
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         parts = [(f"{self.source}: Krippendorff's alpha (unit: an item's output of one system; cluster bootstrap "
-                  "over units)"), self.alpha.to_string(**fmt), "", "alpha per system:", self.alpha_system.to_string(**fmt),
+                  "over units)"), text_table(self.alpha), "", "alpha per system:", text_table(self.alpha_system),
                  "", ("ICC from the ANOVA components of the complete targets x raters table (target: item x system; "
-                      "agreement = psych's ICC2/ICC2k, consistency = ICC3/ICC3k):"), self.icc.to_string(**fmt)]
+                      "agreement = psych's ICC2/ICC2k, consistency = ICC3/ICC3k):"), text_table(self.icc)]
         return "\n".join(parts + [f"note: {n}" for n in self.notes])
 
 

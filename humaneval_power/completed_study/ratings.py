@@ -41,7 +41,7 @@ from ..fitting.ratings import PilotData, read_ratings
 from ..multiplicity import ADJUSTMENTS
 from ..rankings import parametric_draws
 from ..validation import check_choice
-from .backends import REGISTRY, get_backend
+from .backends import REGISTRY, get_backend, posterior_sampling
 from .bayesian import BayesianAnalysis, bayesian_analysis
 from .inference import (
     ADJUST_TEXT,
@@ -68,7 +68,7 @@ from .model_ladder import (
 )
 from .ordinal import POSTERIOR_BACKEND, OrdinalAnalysis, OrdinalPosterior, analyze_ordinal, check_ordinal_options
 from .paper import N_RANK_DRAWS, PaperTables, check_paper_options, paper_tables
-from .report import markdown_table
+from .report import markdown_sections, note_lines, text_table
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,19 +152,14 @@ class AnalysisResult:
 
     def markdown(self) -> str:
         """A short Markdown report: methods paragraph, design, the F test, means, contrasts, variance components."""
-        sections = [f"# Analysis of {Path(self.source).name}", "", self.methods(), ""]
-        for title, table in (("Design", self.design), ("Test of all systems equal", self.omnibus),
-                             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means),
-                             ("Contrasts", self.contrasts), ("Variance components", self.components)):
-            sections += [f"## {title}", "", markdown_table(table), ""]
-        if self.scale:
-            sections += [f"Scores were rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1].", ""]
-        if self.notes:
-            sections += ["## Notes", "", *(f"- {n}" for n in self.notes), ""]
-        return "\n".join(sections)
+        return markdown_sections(
+            f"Analysis of {Path(self.source).name}", self.methods(),
+            [("Design", self.design), ("Test of all systems equal", self.omnibus),
+             (f"Estimated marginal means ({self.level:.0%} intervals)", self.means), ("Contrasts", self.contrasts),
+             ("Variance components", self.components)], self.notes,
+            [f"Scores were rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1]."] if self.scale else [])
 
     def __str__(self) -> str:
-        fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
         d = dict(zip(self.design.name, self.design.value))
         o = self.omnibus.iloc[0]
         scale = (f"scores rescaled from [{self.scale[0]:g}, {self.scale[1]:g}] to [0, 1]; " if self.scale else "")
@@ -174,18 +169,16 @@ class AnalysisResult:
             f"model: {self.model} (REML, {self.backend}){'; singular fit' if self.singular else ''}",
             *(f"ladder: {step}" for step in self.steps),
             f"{scale}effect_size = difference / SD of a single rating",
-            "", "variance components:", self.components.to_string(**fmt),
+            "", "variance components:", text_table(self.components),
             "", (f"all systems equal: F({o.num_df:.0f}, {o.den_df:.4g}) = {o.F:.4g}, p = {o.p_value:.4g} "
             f"({DF_NAMES[self.df_method]} denominator df)"),
-            "", f"estimated marginal means ({self.level:.0%} intervals):", self.means.to_string(**fmt),
+            "", f"estimated marginal means ({self.level:.0%} intervals):", text_table(self.means),
             "", f"contrasts ({self.family}); adjustment: {self.adjustment_text()}:",
-            self.contrasts.to_string(**fmt),
+            text_table(self.contrasts),
         ]
         if self.paper is not None:
             parts += self.paper.summary()
-        if self.notes:
-            parts += ["", *(f"note: {n}" for n in self.notes)]
-        return "\n".join(parts)
+        return "\n".join(parts + note_lines(self.notes))
 
 
 
@@ -268,8 +261,8 @@ def analyze(
     progress: Callable[[str], None] | None = None,
     df: str = "satterthwaite",
     by: str | None = None,
-    draws: int = 1000,
-    chains: int = 2,
+    draws: int | None = None,
+    chains: int | None = None,
     keep_singular: bool = False,
     agreement_metric: str = "interval",
     reliability_target: float = 0.8,
@@ -286,7 +279,8 @@ def analyze(
     and bambi's sampler. ``random``: ``invariant``, ``maximal`` (with its convergence ladder)
     or ``slopes``; ``df``: ``satterthwaite`` or ``kenward-roger`` (pbkrtest's, either backend);
     ``adjust``: default ``holm`` (none with ``backend="bambi"``, whose result is a posterior:
-    :class:`BayesianAnalysis`, ``draws`` per chain, ``chains``). ``by``: a column; each of its
+    :class:`BayesianAnalysis`, ``draws`` per chain (default 1000), ``chains`` (default 2); both refused with another
+    backend). ``by``: a column; each of its
     values is analysed separately (:class:`GroupedAnalysis`; adjustments within each group).
     ``keep_singular`` (with ``random="maximal"``): keep a singular maximal fit, as lme4 does, instead of
     stepping down (a fit that did not converge still steps down). The result also holds (``paper``) Krippendorff's
@@ -302,6 +296,9 @@ def analyze(
     parametric-bootstrap draws (default 200, seeded by ``seed``; 0: none); or
     bambi: their posterior with P(better) (:class:`.ordinal.OrdinalPosterior`, ``draws`` per chain, ``chains``).
     """
+    if family == "binomial":
+        raise InputError("family 'binomial': head-to-head judgments are analysed by analyze_judgments (hepower analyze "
+                         "--family binomial); analyze takes ratings (gaussian or ordinal)")
     check_choice("family", family, FAMILIES)
     if bootstrap is not None and (isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 0):
         raise InputError(f"bootstrap must be a non-negative whole number of draws, got {bootstrap!r}")
@@ -314,6 +311,7 @@ def analyze(
         backend = backend or "lme4"
         adjust_used = _check_options(random, contrasts, adjust, backend, df, level, keep_singular)
     check_paper_options(agreement_metric, reliability_target)
+    sampling = posterior_sampling(backend, draws, chains)  # refused before the file is read
     if by is not None:
         return _analyze_by(ratings, by, where, {
             "worker": worker, "item": item, "system": system, "score": score, "baseline": baseline, "scale": scale, "random": random,
@@ -321,6 +319,7 @@ def analyze(
             "duplicates": duplicates, "progress": progress, "df": df, "draws": draws, "chains": chains, "keep_singular": keep_singular,
             "agreement_metric": agreement_metric, "reliability_target": reliability_target, "family": family, "link": link,
             "bootstrap": bootstrap})
+    draws, chains = sampling
     if family == "ordinal":
         assert backend is not None and link is not None
         return analyze_ordinal(ratings, worker, item, system, score, where, baseline, scale, systems, duplicates,

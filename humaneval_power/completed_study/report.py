@@ -308,8 +308,7 @@ def report_sections(result: Any, check: DesignCheck | None = None, skipped: str 
                      [result.means, analysis_figure(result)]),
                     ("Posterior of each contrast", [result.contrasts]),
                     ("Variance components (posterior medians)", [result.components]), *paper_sections(result)]
-        if result.notes:
-            sections.append(("Warnings", ["\n".join(f"- {n}" for n in result.notes)]))
+        sections += warnings_section(result.notes)
         return f"Bayesian analysis of {Path(result.source).name}", sections
     o = result.omnibus.iloc[0]
     model_text = _model_paragraph(result)
@@ -334,9 +333,7 @@ def report_sections(result: Any, check: DesignCheck | None = None, skipped: str 
     ]
     if check:
         sections.append(("Design check: Type-I error and sensitivity", [check.sentences()]))
-    warns = warnings_of(result, check, skipped)
-    if warns:
-        sections.append(("Warnings", ["\n".join(f"- {w}" for w in warns)]))
+    sections += warnings_section(warnings_of(result, check, skipped))
     return f"Analysis of {Path(result.source).name}", sections
 
 
@@ -363,6 +360,40 @@ def markdown_table(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(map(escaped, table.columns)) + " |", "|" + "---|" * len(table.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
     return "\n".join(lines)
+
+
+def markdown_sections(title: str, methods: str, tables: Sequence[tuple[str, pd.DataFrame]],
+                      notes: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
+    """A result's short Markdown report (its ``markdown()``): ``# title``, the methods paragraph, a ``##`` section
+    per (title, table), the ``extra`` paragraphs, then the notes as a bulleted ``## Notes`` section."""
+    out = [f"# {title}", "", methods, ""]
+    for name, table in tables:
+        out += [f"## {name}", "", markdown_table(table), ""]
+    for paragraph in extra:
+        out += [paragraph, ""]
+    if notes:
+        out += ["## Notes", "", bullets(notes), ""]
+    return "\n".join(out)
+
+
+def bullets(lines: Sequence[str]) -> str:
+    """Markdown bullets, one per line."""
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def text_table(table: pd.DataFrame) -> str:
+    """A table in a printed summary: floats to 4 significant digits, no index."""
+    return str(table.to_string(float_format=lambda v: f"{v:.4g}", index=False))
+
+
+def note_lines(notes: Sequence[str]) -> list[str]:
+    """The notes closing a printed summary (a blank line, then ``note: ...`` each); none without notes."""
+    return ["", *(f"note: {n}" for n in notes)] if notes else []
+
+
+def warnings_section(warnings: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    """The report's "Warnings" section (bulleted), or none without warnings."""
+    return [("Warnings", [bullets(warnings)])] if warnings else []
 
 
 def _cell(v: Any) -> str:

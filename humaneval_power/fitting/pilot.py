@@ -111,30 +111,32 @@ def fit_pilot_file(
     another family are refused (:class:`InputError`). ``progress`` receives a line of text per stage. A
     quasi-separated comparison is announced with a :class:`SeparationWarning`.
     """
-    from .ratings import read_judgments, read_ratings
+    from .ratings import RATING_FAMILIES, read_judgments, read_ratings
 
     backend = backend or registry.default_backend(family)
     if family == "ordinal":
-        given = [o for o, v in (("--correlated", correlated), ("--simplify", simplify), ("--ties", ties != "drop"),
-                                ("--tie-values", tie_values)) if v]
+        given = [o for o, v in (("--correlated", correlated), ("--simplify", simplify)) if v]
         if given:
             raise InputError(f"{given[0]} does not apply to --family ordinal")
-        data = read_ratings(source, worker, item, system, score, baseline, systems, where, scale, duplicates, family)
-        from .ordinal_fit import fit_ordinal
-
-        return PilotFit(fit_ordinal(data, backend, link or "logit", intervals=intervals, progress=progress,
-                                    draws=draws, chains=chains, seed=seed))
-    if link:
+    elif link:
         raise InputError("--link applies to --family ordinal")
-    if family == "gaussian":
-        if ties != "drop" or tie_values:
-            raise InputError("--ties and --tie-values apply to --family binomial")
+    if family in RATING_FAMILIES:
+        judgment_only = [flag for flag, given in (  # the judgment columns default to their own names
+            ("--system-a", system_a != "system_a"), ("--system-b", system_b != "system_b"),
+            ("--outcome", outcome != "outcome"), ("--ties", ties != "drop"), ("--tie-values", bool(tie_values))) if given]
+        if judgment_only:
+            raise InputError(f"{', '.join(judgment_only)}: only for --family binomial (head-to-head judgments)")
         data = read_ratings(source, worker, item, system, score, baseline, systems, where, scale, duplicates, family)
     else:
         if scale or score or system:
             raise InputError("--scale, --score and --system apply to ratings; judgments use --system-a/-b and --outcome")
         data = read_judgments(source, worker, item, system_a, system_b, outcome, baseline, systems, where, ties,
                               tie_values)
+    if family == "ordinal":
+        from .ordinal_fit import fit_ordinal
+
+        return PilotFit(fit_ordinal(data, backend, link or "logit", intervals=intervals, progress=progress,
+                                    draws=draws, chains=chains, seed=seed))
     from .model import fit_pilot
 
     if progress is not None:

@@ -98,7 +98,7 @@ def read_ratings(
     error and scores are rescaled to [0, 1] (as Card et al. did).
     ``duplicates``: several ratings of one (worker, item, system) are an
     ``error`` (default), are ``average``d, or ``keep``t as repeated measures.
-    ``family="ordinal"`` reads the ratings as categories (:func:`_as_ordinal`): the same checks
+    ``family="ordinal"`` reads the ratings as categories (:func:`_ordinal_levels`): the same checks
     without rescaling, then integer scores on ``scale = (lowest, highest)`` (default: the observed range).
     """
     check_choice("ratings family", family, RATING_FAMILIES)
@@ -108,8 +108,6 @@ def read_ratings(
                              "--family ordinal")
         if scale is not None and not all(float(v).is_integer() for v in scale):
             raise InputError(f"an ordinal scale is two integer ratings LOWEST HIGHEST, got {scale[0]:g} {scale[1]:g}")
-        return _as_ordinal(read_ratings(source, worker, item, system, score, baseline, systems, where, None,
-                                        duplicates), scale)
     check_choice("duplicates policy", duplicates, DUPLICATE_POLICIES)
     raw, name, digest = read_table(source)
     raw = apply_filters(raw, where)
@@ -140,7 +138,9 @@ def read_ratings(
         raise InputError(f"only one system ({order[0]}) in the data: nothing to compare")
     _check_spread(frame, "ratings")
     notes: list[str] = []
-    if scale is not None:
+    if family == "ordinal":
+        levels = _ordinal_levels(frame["score"], cols["score"], scale)
+    elif scale is not None:
         lo, hi = float(scale[0]), float(scale[1])
         if not lo < hi:
             raise InputError(f"--scale needs MIN < MAX, got {lo} {hi}")
@@ -150,14 +150,22 @@ def read_ratings(
                              f"(e.g. {frame['score'][outside].iloc[0]:g})")
         frame["score"] = (frame["score"] - lo) / (hi - lo)
         notes.append(f"scores rescaled from [{lo:g}, {hi:g}] to [0, 1]")
-    check_scores(frame["score"], cols["score"], frame["system"])
+    if family == "gaussian":  # ordinal categories: their own checks (_ordinal_levels), no spread or magnitude
+        check_scores(frame["score"], cols["score"], frame["system"])
+    elif frame.groupby("system")["score"].nunique().max() == 1:
+        raise InputError(f"every system's ratings in column {cols['score']!r} are one category each: the systems "
+                         "separate the categories perfectly and the cumulative-link model has no finite estimates")
     keys = ["worker", "item", "system"]
     note = duplicates_note(frame, keys, duplicates)
     if note:
         if duplicates == "average":
             frame = frame.groupby(keys, as_index=False, sort=False)["score"].mean()
         notes.append(note)
-    return PilotData(frame.reset_index(drop=True), order, "gaussian", name, digest, tuple(notes),
+    frame = frame.reset_index(drop=True)
+    if family == "ordinal":
+        return PilotData(frame, order, family, name, digest, tuple(notes), scale=(float(levels[0]), float(levels[-1])),
+                         extra={"levels": levels})
+    return PilotData(frame, order, family, name, digest, tuple(notes),
                      scale=(float(scale[0]), float(scale[1])) if scale else None)
 
 
@@ -250,16 +258,23 @@ def read_judgments(
                      extra={"ties": ties, "p_tie": {str(k): float(v) for k, v in p_tie.items()}})
 
 
-def _as_ordinal(data: PilotData, scale: tuple[float, float] | None) -> PilotData:
-    """Ratings read by :func:`read_ratings` (not rescaled) as categories: integer scores on ``scale =
-    (lowest, highest)`` (default: the observed range), at least three categories observed and none of the
-    scale unused (:func:`~.clmm.ordinal_codes`). The family is ``ordinal``; ``scale`` holds (lowest,
-    highest) and ``extra["levels"]`` the category labels."""
+#: the most categories an ordinal scale may have (a threshold between each two; a 0-100 slider has 101)
+MAX_CATEGORIES = 101
+
+
+def _ordinal_levels(scores: pd.Series, column: str, scale: tuple[float, float] | None) -> tuple[int, ...]:
+    """The categories of ordinal ratings: integer scores on ``scale = (lowest, highest)`` (default: the observed
+    range), at most :data:`MAX_CATEGORIES` of them, at least three observed and none of the scale unused
+    (:func:`~.clmm.ordinal_codes`); every refusal an ordinal one (InputError)."""
     from .clmm import ordinal_codes
 
+    y = scores.to_numpy(float)
     rng = None if scale is None else (int(scale[0]), int(scale[1]))
     if rng is not None and not rng[0] < rng[1]:
         raise InputError(f"--scale needs LOWEST < HIGHEST, got {rng[0]} {rng[1]}")
-    _, levels = ordinal_codes(data.frame["score"].to_numpy(), rng)
-    return PilotData(data.frame, data.systems, "ordinal", data.source, data.sha256, data.notes,
-                     scale=(float(levels[0]), float(levels[-1])), extra={"levels": levels})
+    lo, hi = (float(y.min()), float(y.max())) if rng is None else rng
+    if np.all(y == np.round(y)) and hi - lo + 1 > MAX_CATEGORIES:  # before ordinal_codes lists every category
+        raise InputError(f"ordinal ratings in column {column!r} span {lo:g}..{hi:g}, {hi - lo + 1:g} categories: an "
+                         f"ordinal model takes at most {MAX_CATEGORIES} (a threshold between each two); are these "
+                         "ratings on a scale?")
+    return ordinal_codes(y, rng)[1]

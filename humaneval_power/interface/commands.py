@@ -502,7 +502,9 @@ def ratings_input(what: str = "rating", source: str | None = None) -> tuple[Opti
         Option("--where", "keep rows where COL equals VALUE (repeatable)", action="append", metavar="COL=VALUE",
                source=source),
         Option("--systems", "keep only these systems (default: all)", nargs="+", metavar="SYSTEM", source=source),
-        Option("--scale", "rating scale; scores are rescaled to [0, 1] (default: no rescaling)", finite_float,
+        Option("--scale", "rating scale (a score outside it is refused): gaussian ratings are rescaled to [0, 1] "
+               "(default: no rescaling); ordinal ratings are never rescaled: MIN MAX are the lowest and highest "
+               "categories, integers (default: the observed range; a category never used is refused)", finite_float,
                nargs=2, metavar=("MIN", "MAX"), source=source),
         Option("--duplicates", "several ratings of one (worker, item, system): error (default); average them into "
                "one rating; keep each as its own rating (the model then treats repeats as independent errors: no "
@@ -551,21 +553,23 @@ ANALYZE = Command(
                "ordinal: clmm (R ordinal::clmm; its default), laplace (no R, the same Laplace likelihood) or bambi (the "
                "posterior of bambi's cumulative family: mean, SD, HDI and P(better) of each latent contrast)",
                default=SIGNATURE, choices="ANALYZE_BACKENDS"),
-        Option("--draws", "bambi: posterior draws per chain", positive, SIGNATURE, metavar="N"),
-        Option("--chains", "bambi: chains", positive, SIGNATURE, metavar="N"),
+        Option("--draws", "bambi: posterior draws per chain (default 1000; refused with another backend)", positive,
+               SIGNATURE, metavar="N"),
+        Option("--chains", "bambi: chains (default 2; refused with another backend)", positive, SIGNATURE,
+               metavar="N"),
         Option("--level", "confidence level of the intervals", finite_float, SIGNATURE),
         seed(" (Monte Carlo of --adjust dunnett; bambi's sampler)"),
         Option("--out", "also write the contrasts to FILE (.csv, .json or .parquet)", metavar="FILE", api=False),
         Option("--report", "also write a report for the paper: Markdown (.md) or self-contained HTML (.html)",
                metavar="FILE", api=False),
         Option("--plot", "write the means + forest plot figure (.png, .pdf or .svg)", metavar="FILE", api=False),
-        Option("--sims", "--report: studies simulated on this design for its Type-I error and sensitivity (0: skip)",
-               non_negative, 100, metavar="N", api=False),
+        Option("--sims", "--report of --family gaussian: studies simulated on this design for its Type-I error and "
+               "sensitivity (default 100; 0: skip)", non_negative, metavar="N", api=False),
         Option("--latex", "also write booktabs LaTeX tables (means with intervals, letters and ranks; contrasts; "
                "variance components; agreement; reliability) and the methods paragraph to FILE (.tex)",
                metavar="FILE", api=False),
-        Option("--latex-digits", "decimals of the LaTeX tables' numbers (0-10)", non_negative, 3, metavar="N",
-               api=False),
+        Option("--latex-digits", "--latex: decimals of the LaTeX tables' numbers (0-10; default 3)", non_negative,
+               metavar="N", api=False),
         Option("--agreement-metric", "Krippendorff's alpha of the ratings in the summary, report and LaTeX: "
                "interval or ordinal", default=SIGNATURE, choices=("interval", "ordinal")),
         Option("--reliability-target", "reliability whose ratings per item the reliability section reports",
@@ -577,7 +581,7 @@ ANALYZE = Command(
                "cumulative-link mixed model, likelihood-ratio and Wald tests, latent and mean-rating marginal means, "
                "category probabilities; --scale LOWEST HIGHEST names the categories) or binomial (head-to-head "
                "judgments: a logistic GLMM per pair and a Bradley-Terry ranking)", default="gaussian",
-               choices=("gaussian", "ordinal", "binomial"), api=False),
+               choices=("gaussian", "ordinal", "binomial")),
         Option("--link", "ordinal: the cumulative link (default logit)", default=SIGNATURE, choices="ORDINAL_LINKS"),
         Option("--bootstrap", "ordinal: parametric-bootstrap draws of the Bartlett-corrected likelihood-ratio test "
                "of all systems equal (default 200, seeded by --seed; 0: plain LR and Wald only)", non_negative,

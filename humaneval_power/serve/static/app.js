@@ -448,6 +448,17 @@ async function uploadParams(file) {
 
 // ---------- the analysis of a completed study (POST /api/upload/analyze) ----------
 
+//: the backends of each family of ratings (hepower analyze --backend), the first the family's default
+const ANALYSIS_BACKENDS = {
+  gaussian: [["lme4", "lme4 (R)"], ["statsmodels", "statsmodels (no R)"]],
+  ordinal: [["clmm", "clmm (R ordinal::clmm)"], ["laplace", "laplace (no R, the same likelihood)"]],
+};
+
+function analysisBackends() {
+  $("#analysis-backend").replaceChildren(
+    ...ANALYSIS_BACKENDS[$("#analysis-family").value].map(([value, text]) => new Option(text, value)));
+}
+
 async function analyseStudy() {
   const file = $("#ratings-file").files[0];
   const error = $("#analysis-error");
@@ -456,7 +467,9 @@ async function analyseStudy() {
   $("#analysis-status").textContent = "analysing ...";
   try {
     let job = await started(() => upload("analyze", file,
-      { contrasts: $("#analysis-contrasts").value, backend: $("#analysis-backend").value }), () => true);
+      { contrasts: $("#analysis-contrasts").value, backend: $("#analysis-backend").value,
+        ...($("#analysis-family").value === "gaussian" ? {} : { family: $("#analysis-family").value }) }),
+      () => true);
     while (job.state === "running") {
       $("#analysis-status").textContent = `analysing: ${job.label || "working"} (${job.seconds.toFixed(1)} s)`;
       await sleep(100);
@@ -596,6 +609,7 @@ function init() {
   $("#params-file").addEventListener("change", (e) => { if (e.target.files[0]) uploadParams(e.target.files[0]); });
   $("#cancel").addEventListener("click", cancelAll);
   $("#analysis-run").addEventListener("click", analyseStudy);
+  $("#analysis-family").addEventListener("change", analysisBackends);
   $("#pilot-file").addEventListener("change", (e) => { state.pilot = e.target.files[0] || null; schedule(); });
   $("#pilot-clear").addEventListener("click", () => { state.pilot = null; $("#pilot-file").value = ""; schedule(); });
   $("#h2h-params-file").addEventListener("change", async (e) => {
