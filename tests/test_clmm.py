@@ -170,6 +170,7 @@ def clmm_pairs(data_dir: Path) -> dict[str, tuple[ClmmFit, ClmmFit, float]]:
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("clmm_pairs")  # one worker: the module's clmm fits (clmm_pairs) are made once
 @pytest.mark.parametrize("case", list(CASES))
 def test_laplace_fit_equals_clmm(clmm_pairs: dict[str, tuple[ClmmFit, ClmmFit, float]], case: str) -> None:
     ours, ref, at_ref = clmm_pairs[case]
