@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from humaneval_power.fitting import lme4
 from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.params import LikertParams
 from humaneval_power.processes import simulate_long
-
-import pandas as pd
 
 #: the commit before the sparse cross blocks of fitting/vc_reml.py (issue 17.4)
 BEFORE = "442181a~1"

@@ -23,23 +23,22 @@ import argparse
 import json
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
-
-from humaneval_power.engine import run_cells
-from humaneval_power.params import get_preset
-from humaneval_power.analyses.crossed import FORMULA
-from humaneval_power.processes import long_design, simulate_ratings
-from humaneval_power.scenarios.crossed import CrossedLikertScenario
-from humaneval_power.significance.coef_test import coefficient_test
-from humaneval_power.fitting.balanced import (BalancedFit, BalancedStats, draw_stats, fit_ml, fit_reml,
-                                            stats_from_ratings, strata_df)
-from humaneval_power.scenarios import likert as likert_module
 from ml_before import fit_ml_before
 
-GRID = dict(presets=("card2020-high", "card2020-low"), workers=(3, 10), items=(50, 100, 200),
-            effects=(0.1, 0.2, 0.3, 0.4))
+from humaneval_power.analyses.crossed import FORMULA
+from humaneval_power.engine import run_cells
+from humaneval_power.fitting.balanced import BalancedFit, BalancedStats, draw_stats, fit_ml, fit_reml, stats_from_ratings, strata_df
+from humaneval_power.params import get_preset
+from humaneval_power.processes import long_design, simulate_ratings
+from humaneval_power.scenarios import likert as likert_module
+from humaneval_power.scenarios.crossed import CrossedLikertScenario
+from humaneval_power.significance.coef_test import coefficient_test
+
+GRID = {"presets": ("card2020-high", "card2020-low"), "workers": (3, 10), "items": (50, 100, 200),
+        "effects": (0.1, 0.2, 0.3, 0.4)}
 
 
 def grid_cells(test: str) -> list[CrossedLikertScenario]:

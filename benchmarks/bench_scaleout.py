@@ -36,8 +36,7 @@ from typing import Any
 import pandas as pd
 import psutil
 
-from humaneval_power.executors import DaskExecutor
-from humaneval_power.executors import LocalProcesses
+from humaneval_power.executors import DaskExecutor, LocalProcesses
 from humaneval_power.params import H2HParams
 from humaneval_power.scenarios.headtohead import h2h_mixed_power
 

@@ -46,7 +46,7 @@ def _ml_objective(p: np.ndarray, ss: np.ndarray, dfs: np.ndarray, order: int):
 
 def _modified_ldl_solve(a: np.ndarray, b: np.ndarray, floor: float = 1e-6) -> np.ndarray:
     """Solve a x = b for a batch of small symmetric matrices via LDL' with pivots >= floor."""
-    n, k = b.shape
+    _, k = b.shape
     low = np.zeros_like(a)
     d = np.zeros_like(b)
     for j in range(k):

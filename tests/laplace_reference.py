@@ -67,7 +67,7 @@ def laplace_fit(score: np.ndarray, worker: np.ndarray, item: np.ndarray) -> Lapl
     y = np.asarray(score, float)
     z = design_matrix(np.asarray(worker), np.asarray(item))
     n_w = len(np.unique(worker))
-    f = lambda p: laplace_deviance(p, y, z, n_w)  # noqa: E731
+    f = lambda p: laplace_deviance(p, y, z, n_w)
     p0 = np.array([np.log(y.mean() / (1 - y.mean())), 0.5, 0.5])
     best = optimize.minimize(f, p0, method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000})
     best = optimize.minimize(f, np.abs(best.x), method="L-BFGS-B", bounds=[(None, None), (0, None), (0, None)],

@@ -7,6 +7,7 @@ from scipy import optimize
 from humaneval_power.cli import main
 from humaneval_power.engine import run_cells
 from humaneval_power.scenarios.accuracy import (
+    BENCHMARK_TASKS,
     McNemarScenario,
     accuracy_mde,
     discordant,
@@ -17,8 +18,6 @@ from humaneval_power.scenarios.accuracy import (
     prop_test_power,
     solve_prop_test,
 )
-
-from humaneval_power.scenarios.accuracy import BENCHMARK_TASKS
 
 from .conftest import mc_tolerance
 
@@ -87,7 +86,7 @@ def test_table9_unpaired_lachenbruch_and_expected_gain() -> None:
             assert 100 * r["mde_lachenbruch_low"] == pytest.approx(low, abs=0.01), task
         # expected gain from the rounded Table 7/8 coefficients: the slope's rounding (+-5e-4 per
         # point of baseline) and the intercept's and task's (+-5e-4 each) bound the difference
-        n, sota, prior = BENCHMARK_TASKS[task]
+        _, sota, prior = BENCHMARK_TASKS[task]
         bound = (5e-4 * 100 * sota + 1e-3 + 5e-3) if prior == "glue" else (5e-5 * sota + 5e-5) * 100 + 5e-3
         assert abs(100 * expected_gain(prior, sota, task) - gain) <= bound, task
 

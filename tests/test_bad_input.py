@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import pandas as pd
 import pytest
 
-from humaneval_power.store import _checksum
 from humaneval_power.cli import main
 from humaneval_power.params import get_preset
+from humaneval_power.store import _checksum
 
 Argv = Callable[[Path, Path], list[str]]  # (inputs folder, outputs folder) -> command line
 
@@ -279,7 +280,7 @@ CASES_24: dict[str, Argv] = {
                                                              "--method simulate --sims 10"),
 }
 EXPECT = {
-    **{case: "refusing to write over an input" for case in list(CASES_24)[:20]},
+    **dict.fromkeys(list(CASES_24)[:20], "refusing to write over an input"),
     "store show of an empty file": "not a hepower result store",
     "store show of an empty SQLite file": "not a hepower result store",
     **{case: "folder" for case in CASES_24 if case.endswith("a folder")},

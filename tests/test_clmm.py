@@ -81,7 +81,7 @@ def test_no_random_effects_equals_statsmodels_ordered_model() -> None:
     np.testing.assert_allclose(ours.thresholds, ref_cuts, atol=1e-5)
     assert ours.loglik == pytest.approx(ref.llf, rel=1e-9)
     np.testing.assert_allclose(ours.se_beta, ref.bse[:p], rtol=1e-4)  # the beta block is parametrisation-free
-    assert ours.converged and ours.sds.size == 0 
+    assert ours.converged and ours.sds.size == 0
     assert np.abs(ref.model.score(ref.params)).max() < 1e-6  # the reference is at its optimum
 
 
@@ -170,6 +170,7 @@ def clmm_pairs(data_dir: Path) -> dict[str, tuple[ClmmFit, ClmmFit, float]]:
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("clmm_pairs")  # one worker: the module's clmm fits (clmm_pairs) are made once
 @pytest.mark.parametrize("case", list(CASES))
 def test_laplace_fit_equals_clmm(clmm_pairs: dict[str, tuple[ClmmFit, ClmmFit, float]], case: str) -> None:
     ours, ref, at_ref = clmm_pairs[case]

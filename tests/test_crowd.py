@@ -9,15 +9,15 @@ import pandas as pd
 import pytest
 
 from humaneval_power.analyses import SlopesLMM
-from humaneval_power.multiplicity import adjust_pvalues
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs, CrowdDesign, PilotDesign
 from humaneval_power.engine import run_cells
 from humaneval_power.errors import InputError
+from humaneval_power.multiplicity import adjust_pvalues
 from humaneval_power.params import get_preset
 from humaneval_power.processes import InvariantProcess, SlopeProcess, system_means
-from humaneval_power.scenarios.crowd import CrowdScenario
 from humaneval_power.scenarios.crossed import CrossedLikertScenario
+from humaneval_power.scenarios.crowd import CrowdScenario
 from humaneval_power.scenarios.likert import likert_budget, likert_power, likert_sample_size
 
 from .conftest import mc_tolerance
@@ -195,9 +195,9 @@ def test_cli_crowd_power_records_carry_the_design(capsys: pytest.CaptureFixture[
 @pytest.mark.slow
 @pytest.mark.r
 @pytest.mark.parametrize("design", [
-    dict(workers=12, ratings_per_item=2, presentation="within"),
-    dict(workers=12, ratings_per_item=3, presentation="between", assignment="random"),
-    dict(workers=8, ratings_per_item=2, presentation="between", systems=3),
+    {"workers": 12, "ratings_per_item": 2, "presentation": "within"},
+    {"workers": 12, "ratings_per_item": 3, "presentation": "between", "assignment": "random"},
+    {"workers": 8, "ratings_per_item": 2, "presentation": "between", "systems": 3},
 ])
 def test_fast_tier_power_equals_lme4_refits_on_sparse_designs(design: dict, lme4_backend) -> None:
     """Power of the batched fast tier and of lme4 + lmerTest refits agree within Monte-Carlo error (the

@@ -12,7 +12,7 @@ from humaneval_power.errors import InputError
 from humaneval_power.fitting.identifiability import RESIDUAL, unidentified
 from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_ratings
-from humaneval_power.fitting.types import Design, GROUPS
+from humaneval_power.fitting.types import GROUPS, Design
 from humaneval_power.fitting.vc_reml import CrossedComponentsModel
 from tests.crowd import crowd_ratings
 from tests.test_fit_multisystem import lmertest
@@ -89,5 +89,5 @@ def test_two_systems_export_the_identified_split() -> None:
 
 
 def test_per_system_sds_are_refused_when_confounded() -> None:
-    with pytest.raises(InputError, match="per-system SDs are not identifiable.*--random invariant"):
+    with pytest.raises(InputError, match=r"per-system SDs are not identifiable.*--random invariant"):
         fit_pilot(read_ratings(one_rater(3)), "statsmodels", random="per-system")

@@ -12,7 +12,7 @@ import pytest
 from humaneval_power.cli import main
 from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_ratings
-from humaneval_power.fitting.types import RawFit, unreliable_wald, Design
+from humaneval_power.fitting.types import Design, RawFit, unreliable_wald
 from humaneval_power.params import load_params, read_params_doc
 from tests.crowd import crowd_ratings
 

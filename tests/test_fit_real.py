@@ -318,6 +318,6 @@ def test_statsmodels_profile_intervals_equal_lme4s(lme4_backend, data_dir: Path)
     data = expert(data_dir)
     a, b = shared_fit(data_dir, "expert", "lme4", "profile"), fit_pilot(data, "statsmodels", intervals="profile")
     theirs = a.raw.components.set_index(["group", "term"])
-    for g, t, sd, lo, hi in b.raw.components.itertuples(index=False):
+    for g, t, _sd, lo, hi in b.raw.components.itertuples(index=False):
         assert [lo, hi] == pytest.approx([theirs.loc[(g, t), "lower"], theirs.loc[(g, t), "upper"]], rel=1e-3, abs=1e-6)
     assert b.raw.sigma_interval == pytest.approx(a.raw.sigma_interval, rel=1e-3)

@@ -58,7 +58,7 @@ def test_parsers_are_generated_from_the_description() -> None:
     for path, command in COMMANDS.items():
         args = parser.parse_args([*path, "--help"][:len(path)] + _required(command))
         for option in command.all_options():
-            if option.hidden or option.required or option.positional or option.action == "store_true" and option.default is None:
+            if option.hidden or option.required or option.positional or (option.action == "store_true" and option.default is None):
                 continue
             default = default_of(option, command)
             value = getattr(args, option.dest_name)

@@ -74,7 +74,7 @@ def test_split_ties_profile_intervals_are_those_of_the_weighted_likelihood(lme4_
     best = laplace_fit(score, raw.worker.to_numpy(), raw["item"].to_numpy())
     for limit in (lo, hi):
         with threadpool_limits(1):
-                prof = optimize.minimize(lambda p: laplace_deviance(np.array([p[0], limit, abs(p[1])]), score, z, 12),
+                prof = optimize.minimize(lambda p, limit=limit: laplace_deviance(np.array([p[0], limit, abs(p[1])]), score, z, 12),
                                      [best.estimate, best.sd_item], method="Nelder-Mead",
                                      options={"xatol": 1e-8, "fatol": 1e-10})
         assert prof.fun - best.deviance == pytest.approx(stats.chi2.ppf(0.95, 1), abs=5e-3)
@@ -99,7 +99,7 @@ def test_quasi_separation_is_flagged_and_the_planner_refuses_it(lme4_backend, tm
     assert doc["separation"] is True and doc["separation_reason"] == rec["separation_reason"]
     path = tmp_path / "h2h.json"
     path.write_text(json.dumps(doc))
-    with pytest.raises(InputError, match="quasi-separated.*--force"):
+    with pytest.raises(InputError, match=r"quasi-separated.*--force"):
         load_h2h_params(path)
     forced = load_h2h_params(path, allow_separation=True)
     assert forced.separation == rec["separation_reason"]
@@ -139,7 +139,7 @@ def test_tie_answers_are_mapped_and_only_analysed_pairs_are_checked() -> None:
     holes = rows.assign(item=rows["item"].where(rows.index != 6))  # row 6 pits C against B: not analysed
     assert len(read_judgments(holes, baseline="A", systems=["A", "B"], tie_values=["both", "neither"]).frame) == 2
     holes.loc[0, "outcome"] = None
-    with pytest.raises(InputError, match="^1 of the 4 judgments analysed have no worker, item or outcome"):
+    with pytest.raises(InputError, match=r"^1 of the 4 judgments analysed have no worker, item or outcome"):
         read_judgments(holes, baseline="A", systems=["A", "B"], tie_values=["both", "neither"])
 
 

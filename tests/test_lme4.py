@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from humaneval_power.engine import run_cells
-from humaneval_power.params import get_preset
 from humaneval_power.analyses.crossed import FORMULA
-from humaneval_power.processes import long_design, simulate_ratings
-from humaneval_power.scenarios.crossed import CrossedLikertScenario
+from humaneval_power.engine import run_cells
 from humaneval_power.fitting.balanced import fit_ml, fit_reml, stats_from_ratings
 from humaneval_power.fitting.statsmodels_lmm import fit_crossed_many
+from humaneval_power.params import get_preset
+from humaneval_power.processes import long_design, simulate_ratings
+from humaneval_power.scenarios.crossed import CrossedLikertScenario
 
 from .conftest import mc_tolerance, sim_jobs
 

@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from humaneval_power.params import LikertParams
-from humaneval_power.processes import long_design, simulate_ratings
 from humaneval_power.fitting.balanced import (
     draw_stats,
     expected_lambdas,
@@ -21,8 +19,10 @@ from humaneval_power.fitting.balanced import (
     stats_from_ratings,
     strata_df,
 )
+from humaneval_power.params import LikertParams
+from humaneval_power.processes import long_design, simulate_ratings
 
-W, I = 3, 7
+N_WORKERS, N_ITEMS = 3, 7
 PARAMS = LikertParams(0.5, 0.1, 0.15, 0.12, 0.2, 0.3)
 
 
@@ -120,8 +120,8 @@ def _assert_same_optimum(model: DenseModel, fit, j: int, y: np.ndarray, reml: bo
 def test_closed_form_matches_dense_likelihood(sd_worker_slope: float) -> None:
     rng = np.random.default_rng(11)
     params = PARAMS.with_sds(sd_worker_slope=sd_worker_slope)
-    ratings = simulate_ratings(params, W, I, 0.2, 5, rng)
-    model = DenseModel(W, I)
+    ratings = simulate_ratings(params, N_WORKERS, N_ITEMS, 0.2, 5, rng)
+    model = DenseModel(N_WORKERS, N_ITEMS)
     reml, ml = fit_reml(stats_from_ratings(ratings)), fit_ml(stats_from_ratings(ratings))
     singular_seen = 0
     for j in range(len(ratings)):
@@ -141,8 +141,8 @@ def test_satterthwaite_df_matches_lmertest_recipe(sd_worker_slope: float) -> Non
     rng = np.random.default_rng(5)
     params = PARAMS.with_sds(sd_worker_slope=sd_worker_slope, sd_item_slope=0.5, sd_worker_intercept=0.4,
                              sd_item_intercept=0.4)
-    ratings = simulate_ratings(params, W, I, 0.2, 4, rng)
-    model = DenseModel(W, I)
+    ratings = simulate_ratings(params, N_WORKERS, N_ITEMS, 0.2, 4, rng)
+    model = DenseModel(N_WORKERS, N_ITEMS)
     fit = fit_reml(stats_from_ratings(ratings))
     kinds = set()
     for j in range(len(ratings)):
@@ -159,15 +159,15 @@ def test_satterthwaite_df_matches_lmertest_recipe(sd_worker_slope: float) -> Non
 def test_drawn_statistics_have_the_distribution_of_full_data() -> None:
     rng = np.random.default_rng(2)
     n = 4000
-    lam = expected_lambdas(W, I, **PARAMS.sds)
-    drawn = draw_stats(lam, W, I, 0.2, n, rng)
-    full = stats_from_ratings(simulate_ratings(PARAMS, W, I, 0.2, n, rng))
-    dfs = strata_df(W, I)
+    lam = expected_lambdas(N_WORKERS, N_ITEMS, **PARAMS.sds)
+    drawn = draw_stats(lam, N_WORKERS, N_ITEMS, 0.2, n, rng)
+    full = stats_from_ratings(simulate_ratings(PARAMS, N_WORKERS, N_ITEMS, 0.2, n, rng))
+    dfs = strata_df(N_WORKERS, N_ITEMS)
     for s in (drawn, full):
         ms = s.ss / dfs
         se = lam * np.sqrt(2 / dfs) / np.sqrt(n)  # SD of a scaled chi-square mean
         assert np.all(np.abs(ms.mean(0) - lam) < 4 * se)
-        v = (lam[1] + lam[2] - lam[0]) / (W * I)
+        v = (lam[1] + lam[2] - lam[0]) / (N_WORKERS * N_ITEMS)
         assert abs(s.d_mean.mean() - 0.2) < 4 * np.sqrt(v / n)
         assert abs(s.d_mean.var() / v - 1) < 4 * np.sqrt(2 / n)
 

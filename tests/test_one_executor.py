@@ -56,7 +56,7 @@ def test_an_assurance_grid_starts_one_pool_and_gives_the_bits_of_one_process(poo
     assert len(pools) == 1
     pd.testing.assert_frame_equal(one, two, check_exact=True)
     # the former path: each assurance cell evaluated on its own (its draws on a pool of their own)
-    cells = [c for c in _cells_of(monkeypatch, likert_power, "card2020-high", 15, [30, 40], 0.3, **CROWD)]
+    cells = list(_cells_of(monkeypatch, likert_power, "card2020-high", 15, [30, 40], 0.3, **CROWD))
     assert all(isinstance(c, AssuranceCell) for c in cells) and len(cells) == 2
     alone = results_table([replace(c, jobs=1).exact() for c in cells])
     pd.testing.assert_frame_equal(alone, two, check_exact=True)

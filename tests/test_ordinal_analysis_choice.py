@@ -35,6 +35,11 @@ TYPED = ["--family", "ordinal", "--thresholds", "-2", "-0.7", "0.5", "1.8", "--s
 #: slope parameters with an invariant equivalent (intercept SDs >= half the slope SDs)
 GAUSSIAN = LikertParams(0.5, 0.2, 0.1, 0.2, 0.1, 0.2, name="gaussian")
 SMALL = {"workers": 4, "items": 10, "n_sims": 6, "seed": 2, "jobs": 1}
+#: tests these checks do not depend on: ``z``, the one both analyses have besides the default (whose ordinal
+#: Bartlett test refits 200 bootstrap draws per chunk), and ``t`` for the ordinal one alone. The default end
+#: to end: test_mean_rating_effect_is_said_in_the_record_and_note, test_ordinal_example, test_ordinal_plan.
+BOTH_TEST = "z"
+ORDINAL_TEST = "t"
 
 
 def _records(table: Any) -> list[dict[str, Any]]:
@@ -46,20 +51,20 @@ def _records(table: Any) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def both() -> Any:
     return likert_power(PROCESS, SMALL["workers"], SMALL["items"], [0.8], model="both", n_sims=SMALL["n_sims"],
-                        seed=SMALL["seed"], jobs=1)
+                        seed=SMALL["seed"], jobs=1, test=BOTH_TEST)
 
 
 def test_both_gives_the_records_of_each_analysis_run_alone(both: Any) -> None:
     """Common random numbers: both analyses see the studies each sees alone on the same seed."""
     alone = [likert_power(PROCESS, SMALL["workers"], SMALL["items"], [0.8], model=m, n_sims=SMALL["n_sims"],
-                          seed=SMALL["seed"], jobs=1) for m in ("ordinal", "invariant")]
+                          seed=SMALL["seed"], jobs=1, test=BOTH_TEST) for m in ("ordinal", "invariant")]
     assert _records(both) == _records(alone[0]) + _records(alone[1])
     assert list(both.model) == ["ordinal", "invariant"]
 
 
 def test_type_one_error_is_the_same_cell_at_effect_zero(both: Any) -> None:
     zero = likert_power(PROCESS, SMALL["workers"], SMALL["items"], [0.8, 0.0], model="both", n_sims=SMALL["n_sims"],
-                        seed=SMALL["seed"], jobs=1)
+                        seed=SMALL["seed"], jobs=1, test=BOTH_TEST)
     assert list(zero.effect) == [0.8, 0.0, 0.8, 0.0]  # a zero asked for is kept
     for m in ("ordinal", "invariant"):
         rows = zero[zero.model == m]
@@ -205,10 +210,11 @@ def test_mean_rating_effect_is_said_in_the_record_and_note() -> None:
 
 def test_cli_both_with_typed_parameters_equals_the_api(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["likert", "power", "--workers", "4", "--items", "10", "--effect", "0.3", "--effect-scale", "mean-rating",
-            "--model", "both", "--sims", "6", "--seed", "2", "--jobs", "1", "--json", *TYPED]
+            "--model", "both", "--sims", "6", "--seed", "2", "--jobs", "1", "--test", BOTH_TEST, "--json", *TYPED]
     assert main(argv) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = likert_power(PROCESS, 4, 10, 0.3, model="both", effect_scale="mean-rating", n_sims=6, seed=2, jobs=1)
+    api = likert_power(PROCESS, 4, 10, 0.3, model="both", effect_scale="mean-rating", n_sims=6, seed=2, jobs=1,
+                       test=BOTH_TEST)
     assert [{k: v for k, v in r.items() if v is not None} for r in cli] == _records(api)
     assert {r["effect_scale"] for r in cli} == {"mean-rating"}
     assert cli[0]["mean_difference"] == pytest.approx(0.3, abs=1e-9)
@@ -236,10 +242,10 @@ def test_cli_lrt_equals_the_api(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_clmm_method_equals_the_api(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("rpy2")
     assert main(["likert", "power", *TYPED, "--workers", "4", "--items", "12", "--effect", "1.0", "--method", "clmm",
-                 "--sims", "2", "--jobs", "1", "--json"]) == 0
+                 "--test", ORDINAL_TEST, "--sims", "2", "--jobs", "1", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = likert_power(PROCESS, 4, 12, 1.0, method="clmm", n_sims=2, jobs=1)
-    assert cli[0]["method"] == "clmm" and cli[0]["power"] == api.power.iloc[0]
+    api = likert_power(PROCESS, 4, 12, 1.0, method="clmm", test=ORDINAL_TEST, n_sims=2, jobs=1)
+    assert cli[0]["method"] == "clmm" and cli[0]["test"] == ORDINAL_TEST and cli[0]["power"] == api.power.iloc[0]
     assert cli[0]["mean_estimate"] == pytest.approx(api.mean_estimate.iloc[0], rel=1e-12)
 
 
@@ -258,9 +264,10 @@ def test_assurance_over_the_posterior_draws_of_an_ordinal_file(tmp_path: Path,
     sample = ordinal_draws(params, str(path))
     assert sample.values["threshold_2"] == tuple(th[1] for th in draws["thresholds"])
     assert main(["likert", "power", "--params", str(path), "--workers", "4", "--items", "10", "--effect", "0.8",
-                 "--assurance", "--draws", "2", "--sims", "3", "--jobs", "1", "--json"]) == 0
+                 "--assurance", "--draws", "2", "--sims", "3", "--test", ORDINAL_TEST, "--jobs", "1", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = likert_power(OrdinalProcess.from_params(params), 4, 10, 0.8, n_sims=3, jobs=1, assurance=sample, draws=2)
+    api = likert_power(OrdinalProcess.from_params(params), 4, 10, 0.8, n_sims=3, jobs=1, assurance=sample, draws=2,
+                       test=ORDINAL_TEST)
     assert cli[0]["assurance"] == api.assurance.iloc[0] and cli[0]["draws"] == 2
     assert "type1_error" not in cli[0]  # the power at effect 0 under assurance is no rejection rate
     no_draws = tmp_path / "plain.json"

@@ -25,6 +25,8 @@ from humaneval_power.multiplicity import adjust_pvalues
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "ordinal_example.md"
 SCRIPT = ROOT / "examples" / "ordinal_dialsummeval.sh"
+#: one xdist worker runs the module: its fixture (the whole script, ~2 CPU min) is per process
+pytestmark = pytest.mark.xdist_group("ordinal_example")
 
 #: numbers as the doc prints them (the fit's summary: 4 significant digits)
 THRESHOLDS = [-4.653, -2.934, -0.4412, 1.753]

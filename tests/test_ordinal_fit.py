@@ -102,6 +102,7 @@ def _differences(fit: OrdinalFitResult, ref: dict) -> dict[str, float]:
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("ordinal_real_fits")  # one worker: the fits of real_fits are made once
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("backend", ["clmm", "laplace"])
 def test_ordinal_fit_equals_clmm_typed_in_r(real_fits: dict, case: str, backend: str) -> None:
@@ -120,6 +121,7 @@ def test_ordinal_fit_equals_clmm_typed_in_r(real_fits: dict, case: str, backend:
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("ordinal_real_fits")
 def test_ordinal_cli_equals_api_and_round_trips(real_fits: dict, data_dir: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI (default backend clmm) prints the API's numbers and writes the file load_ordinal_params reads."""

@@ -28,7 +28,7 @@ def _pilot(repeats: int = 2) -> pd.DataFrame:
 
 def test_repeats_are_refused_by_default_and_averaged_or_kept_on_request() -> None:
     frame = _pilot()
-    with pytest.raises(InputError, match="share a .worker, item, system.*--duplicates"):
+    with pytest.raises(InputError, match=r"share a .worker, item, system.*--duplicates"):
         PilotDesign.from_ratings(frame)
     avg = PilotDesign.from_ratings(frame, duplicates="average")
     rec = avg.record()

@@ -88,16 +88,20 @@ def test_an_ordinal_comparison_the_file_lacks_is_refused(systems, comparison) ->
 
 
 RUN = ["--workers", "3", "--items", "8", "--effect", "0.4", "--sims", "1", "--jobs", "1", "--seed", "1"]
+#: the headline does not depend on the test: the ordinal plans use t (the Bartlett default refits 200
+#: bootstrap draws per chunk; its end-to-end runs are test_ordinal_example's and test_ordinal_plan's)
+TEST = {"gaussian": [], "ordinal": ["--test", "t"]}
 
 
 @pytest.mark.parametrize("family", ["gaussian", "ordinal"])
 def test_the_cli_headline_and_default_systems(tmp_path: Path, family: str, capsys) -> None:
     path = str(write_file(tmp_path, family, "F", ("A", "H", "K")))
-    assert main(["likert", "power", "--params", path, "--comparison", "K", "--systems", "2", *RUN]) == 0
+    run = RUN + TEST[family]
+    assert main(["likert", "power", "--params", path, "--comparison", "K", "--systems", "2", *run]) == 0
     assert capsys.readouterr().out.startswith("Power for K vs F in a 2-system study (")
-    assert main(["likert", "power", "--params", path, *RUN, "--json"]) == 0
+    assert main(["likert", "power", "--params", path, *run, "--json"]) == 0
     assert {row["systems"] for row in json.loads(capsys.readouterr().out)} == {4}
-    assert main(["likert", "power", "--params", path, "--comparison", "Z", *RUN]) == 2
+    assert main(["likert", "power", "--params", path, "--comparison", "Z", *run]) == 2
     assert capsys.readouterr().err.strip().endswith("no comparison 'Z'; have A, H, K")
     if family == "gaussian":  # the MDE's headline too (analytic: instant)
         assert main(["likert", "mde", "--params", path, "--comparison", "H", "--systems", "2", "--workers", "3",

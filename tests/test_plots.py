@@ -46,7 +46,7 @@ def _overlapping_labels(fig: Figure) -> list[tuple[str, str]]:
     for ax in fig.axes:
         labels = sorted((t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()),
                         key=lambda t: t.get_window_extent(renderer).x0)
-        for a, b in zip(labels, labels[1:]):
+        for a, b in itertools.pairwise(labels):
             if a.get_window_extent(renderer).x1 >= b.get_window_extent(renderer).x0:
                 pairs.append((a.get_text(), b.get_text()))
     return pairs
@@ -133,7 +133,7 @@ def test_legend_title_names_the_effect_unit(plot, table: pd.DataFrame, unit: str
 
 def test_h2h_glmm_lines_show_log_odds_and_p_win() -> None:
     fig = plot_h2h_power(_table(items=[50, 100], effect=[math.log(1.5)], workers=[5, 10], judgments_per_item=[3]))
-    assert [t.get_text() for t in fig.legends[0].get_texts()][0] == "0.405 (P(win) 0.6)"
+    assert fig.legends[0].get_texts()[0].get_text() == "0.405 (P(win) 0.6)"
     assert {ax.get_title() for ax in fig.axes} == {"5 workers, 3 judgments/item", "10 workers, 3 judgments/item"}
     assert fig.axes[0].get_xlabel() == "items"
 

@@ -1,6 +1,7 @@
 """The README's tutorial is self-contained: every file a command reads was written by an earlier one, in out/."""
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from pathlib import Path
@@ -23,7 +24,7 @@ def _commands() -> list[list[str]]:
 def test_tutorial_files_are_written_before_they_are_read_and_go_to_out() -> None:
     written: set[str] = set()
     for argv in _commands():
-        for flag, value in zip(argv, argv[1:]):
+        for flag, value in itertools.pairwise(argv):
             if flag in READS and value.endswith(".json") and value.upper() != value:
                 assert value in written, f"`{' '.join(argv)}` reads {value}, which no earlier command writes"
             if flag in WRITES and not value.isupper():

@@ -21,8 +21,7 @@ import pytest
 from humaneval_power.cli import main
 from humaneval_power.engine import StudyOutcomes, results_table, run_cells
 from humaneval_power.errors import InputError
-from humaneval_power.executors import DaskExecutor, using
-from humaneval_power.executors import LocalProcesses
+from humaneval_power.executors import DaskExecutor, LocalProcesses, using
 from humaneval_power.scenarios.bleu import BleuScenario, bleu_power
 from humaneval_power.store import Store
 
@@ -30,7 +29,7 @@ from .test_reliability_r import R_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a cheap sweep: 4 cells of the BLEU randomization test, 3 chunks each
-GRID = dict(n=[40, 80], delta=[0.5, 1.0], p0=0.13, b0=25.8, permutations=100, n_sims=2500, seed=3)
+GRID = {"n": [40, 80], "delta": [0.5, 1.0], "p0": 0.13, "b0": 25.8, "permutations": 100, "n_sims": 2500, "seed": 3}
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,8 @@ def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_
     from humaneval_power.params import H2HParams
     from humaneval_power.scenarios.headtohead import h2h_mixed_power
 
-    glmm = dict(params=H2HParams(sd_worker=0.5, sd_item=0.5), workers=10, items=20, log_odds=0.8, n_sims=20, seed=1,
-                method="lme4")
+    glmm = {"params": H2HParams(sd_worker=0.5, sd_item=0.5), "workers": 10, "items": 20, "log_odds": 0.8, "n_sims": 20,
+            "seed": 1, "method": "lme4"}
     with DaskExecutor(n_workers=2) as cluster:
         serial = bleu_power(**GRID, jobs=1)
         _frames_identical(bleu_power(**GRID, jobs=2), serial)

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 pytest.importorskip("fastapi", reason="hepower serve needs the serve extra (FastAPI)")
 pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (httpx)")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from humaneval_power.cli import main  # noqa: E402
-from humaneval_power.params import PRESETS, LikertParams  # noqa: E402
-from humaneval_power.serve.app import create_app  # noqa: E402
-from humaneval_power.serve.commands import (  # noqa: E402
+from humaneval_power.cli import main
+from humaneval_power.params import PRESETS, LikertParams
+from humaneval_power.serve.app import create_app
+from humaneval_power.serve.commands import (
     Limits,
     arguments,
     check,
@@ -91,7 +91,7 @@ def _api_records(name: str, kwargs: dict[str, Any], folder: Any) -> list[dict[st
     os.chdir(folder)
     try:
         with redirect_stdout(io.StringIO()):
-            exec(python_snippet(name, kwargs), namespace)  # noqa: S102 - the snippet under test
+            exec(python_snippet(name, kwargs), namespace)
     finally:
         os.chdir(here)
     from humaneval_power.serve.worker import outcome

@@ -17,9 +17,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -161,7 +162,7 @@ def _snippet_table(code: str, cwd: Path) -> Any:
     os.chdir(cwd)
     try:
         with redirect_stdout(io.StringIO()):
-            exec(code, ns)  # noqa: S102 - the page's snippet under test
+            exec(code, ns)
     finally:
         os.chdir(here)
     return ns["table"]
@@ -314,7 +315,7 @@ def test_long_run_shows_progress_and_cancels(page: Any, server: str) -> None:
 def test_a_completed_study_uploads_and_its_report_shows(page: Any, server: str, tmp_path: Path) -> None:
     """A user uploads ratings and reads the report in the page: the contrasts are `hepower analyze`'s; a file
     that is not ratings shows the one-line message."""
-    from tests.test_serve_uploads import ratings_csv
+    from tests.serve_helpers import ratings_csv
 
     page.goto(server + "/")
     bad = tmp_path / "notes.txt"
@@ -368,7 +369,7 @@ def test_glmm_head_to_head_planner_from_the_page(page: Any, server: str, tmp_pat
 def test_a_pilot_layout_plans_from_the_page(page: Any, server: str, tmp_path: Path) -> None:
     """A pilot uploaded in the Likert planner (--design-from): the page's power is that of the command shown,
     run on the same file."""
-    from tests.test_serve_uploads import ratings_csv
+    from tests.serve_helpers import ratings_csv
 
     page.goto(server + "/")
     pilot = tmp_path / "pilot.csv"
@@ -385,7 +386,7 @@ def test_a_pilot_layout_plans_from_the_page(page: Any, server: str, tmp_path: Pa
 
 def test_every_other_command_runs_from_its_generated_form(page: Any, server: str, tmp_path: Path) -> None:
     """`agreement` from the generic form: ratings uploaded, the records shown are the command's."""
-    from tests.test_serve_uploads import ratings_csv
+    from tests.serve_helpers import ratings_csv
 
     page.goto(server + "/")
     page.wait_for_selector("#other-form [data-arg=ratings]")
@@ -422,7 +423,7 @@ def test_a_pilot_fitted_from_the_generated_form_downloads_the_parameter_file_of_
     from contextlib import redirect_stdout
 
     from humaneval_power.cli import main
-    from tests.test_serve_uploads import ratings_csv
+    from tests.serve_helpers import ratings_csv
 
     page.goto(server + "/")
     page.wait_for_selector("#other-form [data-arg=ratings]")

@@ -2,14 +2,9 @@
 ``accuracy table|unpaired`` by JSON, in tests/test_serve_api.py) give the records of the command they show."""
 from __future__ import annotations
 
-import io
 import json
-import os
-import shlex
-import time
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,12 +15,10 @@ pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (htt
 
 from fastapi.testclient import TestClient
 
-from humaneval_power.cli import main
 from humaneval_power.interface.commands import COMMANDS
-from humaneval_power.serve.app import create_app
-from humaneval_power.serve.commands import NOT_SERVED, Limits, functions, uploads
+from humaneval_power.serve.commands import NOT_SERVED, functions, uploads
 
-from .test_serve_uploads import ratings_csv
+from .serve_helpers import finished, ratings_csv, run_shown, served
 
 
 def predictions_csv(seed: int = 2) -> bytes:
@@ -38,16 +31,8 @@ def predictions_csv(seed: int = 2) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def client():
-    with TestClient(create_app(Limits(max_jobs=1))) as c:
-        yield c
-
-
-def _finished(client: TestClient, job: dict[str, Any]) -> dict[str, Any]:
-    while job["state"] == "running":
-        time.sleep(0.05)
-        job = client.get(f"/api/jobs/{job['id']}").json()
-    return job
+def client() -> Iterator[TestClient]:
+    yield from served(max_jobs=1)
 
 
 def test_every_described_command_is_served_or_says_why() -> None:
@@ -71,14 +56,12 @@ def test_an_uploaded_file_gives_the_records_of_the_command_shown(client: TestCli
     r = client.post(f"/api/upload/{function}", files={"file": (filename, content(), "text/csv")},
                     data={"arguments": json.dumps(arguments)})
     assert r.status_code == 202, r.text
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["state"] == "done", job
     (tmp_path / local).write_bytes(content())
-    argv = [str(tmp_path / local) if w == local else w for w in shlex.split(job["command"])[1:]]
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        assert main([*argv, "--json"]) == 0, err.getvalue()
-    assert job["records"] == json.loads(out.getvalue()) and job["records"]
+    code, out, err = run_shown(job["command"], tmp_path, "--json")
+    assert code == 0, err
+    assert job["records"] == json.loads(out) and job["records"]
     if function == "agreement":
         assert "alpha" in job["summary"].lower()
 
@@ -86,7 +69,7 @@ def test_an_uploaded_file_gives_the_records_of_the_command_shown(client: TestCli
 def test_a_bad_upload_of_a_new_command_is_one_line(client: TestClient) -> None:
     r = client.post("/api/upload/estimate_accuracy", files={"file": ("preds.csv", predictions_csv(), "text/csv")},
                     data={"arguments": json.dumps({"model_a": "A", "model_b": "Z"})})
-    job = _finished(client, r.json()) if r.status_code == 202 else r.json()
+    job = finished(client, r.json()) if r.status_code == 202 else r.json()
     assert "Z" in job["detail"] and "\n" not in job["detail"], job
     r = client.post("/api/agreement", json={"ratings": "/etc/passwd"})
     assert r.status_code == 422 and "never a path on the server" in r.json()["detail"]
@@ -104,17 +87,12 @@ def test_a_pilot_size_search_varies_the_items_as_the_cli_does(client: TestClient
     r = client.post("/api/upload/likert_sample_size", files={"file": ("pilot.csv", ratings_csv(2), "text/csv")},
                     data={"arguments": json.dumps(arguments)})
     assert r.status_code == 202, r.text
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["state"] == "done", job
     (tmp_path / "design_from.csv").write_bytes(ratings_csv(2))
-    out, here = io.StringIO(), Path.cwd()
-    os.chdir(tmp_path)  # the file as the command names it
-    try:
-        with redirect_stdout(out), redirect_stderr(io.StringIO()):
-            assert main([*shlex.split(job["command"])[1:], "--json"]) == 0
-    finally:
-        os.chdir(here)
-    cli = json.loads(out.getvalue())
+    code, out, err = run_shown(job["command"], tmp_path, "--json")  # the file as the command names it
+    assert code == 0, err
+    cli = json.loads(out)
     assert job["records"] == cli and cli[0]["solve_for"] == "items"
 
 

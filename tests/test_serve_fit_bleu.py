@@ -4,13 +4,8 @@ of the command shown (the same library call, :func:`humaneval_power.fitting.pilo
 422s."""
 from __future__ import annotations
 
-import io
 import json
-import os
-import shlex
-import time
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -23,36 +18,14 @@ pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (htt
 
 from fastapi.testclient import TestClient
 
-from humaneval_power.cli import main
-from humaneval_power.serve.app import create_app
-from humaneval_power.serve.commands import NOT_SERVED, Limits, functions, uploads
+from humaneval_power.serve.commands import NOT_SERVED, functions, uploads
 
-from .test_serve_uploads import ratings_csv
+from .serve_helpers import finished, ratings_csv, run_shown, served
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Limits(max_jobs=1))) as c:
-        yield c
-
-
-def _finished(client: TestClient, job: dict[str, Any]) -> dict[str, Any]:
-    while job["state"] == "running":
-        time.sleep(0.05)
-        job = client.get(f"/api/jobs/{job['id']}").json()
-    return job
-
-
-def _run_shown(command: str, folder: Path, *more: str) -> tuple[int, str, str]:
-    """The command shown, run by ``hepower`` in ``folder`` (where the files it names are)."""
-    out, err, here = io.StringIO(), io.StringIO(), Path.cwd()
-    os.chdir(folder)
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main([*shlex.split(command)[1:], *more])
-    finally:
-        os.chdir(here)
-    return code, out.getvalue(), err.getvalue()
+    yield from served(max_jobs=1)
 
 
 def ordinal_csv(seed: int = 4) -> bytes:
@@ -86,16 +59,16 @@ def test_an_uploaded_pilot_gives_the_parameter_file_of_hepower_fit(client: TestC
     r = client.post("/api/upload/fit_pilot_file", files={"file": ("pilot.csv", content(), "text/csv")},
                     data={"arguments": json.dumps(arguments)})
     assert r.status_code == 202, r.text
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["state"] == "done", job
     assert job["command"].startswith("hepower fit ") and job["command"].endswith(" source.csv")
     (tmp_path / "source.csv").write_bytes(content())
-    code, out, err = _run_shown(job["command"], tmp_path, "-o", "params.json")
+    code, out, err = run_shown(job["command"], tmp_path, "-o", "params.json")
     assert code == 0, err
     assert job["params_file"] == (tmp_path / "params.json").read_text(encoding="utf-8")
     assert json.loads(job["params_file"])["schema"].startswith("humaneval-power/")
     assert out.startswith(job["summary"] + "\n") and job["summary"]
-    code, out, err = _run_shown(job["command"], tmp_path, "--json")
+    code, out, err = run_shown(job["command"], tmp_path, "--json")
     assert code == 0, err
     assert job["records"] == json.loads(out)
 
@@ -132,11 +105,11 @@ def test_uploaded_outputs_give_the_records_of_the_bleu_command_shown(client: Tes
     files = [(field, (name, texts[name], "text/plain")) for field, names in fields.items() for name in names]
     r = client.post(f"/api/upload/{function}", files=files, data={"arguments": json.dumps(arguments)})
     assert r.status_code == 202, r.text
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["state"] == "done", job
     for name, content in texts.items():
         (tmp_path / name).write_bytes(content)
-    code, out, err = _run_shown(job["command"], tmp_path, "--json")
+    code, out, err = run_shown(job["command"], tmp_path, "--json")
     assert code == 0, err
     assert job["records"] == json.loads(out)
     names = {r.get("system") or r["system_a"] for r in job["records"]}
@@ -158,7 +131,7 @@ def test_uploaded_outputs_give_the_records_of_the_bleu_command_shown(client: Tes
 def test_bad_multi_file_uploads_are_one_line(client: TestClient, files: Any, arguments: Any, expected: str) -> None:
     r = client.post("/api/upload/bleu_test", files=files or {"x": ("", b"")},
                     data={"arguments": json.dumps(arguments)})
-    job = _finished(client, r.json()) if r.status_code == 202 else {"status": r.status_code, **r.json()}
+    job = finished(client, r.json()) if r.status_code == 202 else {"status": r.status_code, **r.json()}
     assert job["status"] == 422 and expected in job["detail"] and "\n" not in job["detail"], job
 
 
@@ -172,7 +145,7 @@ def test_json_endpoints_refuse_server_paths_of_text_files(client: TestClient) ->
 def test_a_bad_fit_upload_is_the_commands_line(client: TestClient) -> None:
     r = client.post("/api/upload/fit_pilot_file", files={"file": ("p.csv", ratings_csv(), "text/csv")},
                     data={"arguments": json.dumps({"backend": "statsmodels", "link": "probit"})})
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["status"] == 422 and job["detail"] == "--link applies to --family ordinal", job
 
 
@@ -187,10 +160,10 @@ def test_a_quasi_separated_comparison_is_one_warning_line_and_a_web_warning(clie
     content = separated_judgments().to_csv(index=False).encode()
     r = client.post("/api/upload/fit_pilot_file", files={"file": ("pairs.csv", content, "text/csv")},
                     data={"arguments": json.dumps({"family": "binomial", "baseline": "A"})})
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["state"] == "done", job
     (tmp_path / "source.csv").write_bytes(content)
-    code, _, err = _run_shown(job["command"], tmp_path, "-o", "params.json")
+    code, _, err = run_shown(job["command"], tmp_path, "-o", "params.json")
     assert code == 0
     line = next(x for x in err.splitlines() if x.startswith("hepower: warning: C vs A: "))
     assert line.endswith("; the parameter file is marked and `hepower h2h` refuses it unless --force")

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import io
 import json
-import time
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pytest
 
 pytest.importorskip("fastapi", reason="hepower serve needs the serve extra (FastAPI)")
@@ -20,38 +18,22 @@ pytest.importorskip("httpx", reason="the API tests use FastAPI's TestClient (htt
 from fastapi.testclient import TestClient
 
 from humaneval_power.cli import main
-from humaneval_power.serve.app import create_app
-from humaneval_power.serve.commands import Limits
+
+from .serve_helpers import finished, ratings_csv, run_shown, served
 
 ARGUMENTS = {"backend": "statsmodels", "contrasts": "baseline"}
 
 
-def ratings_csv(seed: int = 1) -> bytes:
-    """A small crossed study: 6 workers x 12 items x 3 systems, system C better."""
-    rng = np.random.default_rng(seed)
-    rows = [(f"w{w}", f"i{i}", s, 3 + 0.4 * (s == "C") + rng.normal(0, 0.3) * (w % 3) + rng.normal())
-            for w in range(6) for i in range(12) for s in "ABC"]
-    return pd.DataFrame(rows, columns=["worker", "item", "system", "score"]).to_csv(index=False).encode()
-
-
 @pytest.fixture(scope="module")
-def client():
-    with TestClient(create_app(Limits(max_jobs=1, max_body=200_000))) as c:
-        yield c
-
-
-def _finished(client: TestClient, job: dict[str, Any]) -> dict[str, Any]:
-    while job["state"] == "running":
-        time.sleep(0.05)
-        job = client.get(f"/api/jobs/{job['id']}").json()
-    return job
+def client() -> Iterator[TestClient]:
+    yield from served(max_jobs=1, max_body=200_000)
 
 
 def test_uploaded_ratings_are_analysed_as_the_cli_analyses_them(client: TestClient, tmp_path: Path) -> None:
     r = client.post("/api/upload/analyze", files={"file": ("study.csv", ratings_csv(), "text/csv")},
                     data={"arguments": json.dumps(ARGUMENTS)})
     assert r.status_code == 202, r.text
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["state"] == "done", job
     assert job["command"] == "hepower analyze --backend=statsmodels --contrasts=baseline ratings.csv"
     path = tmp_path / "ratings.csv"
@@ -73,7 +55,7 @@ def test_uploaded_ratings_are_analysed_as_the_cli_analyses_them(client: TestClie
 ])
 def test_bad_uploads_are_one_line(client: TestClient, files: Any, arguments: Any, expected: str) -> None:
     r = client.post("/api/upload/analyze", files=files, data={"arguments": json.dumps(arguments)})
-    job = _finished(client, r.json()) if r.status_code == 202 else {"status": r.status_code, **r.json()}
+    job = finished(client, r.json()) if r.status_code == 202 else {"status": r.status_code, **r.json()}
     assert job["status"] == 422 and expected in job["detail"] and "\n" not in job["detail"], job
 
 
@@ -95,19 +77,11 @@ def test_a_pilot_layout_plans_as_the_cli_plans_it(client: TestClient, tmp_path: 
     r = client.post("/api/upload/likert_mde", files={"file": ("pilot.csv", ratings_csv(2), "text/csv")},
                     data={"arguments": json.dumps(arguments)})
     assert r.status_code == 202, r.text
-    job = _finished(client, r.json())
+    job = finished(client, r.json())
     assert job["state"] == "done", job
     assert "--design-from=design_from.csv" in job["command"]
     (tmp_path / "design_from.csv").write_bytes(ratings_csv(2))
-    out, here = io.StringIO(), Path.cwd()
-    import os
-    import shlex
-
-    os.chdir(tmp_path)
-    try:
-        with redirect_stdout(out), redirect_stderr(io.StringIO()):
-            assert main([*shlex.split(job["command"])[1:], "--json"]) == 0
-    finally:
-        os.chdir(here)
-    assert job["records"] == json.loads(out.getvalue())
+    code, out, err = run_shown(job["command"], tmp_path, "--json")
+    assert code == 0, err
+    assert job["records"] == json.loads(out)
     assert job["records"][0]["items"] == 12  # the pilot's items

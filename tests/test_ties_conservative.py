@@ -2,6 +2,7 @@
 property behind them: split's size never exceeds drop's nominal level and falls as ties grow."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -23,4 +24,4 @@ def test_the_documented_numbers(capsys) -> None:
 
 def test_split_size_falls_as_ties_grow(capsys) -> None:
     sizes = [_power(capsys, "split", [(1 - t) / 2], t)[0] for t in (0.0, 0.2, 0.4, 0.6, 0.8)]
-    assert all(s <= 0.05 for s in sizes) and all(a > b for a, b in zip(sizes, sizes[1:]))
+    assert all(s <= 0.05 for s in sizes) and all(a > b for a, b in itertools.pairwise(sizes))

@@ -97,12 +97,11 @@ def test_statsmodels_backend_equals_lme4_on_unbalanced_designs(lme4_backend) -> 
 
     Here there is no closed form; lme4 (BOBYQA on the same criterion) is the reference.
     """
-    from tests.recovery import BOUNDARY_TRUTH, EFFECT, TRUTH, crossed_pairs, sparse_pairs
-
     from humaneval_power.fitting.model import fit_pilot
     from humaneval_power.fitting.ratings import read_ratings
     from humaneval_power.params import SD_NAMES
     from humaneval_power.processes import simulate_long
+    from tests.recovery import BOUNDARY_TRUTH, EFFECT, TRUTH, crossed_pairs, sparse_pairs
 
     rng = np.random.default_rng(11)
     singular = 0
