@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from humaneval_power.cli import main
 from humaneval_power.interface import SIGNATURE, Command, Option, address, resolve
 from humaneval_power.interface.commands import COMMANDS, JSON, OUT
-from humaneval_power.interface.validation import validate
+from humaneval_power.interface.validation import command_of, validate
 from humaneval_power.interface.values import finite_float, positive
 
 PATH = ("accuracy", "toy")
@@ -44,10 +45,23 @@ TOY = Command(PATH, "toy_power", "power of a toy z test",
               module=__name__, columns=("n", "power"))
 
 
+@contextlib.contextmanager
+def registered() -> Iterator[Command]:
+    """The toy command in the description (the description's caches cleared on entry and exit)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(COMMANDS, PATH, TOY)
+        command_of.cache_clear()
+        try:
+            yield TOY
+        finally:
+            command_of.cache_clear()
+    command_of.cache_clear()
+
+
 @pytest.fixture
-def toy(monkeypatch: pytest.MonkeyPatch) -> Command:
-    monkeypatch.setitem(COMMANDS, PATH, TOY)
-    return TOY
+def toy() -> Iterator[Command]:
+    with registered() as command:
+        yield command
 
 
 def test_help_lists_the_options_with_the_signature_defaults(toy: Command, capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,8 +78,7 @@ def test_help_lists_the_options_with_the_signature_defaults(toy: Command, capsys
 def test_cli_json_equals_the_api_and_the_web_validation(n: list[int], effect: float, seed: int) -> None:
     """Property: for any arguments the generic runner prints the API's table; the web API accepts the same
     arguments by the same description."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(COMMANDS, PATH, TOY)
+    with registered():
         assert address("toy_power") == f"{__name__}:toy_power"
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
