@@ -3,12 +3,41 @@ per-study sufficient statistics, then each evaluation as contractions with the d
 block by block on each block's support)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..criterion import profiled_deviance, profiled_gradient
 from .structure import BlockStructure, Group, Structure, scatter_add
+
+
+@functools.lru_cache(maxsize=4096)
+def _contractions(eq: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[tuple[int, ...], str], ...]:
+    """numpy's greedy contraction list of ``einsum(eq, optimize=True)`` for operands of these shapes."""
+    dummies = [np.broadcast_to(0.0, s) for s in shapes]
+    return tuple((c[0], c[1]) for c in np.einsum_path(eq, *dummies, optimize=True, einsum_call=True)[1])
+
+
+def einsum(eq: str, *operands: np.ndarray) -> np.ndarray:
+    """``np.einsum(eq, *operands, optimize=True)``, bit for bit, without finding the contraction path anew.
+
+    The path search costs more than the contractions of an evaluation's small tensors; the contractions run
+    as numpy runs them (its pairwise ``bmm_einsum``, ``c_einsum`` otherwise; numpy < 2.3: plain einsum)."""
+    if _bmm_einsum is None:
+        return np.einsum(eq, *operands, optimize=True)
+    ops = list(operands)
+    for inds, sub in _contractions(eq, tuple(o.shape for o in ops)):
+        tmp = [ops.pop(x) for x in inds]
+        ops.append(_bmm_einsum(sub, *tmp) if len(tmp) == 2 else _c_einsum(sub, *tmp))
+    return ops[0]
+
+
+try:  # numpy >= 2.3: the functions np.einsum(optimize=...) contracts with
+    from numpy._core.einsumfunc import bmm_einsum as _bmm_einsum
+    from numpy._core.multiarray import c_einsum as _c_einsum
+except ImportError:  # pragma: no cover - older numpy
+    _bmm_einsum = None
 
 
 @dataclass
@@ -37,7 +66,7 @@ def batch_statistics(st: Structure, x: np.ndarray, y: np.ndarray, copies: slice 
     n_obs, n = y.shape
     p = st.p
     w = np.concatenate([np.broadcast_to(x[None], (n, n_obs, p)), y.T[:, :, None]], axis=2)  # (n, N, p+1)
-    ww = np.einsum("sni,snj->sij", w, w, optimize=True)
+    ww = einsum("sni,snj->sij", w, w)
     zax = st.za @ x                       # (nb*t, p)
     zay = st.za @ y                       # (nb*t, n)
     za_w = np.concatenate([np.broadcast_to(zax.reshape(1, st.nb, st.t, p), (n, st.nb, st.t, p)),
@@ -54,7 +83,7 @@ def batch_statistics(st: Structure, x: np.ndarray, y: np.ndarray, copies: slice 
     q, tt = [], []
     for c, blocks in enumerate(st.classes):
         zb = za_w[:, blocks]                                    # (n, nb_c, t, p+1)
-        q.append(np.einsum("sbei,sbfj->sefij", zb, zb, optimize=True))
+        q.append(einsum("sbei,sbfj->sefij", zb, zb))
         g = g_ac[c]                                             # (B, nb_c, t, q2)
         nbc, t, q2, p1 = zb.shape[1], st.t, st.q2, p + 1
         if g.shape[0] == 1:  # one GEMM: (t q2, nb) x (nb, n t (p+1))
@@ -101,7 +130,7 @@ def block_batch_statistics(st: BlockStructure, x: np.ndarray, y: np.ndarray, rem
         nobs = st.mask.sum(1)
     else:
         nobs = np.full(n, float(n_obs))
-    ww = np.einsum("sni,snj->sij", w, w, optimize=True)
+    ww = einsum("sni,snj->sij", w, w)
     zw = np.asarray(st.za @ w.transpose(1, 0, 2).reshape(n_obs, -1)).reshape(st.nb, st.t, n, p1).transpose(2, 0, 1, 3)
     u2 = np.zeros(n * st.q2 * p1)
     studies = np.arange(n)[:, None, None]
@@ -187,7 +216,7 @@ def evaluate(bt: AnyBatch, gamma: np.ndarray, gradient: bool) -> Point:
         diag = _outer_trace(r_mat, y_mat, s_inv, lc)
         onehot = (st.outer_comp[:, None] == np.arange(kk)[None, :]).astype(float)
         trace += diag @ onehot
-        omega += np.einsum("sli,slj,lk->skij", zchw, zchw, onehot, optimize=True)
+        omega += einsum("sli,slj,lk->skij", zchw, zchw, onehot)
     if isinstance(bt, BlockBatch):
         _inner_blocks_gradient(bt, saved, v, y_mat, trace, omega)
     else:
@@ -272,10 +301,10 @@ def _inner_classes_gradient(bt: Batch, saved: list, v: np.ndarray | None, y_mat:
         xi = bt.q[c].copy()
         if st.q2:
             assert v is not None and y_mat is not None  # there are outer effects
-            vt = np.einsum("sli,seflj->sefij", v, bt.tt[c], optimize=True)
+            vt = einsum("sli,seflj->sefij", v, bt.tt[c])
             xi -= vt + np.swapaxes(np.swapaxes(vt, 1, 2), 3, 4)
             kv = _phi_k_v(bt.k[c], v)                                    # (n, t, t, q2, p+1)
-            xi += np.einsum("sli,seflj->sefij", v, kv, optimize=True)
+            xi += einsum("sli,seflj->sefij", v, kv)
             if bt.k[c].shape[0] == 1:
                 u = (y_mat.reshape(n, -1) @ bt.k[c][0].reshape(st.t * st.t, -1).T).reshape(n, st.t, st.t)
             else:
@@ -283,11 +312,11 @@ def _inner_classes_gradient(bt: Batch, saved: list, v: np.ndarray | None, y_mat:
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c]) - nmat @ u @ np.swapaxes(nmat, 1, 2)
         else:
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c])
-        om = np.einsum("sae,saf,sefij->saij", nmat, nmat, xi, optimize=True)   # (n, t, p+1, p+1)
+        om = einsum("sae,saf,sefij->saij", nmat, nmat, xi)   # (n, t, p+1, p+1)
         diag = np.diagonal(inner_cov, axis1=1, axis2=2)
         onehot = (st.slot_comp[c][:, None] == np.arange(kk)[None, :]).astype(float)  # padding: all zero
         trace += diag @ onehot
-        omega += np.einsum("saij,ak->skij", om, onehot, optimize=True)
+        omega += einsum("saij,ak->skij", om, onehot)
 
 
 def _flat_support(sup: np.ndarray, n: int, width: int, tail: int) -> np.ndarray:
@@ -359,7 +388,7 @@ def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """K[e,f] @ v for every slot pair: (n, t, t, q2, p+1)."""
     n, t, q2 = v.shape[0], k.shape[1], k.shape[3]
     if k.shape[0] == 1:
-        return np.einsum("eflm,smj->seflj", k[0], v, optimize=True)
+        return einsum("eflm,smj->seflj", k[0], v)
     return np.matmul(k.reshape(n, t * t * q2, q2), v).reshape(n, t, t, q2, v.shape[2])
 
 
