@@ -4,7 +4,8 @@ block by block on each block's support)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class Batch:
     tt: list[np.ndarray]    # per class (n, t, t, q2, p+1)
     k: list[np.ndarray]     # per class (B, t, t, q2, q2)
     g_cc: np.ndarray        # (B, q2, q2)
+    parts: int = 1          # equal runs of studies to take the matrix products by (see :func:`by_part`)
 
     def take(self, idx: np.ndarray) -> Batch:
         def sub(a: np.ndarray) -> np.ndarray:
@@ -113,6 +115,7 @@ class BlockBatch:
     zw: list[np.ndarray]     # per group (n, nbg, t, p+1): Z_b'[X y]
     groups: list[Group]
     g_cc: np.ndarray         # (B, q2, q2)
+    parts: int = 1
 
     def take(self, idx: np.ndarray) -> BlockBatch:
         groups = [Group(g.blocks, g.slot_comp, g.onehot, per_study_rows(g.g, idx), per_study_rows(g.gc, idx), per_study_rows(g.sup, idx))
@@ -146,12 +149,30 @@ def block_batch_statistics(st: BlockStructure, x: np.ndarray, y: np.ndarray, rem
 AnyBatch = Batch | BlockBatch
 
 
-def _phi_k(phi: np.ndarray, k: np.ndarray) -> np.ndarray:
+def stacked(bt: AnyBatch, copies: int) -> AnyBatch:
+    """``copies`` copies of a batch one after the other, evaluated copy by copy where it matters (:func:`by_part`)."""
+    return replace(bt.take(np.tile(np.arange(bt.nu.shape[0]), copies)), parts=copies)
+
+
+def by_part(parts: int, f: Callable[..., np.ndarray], a: np.ndarray, *shared: np.ndarray) -> np.ndarray:
+    """``f(a, *shared)`` on ``parts`` equal runs of ``a``'s leading axis (the studies), concatenated.
+
+    BLAS picks a matrix product's kernel by its size, and so the last bits of a study's results by the number
+    of studies evaluated with it; taken by part, the products of a stacked batch give every study the results
+    of its own batch alone."""
+    if parts == 1:
+        return f(a, *shared)
+    m = a.shape[0] // parts
+    return np.concatenate([f(a[i * m:(i + 1) * m], *shared) for i in range(parts)])
+
+
+def _phi_k(phi: np.ndarray, k: np.ndarray, parts: int) -> np.ndarray:
     """sum_ef phi[s,e,f] K[s|0,e,f,...] for a shared (B=1) or per-study K."""
     n, t = phi.shape[0], phi.shape[1]
     tail = k.shape[3:]
     if k.shape[0] == 1:
-        return (phi.reshape(n, t * t) @ k[0].reshape(t * t, -1)).reshape((n,) + tail)
+        k2 = k[0].reshape(t * t, -1)
+        return by_part(parts, lambda a, b: a.reshape(-1, t * t) @ b, phi, k2).reshape((n,) + tail)
     return np.matmul(phi.reshape(n, 1, t * t), k.reshape(n, t * t, -1)).reshape((n,) + tail)
 
 
@@ -215,8 +236,8 @@ def evaluate(bt: AnyBatch, gamma: np.ndarray, gradient: bool) -> Point:
         zchw = m - r_mat @ v                                         # Z_C' H^-1 w
         diag = _outer_trace(r_mat, y_mat, s_inv, lc)
         onehot = (st.outer_comp[:, None] == np.arange(kk)[None, :]).astype(float)
-        trace += diag @ onehot
-        omega += einsum("sli,slj,lk->skij", zchw, zchw, onehot)
+        trace += by_part(bt.parts, np.matmul, diag, onehot)
+        omega += by_part(bt.parts, lambda a, b: einsum("sli,slj,lk->skij", a, a, b), zchw, onehot)
     if isinstance(bt, BlockBatch):
         _inner_blocks_gradient(bt, saved, v, y_mat, trace, omega)
     else:
@@ -285,7 +306,7 @@ def _inner_classes(bt: Batch, lam_pad: np.ndarray, r_mat: np.ndarray, m: np.ndar
         phi = la[:, :, None] * np.linalg.inv(a) * la[:, None, :]
         saved.append((phi, eye_t - st.g_blocks[c] @ phi))
         if st.q2:
-            r_mat -= _phi_k(phi, bt.k[c])
+            r_mat -= _phi_k(phi, bt.k[c], bt.parts)
             m -= np.einsum("sef,seflj->slj", phi, bt.tt[c])
         waw -= np.einsum("sef,sefij->sij", phi, bt.q[c])
     return logdet, saved
@@ -303,10 +324,11 @@ def _inner_classes_gradient(bt: Batch, saved: list, v: np.ndarray | None, y_mat:
             assert v is not None and y_mat is not None  # there are outer effects
             vt = einsum("sli,seflj->sefij", v, bt.tt[c])
             xi -= vt + np.swapaxes(np.swapaxes(vt, 1, 2), 3, 4)
-            kv = _phi_k_v(bt.k[c], v)                                    # (n, t, t, q2, p+1)
+            kv = _phi_k_v(bt.k[c], v, bt.parts)                          # (n, t, t, q2, p+1)
             xi += einsum("sli,seflj->sefij", v, kv)
             if bt.k[c].shape[0] == 1:
-                u = (y_mat.reshape(n, -1) @ bt.k[c][0].reshape(st.t * st.t, -1).T).reshape(n, st.t, st.t)
+                kt = bt.k[c][0].reshape(st.t * st.t, -1).T
+                u = by_part(bt.parts, lambda a, b: a.reshape(a.shape[0], -1) @ b, y_mat, kt).reshape(n, st.t, st.t)
             else:
                 u = np.matmul(bt.k[c].reshape(n, st.t * st.t, -1), y_mat.reshape(n, -1, 1)).reshape(n, st.t, st.t)
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c]) - nmat @ u @ np.swapaxes(nmat, 1, 2)
@@ -315,8 +337,8 @@ def _inner_classes_gradient(bt: Batch, saved: list, v: np.ndarray | None, y_mat:
         om = einsum("sae,saf,sefij->saij", nmat, nmat, xi)   # (n, t, p+1, p+1)
         diag = np.diagonal(inner_cov, axis1=1, axis2=2)
         onehot = (st.slot_comp[c][:, None] == np.arange(kk)[None, :]).astype(float)  # padding: all zero
-        trace += diag @ onehot
-        omega += einsum("saij,ak->skij", om, onehot)
+        trace += by_part(bt.parts, np.matmul, diag, onehot)
+        omega += by_part(bt.parts, lambda a, b: einsum("saij,ak->skij", a, b), om, onehot)
 
 
 def _flat_support(sup: np.ndarray, n: int, width: int, tail: int) -> np.ndarray:
@@ -381,14 +403,14 @@ def _inner_blocks_gradient(bt: BlockBatch, saved: list, v: np.ndarray | None, y_
         hot = grp.onehot.reshape(-1, trace.shape[1]).T                      # (K, nbg t)
         p1 = r_b.shape[3]
         omega += (hot @ (r_b[..., :, None] * r_b[..., None, :]).reshape(n, -1, p1 * p1)).reshape(n, -1, p1, p1)
-        trace += cov.reshape(n, -1) @ hot.T
+        trace += by_part(bt.parts, lambda a, b: a.reshape(a.shape[0], -1) @ b, cov, hot.T)
 
 
-def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _phi_k_v(k: np.ndarray, v: np.ndarray, parts: int) -> np.ndarray:
     """K[e,f] @ v for every slot pair: (n, t, t, q2, p+1)."""
     n, t, q2 = v.shape[0], k.shape[1], k.shape[3]
     if k.shape[0] == 1:
-        return einsum("eflm,smj->seflj", k[0], v)
+        return by_part(parts, lambda a, b: einsum("eflm,smj->seflj", b, a), v, k[0])
     return np.matmul(k.reshape(n, t * t * q2, q2), v).reshape(n, t, t, q2, v.shape[2])
 
 
