@@ -6,25 +6,35 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from ..criterion import profiled_deviance, profiled_gradient
 from .structure import BlockStructure, Group, Structure, scatter_add
 
+_einsumfunc: Any
+try:  # numpy >= 2.3 contracts pairs of operands in np.einsum(optimize=...) with bmm_einsum
+    from numpy._core import einsumfunc as _einsumfunc
+except ImportError:  # pragma: no cover - numpy 1.x
+    _einsumfunc = None
+_bmm_einsum: Any = getattr(_einsumfunc, "bmm_einsum", None)
+_c_einsum: Any = getattr(_einsumfunc, "c_einsum", None)
+_einsum_path: Any = np.einsum_path
+
 
 @functools.lru_cache(maxsize=4096)
 def _contractions(eq: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[tuple[int, ...], str], ...]:
     """numpy's greedy contraction list of ``einsum(eq, optimize=True)`` for operands of these shapes."""
     dummies = [np.broadcast_to(0.0, s) for s in shapes]
-    return tuple((c[0], c[1]) for c in np.einsum_path(eq, *dummies, optimize=True, einsum_call=True)[1])
+    return tuple((c[0], c[1]) for c in _einsum_path(eq, *dummies, optimize=True, einsum_call=True)[1])
 
 
 def einsum(eq: str, *operands: np.ndarray) -> np.ndarray:
     """``np.einsum(eq, *operands, optimize=True)``, bit for bit, without finding the contraction path anew.
 
     The path search costs more than the contractions of an evaluation's small tensors; the contractions run
-    as numpy runs them (its pairwise ``bmm_einsum``, ``c_einsum`` otherwise; numpy < 2.3: plain einsum)."""
+    as numpy runs them (``bmm_einsum`` for a pair, ``c_einsum`` otherwise; numpy < 2.3: plain einsum)."""
     if _bmm_einsum is None:
         return np.einsum(eq, *operands, optimize=True)
     ops = list(operands)
@@ -32,13 +42,6 @@ def einsum(eq: str, *operands: np.ndarray) -> np.ndarray:
         tmp = [ops.pop(x) for x in inds]
         ops.append(_bmm_einsum(sub, *tmp) if len(tmp) == 2 else _c_einsum(sub, *tmp))
     return ops[0]
-
-
-try:  # numpy >= 2.3: the functions np.einsum(optimize=...) contracts with
-    from numpy._core.einsumfunc import bmm_einsum as _bmm_einsum
-    from numpy._core.multiarray import c_einsum as _c_einsum
-except ImportError:  # pragma: no cover - older numpy
-    _bmm_einsum = None
 
 
 @dataclass
