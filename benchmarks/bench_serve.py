@@ -2,7 +2,9 @@
 API round trip (POST /api/<function>: validation, a worker process, the command, the records; median of 5)
 and, with Playwright and chromium, the page: from typing a new value to the new power shown (median of 5,
 the page's 0.2 s debounce included). Prints one JSON record. Run: python benchmarks/bench_serve.py
-(``--in-process``: the worker's call of each request made in this process, wall and CPU seconds, no server).
+(``--in-process``: the worker's call of each request made in this process, wall and CPU seconds, no server;
+``--compare-ref REV``: the crowd cell's call by this tree and by git revision REV, alternating
+processes, and the ratio of their CPU seconds).
 """
 from __future__ import annotations
 
@@ -71,9 +73,9 @@ def _page(base: str) -> dict[str, float] | str:
     return out
 
 
-def in_process() -> dict[str, dict[str, float]]:
+def in_process(only: str | None = None) -> dict[str, dict[str, float]]:
     """The API path without the server: the worker's call (validation, the API function, the records) made in
-    this process, wall and CPU seconds (median of 5): what a request costs a free core."""
+    this process, wall and CPU seconds (median of 5): what a request costs a free core (``only``: one call)."""
     import tempfile
 
     from humaneval_power.scenarios import crowd
@@ -83,6 +85,8 @@ def in_process() -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as folder:
         call("h2h_mde", {"n": 100}, folder, lambda *a: None)
         for what, (name, body) in CALLS.items():
+            if only is not None and what != only:
+                continue
             runs = []
             for _ in range(5):
                 crowd._FITS.clear()  # each request runs in a new worker: no fits cached by the previous one
@@ -94,8 +98,40 @@ def in_process() -> dict[str, dict[str, float]]:
     return out
 
 
+CROWD = "likert fast, crowd k=3 (500 sims)"
+
+
+def compare_ref(rev: str, rounds: int = 5) -> dict[str, object]:
+    """CPU seconds of the crowd cell's call by this tree and by revision ``rev`` (its package exported by
+    ``git archive``), in alternating processes (``rounds`` each, each the median of 5 calls) so that both see
+    the same load; the ratio of the medians."""
+    import tarfile
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as ref:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "humaneval_power"], check=True,
+                                 capture_output=True).stdout
+        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+            tar.extractall(ref, filter="data")
+        cpu: dict[str, list[float]] = {"ref": [], "new": []}
+        for _ in range(rounds):
+            for which, path in (("ref", ref), ("new", str(ROOT))):
+                out = subprocess.run([sys.executable, __file__, "--in-process", "--only", CROWD], check=True,
+                                     capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+                cpu[which].append(json.loads(out.stdout)["in_process_seconds"][CROWD]["cpu"])
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    return {"call": CROWD, "ref": rev, "cpu_seconds": cpu, "median_cpu_ref": med["ref"], "median_cpu_new": med["new"],
+            "ratio_ref_over_new": round(med["ref"] / med["new"], 3), "load_average": os.getloadavg()}
+
+
 def main() -> None:
+    if "--compare-ref" in sys.argv:
+        print(json.dumps(compare_ref(sys.argv[sys.argv.index("--compare-ref") + 1])))
+        return
     if "--in-process" in sys.argv:
+        only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+        print(json.dumps({"in_process_seconds": in_process(only), "load_average": os.getloadavg()[0]}))
+        return
         print(json.dumps({"in_process_seconds": in_process(), "load_average": os.getloadavg()[0]}))
         return
     with socket.socket() as s:

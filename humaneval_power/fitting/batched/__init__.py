@@ -22,7 +22,8 @@ with the number of items:
 
 All studies are iterated at once: a projected Newton method on the relative
 variances ``g >= 0`` (the Hessian by forward differences of the exact
-gradient, Armijo backtracking on the projected arc). Satterthwaite df follow
+gradient, its K steps of all studies in one stacked evaluation; Armijo
+backtracking on the projected arc). Satterthwaite df follow
 lmerTest: ``A = 2 H^-1`` (positive eigenvalues of the Hessian of the
 deviance in ``varpar = (theta, sigma)``, here by central differences of the
 exact gradient), ``df = 2 v^2 / (grad v' A grad v)``; components at zero drop

@@ -3,12 +3,45 @@ per-study sufficient statistics, then each evaluation as contractions with the d
 block by block on each block's support)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from ..criterion import profiled_deviance, profiled_gradient
 from .structure import BlockStructure, Group, Structure, scatter_add
+
+_einsumfunc: Any
+try:  # numpy >= 2.3 contracts pairs of operands in np.einsum(optimize=...) with bmm_einsum
+    from numpy._core import einsumfunc as _einsumfunc
+except ImportError:  # pragma: no cover - numpy 1.x
+    _einsumfunc = None
+_bmm_einsum: Any = getattr(_einsumfunc, "bmm_einsum", None)
+_c_einsum: Any = getattr(_einsumfunc, "c_einsum", None)
+_einsum_path: Any = np.einsum_path
+
+
+@functools.lru_cache(maxsize=4096)
+def _contractions(eq: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[tuple[int, ...], str], ...]:
+    """numpy's greedy contraction list of ``einsum(eq, optimize=True)`` for operands of these shapes."""
+    dummies = [np.broadcast_to(0.0, s) for s in shapes]
+    return tuple((c[0], c[1]) for c in _einsum_path(eq, *dummies, optimize=True, einsum_call=True)[1])
+
+
+def einsum(eq: str, *operands: np.ndarray) -> np.ndarray:
+    """``np.einsum(eq, *operands, optimize=True)``, bit for bit, without finding the contraction path anew.
+
+    The path search costs more than the contractions of an evaluation's small tensors; the contractions run
+    as numpy runs them (``bmm_einsum`` for a pair, ``c_einsum`` otherwise; numpy < 2.3: plain einsum)."""
+    if _bmm_einsum is None:
+        return np.einsum(eq, *operands, optimize=True)
+    ops = list(operands)
+    for inds, sub in _contractions(eq, tuple(o.shape for o in ops)):
+        tmp = [ops.pop(x) for x in inds]
+        ops.append(_bmm_einsum(sub, *tmp) if len(tmp) == 2 else _c_einsum(sub, *tmp))
+    return ops[0]
 
 
 @dataclass
@@ -24,6 +57,7 @@ class Batch:
     tt: list[np.ndarray]    # per class (n, t, t, q2, p+1)
     k: list[np.ndarray]     # per class (B, t, t, q2, q2)
     g_cc: np.ndarray        # (B, q2, q2)
+    parts: int = 1          # equal runs of studies to take the matrix products by (see :func:`by_part`)
 
     def take(self, idx: np.ndarray) -> Batch:
         def sub(a: np.ndarray) -> np.ndarray:
@@ -37,7 +71,7 @@ def batch_statistics(st: Structure, x: np.ndarray, y: np.ndarray, copies: slice 
     n_obs, n = y.shape
     p = st.p
     w = np.concatenate([np.broadcast_to(x[None], (n, n_obs, p)), y.T[:, :, None]], axis=2)  # (n, N, p+1)
-    ww = np.einsum("sni,snj->sij", w, w, optimize=True)
+    ww = einsum("sni,snj->sij", w, w)
     zax = st.za @ x                       # (nb*t, p)
     zay = st.za @ y                       # (nb*t, n)
     za_w = np.concatenate([np.broadcast_to(zax.reshape(1, st.nb, st.t, p), (n, st.nb, st.t, p)),
@@ -54,7 +88,7 @@ def batch_statistics(st: Structure, x: np.ndarray, y: np.ndarray, copies: slice 
     q, tt = [], []
     for c, blocks in enumerate(st.classes):
         zb = za_w[:, blocks]                                    # (n, nb_c, t, p+1)
-        q.append(np.einsum("sbei,sbfj->sefij", zb, zb, optimize=True))
+        q.append(einsum("sbei,sbfj->sefij", zb, zb))
         g = g_ac[c]                                             # (B, nb_c, t, q2)
         nbc, t, q2, p1 = zb.shape[1], st.t, st.q2, p + 1
         if g.shape[0] == 1:  # one GEMM: (t q2, nb) x (nb, n t (p+1))
@@ -84,6 +118,7 @@ class BlockBatch:
     zw: list[np.ndarray]     # per group (n, nbg, t, p+1): Z_b'[X y]
     groups: list[Group]
     g_cc: np.ndarray         # (B, q2, q2)
+    parts: int = 1
 
     def take(self, idx: np.ndarray) -> BlockBatch:
         groups = [Group(g.blocks, g.slot_comp, g.onehot, per_study_rows(g.g, idx), per_study_rows(g.gc, idx), per_study_rows(g.sup, idx))
@@ -101,7 +136,7 @@ def block_batch_statistics(st: BlockStructure, x: np.ndarray, y: np.ndarray, rem
         nobs = st.mask.sum(1)
     else:
         nobs = np.full(n, float(n_obs))
-    ww = np.einsum("sni,snj->sij", w, w, optimize=True)
+    ww = einsum("sni,snj->sij", w, w)
     zw = np.asarray(st.za @ w.transpose(1, 0, 2).reshape(n_obs, -1)).reshape(st.nb, st.t, n, p1).transpose(2, 0, 1, 3)
     u2 = np.zeros(n * st.q2 * p1)
     studies = np.arange(n)[:, None, None]
@@ -117,12 +152,30 @@ def block_batch_statistics(st: BlockStructure, x: np.ndarray, y: np.ndarray, rem
 AnyBatch = Batch | BlockBatch
 
 
-def _phi_k(phi: np.ndarray, k: np.ndarray) -> np.ndarray:
+def stacked(bt: AnyBatch, copies: int) -> AnyBatch:
+    """``copies`` copies of a batch one after the other, evaluated copy by copy where it matters (:func:`by_part`)."""
+    return replace(bt.take(np.tile(np.arange(bt.nu.shape[0]), copies)), parts=copies)
+
+
+def by_part(parts: int, f: Callable[..., np.ndarray], a: np.ndarray, *shared: np.ndarray) -> np.ndarray:
+    """``f(a, *shared)`` on ``parts`` equal runs of ``a``'s leading axis (the studies), concatenated.
+
+    BLAS picks a matrix product's kernel by its size, and so the last bits of a study's results by the number
+    of studies evaluated with it; taken by part, the products of a stacked batch give every study the results
+    of its own batch alone."""
+    if parts == 1:
+        return f(a, *shared)
+    m = a.shape[0] // parts
+    return np.concatenate([f(a[i * m:(i + 1) * m], *shared) for i in range(parts)])
+
+
+def _phi_k(phi: np.ndarray, k: np.ndarray, parts: int) -> np.ndarray:
     """sum_ef phi[s,e,f] K[s|0,e,f,...] for a shared (B=1) or per-study K."""
     n, t = phi.shape[0], phi.shape[1]
     tail = k.shape[3:]
     if k.shape[0] == 1:
-        return (phi.reshape(n, t * t) @ k[0].reshape(t * t, -1)).reshape((n,) + tail)
+        k2 = k[0].reshape(t * t, -1)
+        return by_part(parts, lambda a, b: a.reshape(-1, t * t) @ b, phi, k2).reshape((n,) + tail)
     return np.matmul(phi.reshape(n, 1, t * t), k.reshape(n, t * t, -1)).reshape((n,) + tail)
 
 
@@ -186,8 +239,8 @@ def evaluate(bt: AnyBatch, gamma: np.ndarray, gradient: bool) -> Point:
         zchw = m - r_mat @ v                                         # Z_C' H^-1 w
         diag = _outer_trace(r_mat, y_mat, s_inv, lc)
         onehot = (st.outer_comp[:, None] == np.arange(kk)[None, :]).astype(float)
-        trace += diag @ onehot
-        omega += np.einsum("sli,slj,lk->skij", zchw, zchw, onehot, optimize=True)
+        trace += by_part(bt.parts, np.matmul, diag, onehot)
+        omega += by_part(bt.parts, lambda a, b: einsum("sli,slj,lk->skij", a, a, b), zchw, onehot)
     if isinstance(bt, BlockBatch):
         _inner_blocks_gradient(bt, saved, v, y_mat, trace, omega)
     else:
@@ -256,7 +309,7 @@ def _inner_classes(bt: Batch, lam_pad: np.ndarray, r_mat: np.ndarray, m: np.ndar
         phi = la[:, :, None] * np.linalg.inv(a) * la[:, None, :]
         saved.append((phi, eye_t - st.g_blocks[c] @ phi))
         if st.q2:
-            r_mat -= _phi_k(phi, bt.k[c])
+            r_mat -= _phi_k(phi, bt.k[c], bt.parts)
             m -= np.einsum("sef,seflj->slj", phi, bt.tt[c])
         waw -= np.einsum("sef,sefij->sij", phi, bt.q[c])
     return logdet, saved
@@ -272,22 +325,23 @@ def _inner_classes_gradient(bt: Batch, saved: list, v: np.ndarray | None, y_mat:
         xi = bt.q[c].copy()
         if st.q2:
             assert v is not None and y_mat is not None  # there are outer effects
-            vt = np.einsum("sli,seflj->sefij", v, bt.tt[c], optimize=True)
+            vt = einsum("sli,seflj->sefij", v, bt.tt[c])
             xi -= vt + np.swapaxes(np.swapaxes(vt, 1, 2), 3, 4)
-            kv = _phi_k_v(bt.k[c], v)                                    # (n, t, t, q2, p+1)
-            xi += np.einsum("sli,seflj->sefij", v, kv, optimize=True)
+            kv = _phi_k_v(bt.k[c], v, bt.parts)                          # (n, t, t, q2, p+1)
+            xi += einsum("sli,seflj->sefij", v, kv)
             if bt.k[c].shape[0] == 1:
-                u = (y_mat.reshape(n, -1) @ bt.k[c][0].reshape(st.t * st.t, -1).T).reshape(n, st.t, st.t)
+                kt = bt.k[c][0].reshape(st.t * st.t, -1).T
+                u = by_part(bt.parts, lambda a, b: a.reshape(a.shape[0], -1) @ b, y_mat, kt).reshape(n, st.t, st.t)
             else:
                 u = np.matmul(bt.k[c].reshape(n, st.t * st.t, -1), y_mat.reshape(n, -1, 1)).reshape(n, st.t, st.t)
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c]) - nmat @ u @ np.swapaxes(nmat, 1, 2)
         else:
             inner_cov = len(blocks) * (nmat @ st.g_blocks[c])
-        om = np.einsum("sae,saf,sefij->saij", nmat, nmat, xi, optimize=True)   # (n, t, p+1, p+1)
+        om = einsum("sae,saf,sefij->saij", nmat, nmat, xi)   # (n, t, p+1, p+1)
         diag = np.diagonal(inner_cov, axis1=1, axis2=2)
         onehot = (st.slot_comp[c][:, None] == np.arange(kk)[None, :]).astype(float)  # padding: all zero
-        trace += diag @ onehot
-        omega += np.einsum("saij,ak->skij", om, onehot, optimize=True)
+        trace += by_part(bt.parts, np.matmul, diag, onehot)
+        omega += by_part(bt.parts, lambda a, b: einsum("saij,ak->skij", a, b), om, onehot)
 
 
 def _flat_support(sup: np.ndarray, n: int, width: int, tail: int) -> np.ndarray:
@@ -352,14 +406,14 @@ def _inner_blocks_gradient(bt: BlockBatch, saved: list, v: np.ndarray | None, y_
         hot = grp.onehot.reshape(-1, trace.shape[1]).T                      # (K, nbg t)
         p1 = r_b.shape[3]
         omega += (hot @ (r_b[..., :, None] * r_b[..., None, :]).reshape(n, -1, p1 * p1)).reshape(n, -1, p1, p1)
-        trace += cov.reshape(n, -1) @ hot.T
+        trace += by_part(bt.parts, lambda a, b: a.reshape(a.shape[0], -1) @ b, cov, hot.T)
 
 
-def _phi_k_v(k: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _phi_k_v(k: np.ndarray, v: np.ndarray, parts: int) -> np.ndarray:
     """K[e,f] @ v for every slot pair: (n, t, t, q2, p+1)."""
     n, t, q2 = v.shape[0], k.shape[1], k.shape[3]
     if k.shape[0] == 1:
-        return np.einsum("eflm,smj->seflj", k[0], v, optimize=True)
+        return by_part(parts, lambda a, b: einsum("eflm,smj->seflj", b, a), v, k[0])
     return np.matmul(k.reshape(n, t * t * q2, q2), v).reshape(n, t, t, q2, v.shape[2])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..criterion import projected_gradient
-from .deviance import AnyBatch, Point, evaluate, gradient, scatter_point
+from .deviance import AnyBatch, Batch, Point, evaluate, gradient, scatter_point, stacked
 
 #: largest Newton step in u = log(1 + n gamma) (a factor of ~e^3 in a stratum's variance)
 MAX_STEP = 3.0
@@ -39,12 +39,22 @@ def newton(bt: AnyBatch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np
         return gradient(b, pt) * np.exp(u) / scale
 
     def fd_hessian(sub: AnyBatch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-        hess = np.empty((x.shape[0], kk, kk))
-        for k in range(kk):
-            h = 1e-6 * np.maximum(x[:, k], 1e-2)
-            xp = x.copy()
-            xp[:, k] += h
-            hess[:, :, k] = (grad_u(sub, evaluate(sub, to_gamma(xp), True), xp) - g) / h[:, None]
+        """Forward differences of the gradient: the K steps of every study in one evaluation (a stacked batch).
+
+        A lone study, and the block-by-block evaluation, take the steps one evaluation each: there the last
+        bits of a study's results depend on the number of studies evaluated with it (a lone study's products
+        take other paths; the blocks' sums and scatter-adds are not split by :func:`.deviance.by_part`), and
+        one at a time the steps give the results these fits always gave."""
+        m = x.shape[0]
+        h = 1e-6 * np.maximum(x, 1e-2)                                   # (m, K)
+        xp = np.repeat(x[None], kk, axis=0)                              # (K, m, K): step k in copy k
+        xp[np.arange(kk), :, np.arange(kk)] += h.T
+        if m == 1 or not isinstance(sub, Batch):
+            gp = np.stack([grad_u(sub, evaluate(sub, to_gamma(xk), True), xk) for xk in xp])
+        else:
+            big, flat = stacked(sub, kk), xp.reshape(kk * m, kk)
+            gp = grad_u(big, evaluate(big, to_gamma(flat), True), flat).reshape(kk, m, kk)
+        hess = np.transpose((gp - g[None]) / h.T[:, :, None], (1, 2, 0))    # (m, i, k): d grad_i / d u_k
         return (hess + np.swapaxes(hess, 1, 2)) / 2
 
     u = np.log1p(np.maximum(gamma, 0.0) * scale)
