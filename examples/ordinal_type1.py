@@ -32,9 +32,12 @@ import numpy as np
 from _ordinal_common import DESIGNS, PROCESSES, chunks, rate
 from scipy import stats
 
+from humaneval_power.analyses import OrdinalCLMM
 from humaneval_power.analyses.ordinal import SINGULAR_SD
+from humaneval_power.engine import chunk_seed
 from humaneval_power.fitting.clmm import bartlett_draws, bootstrap_lr, crossed_groups, fit_clmm_many, treatment_design
 from humaneval_power.ordinal_process import OrdinalProcess, study_dfs
+from humaneval_power.scenarios.crowd import ORDINAL_CHUNK, CrowdScenario
 
 ALPHA = 0.05
 FIELDS = ("z", "p_wald", "p_lr", "df", "failed", "z_r", "p_bartlett", "factor", "lr", "lr_boot", "lr_oracle",
@@ -48,15 +51,29 @@ def true_null(process: OrdinalProcess, groups: dict[str, np.ndarray]) -> np.ndar
     return np.array([*process.thresholds, *(sd[t] for t in groups)])
 
 
+def studies(design: str, process: str, effect: float, sims: int, seed: int, planner_seed: int | None) -> np.ndarray:
+    """The ratings (N x sims) of the simulated studies: one stream from ``seed``, or with ``planner_seed`` the
+    planner's (``hepower likert power --seed planner_seed``: its chunks of 200 studies, each its own stream)."""
+    d, proc = DESIGNS[design], PROCESSES[process]
+    lay = d.draw(np.random.default_rng(seed), 1)
+    means = np.array([0.0, effect])
+    if planner_seed is None:
+        return proc.simulate(lay, means, sims, np.random.default_rng([seed, 1]))
+    key = CrowdScenario(d, proc, OrdinalCLMM.of(proc), effect).stream_key()
+    return np.hstack([proc.simulate(lay, means, min(ORDINAL_CHUNK, sims - k * ORDINAL_CHUNK),
+                                    np.random.default_rng(chunk_seed(planner_seed, key, k)))
+                      for k in range(-(-sims // ORDINAL_CHUNK))])
+
+
 def run(design: str, sims: int, seed: int, out: Path, chunk: int, r_refits: int, start: int = 0,
-        process: str = "bench", effect: float = 0.0) -> None:
+        process: str = "bench", effect: float = 0.0, planner_seed: int | None = None) -> None:
     """Simulate ``sims`` null studies and fit those from ``start`` on in chunks, saving after each (resuming a
     partial file); the first ``r_refits`` of them are also refitted by clmm. Each study also gets one bootstrap
     LR drawn from the TRUE null parameters (``lr_oracle``: the oracle Bartlett factor). ``effect``: the latent
     shift of the second system (power instead of Type-I error; the same random effects, common random numbers)."""
     d, proc = DESIGNS[design], PROCESSES[process]
     lay = d.draw(np.random.default_rng(seed), 1)
-    Y = proc.simulate(lay, np.array([0.0, effect]), sims, np.random.default_rng([seed, 1]))
+    Y = studies(design, process, effect, sims, seed, planner_seed)
     groups = crossed_groups(lay.worker, lay.item, lay.system)
     X, _ = treatment_design(lay.system)
     r_fit = None
@@ -181,6 +198,8 @@ def main() -> None:
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=26)
     ap.add_argument("--effect", type=float, default=0.0, help="latent shift of system B (0: the null)")
+    ap.add_argument("--planner-seed", type=int, help="the planner's studies (hepower likert power --seed S) "
+                    "instead of one stream from --seed")
     ap.add_argument("--chunk", type=int, default=200, help="studies per batch (the planner's chunk of the "
                     "Bartlett test: its factor is the mean bootstrap LR of the batch)")
     ap.add_argument("--r-refits", type=int, default=0)
@@ -198,7 +217,7 @@ def main() -> None:
     if a.per_study:
         per_study(a.design, a.sims, *a.per_study, a.seed, a.out, a.process)
         return
-    run(a.design, a.sims, a.seed, a.out, a.chunk, a.r_refits, a.start, a.process, a.effect)
+    run(a.design, a.sims, a.seed, a.out, a.chunk, a.r_refits, a.start, a.process, a.effect, a.planner_seed)
 
 
 if __name__ == "__main__":
