@@ -3,16 +3,20 @@
 Null studies (both systems at latent effect 0) from the cumulative-logit process
 (:class:`humaneval_power.ordinal_process.OrdinalProcess`: thresholds (-2, -0.7, 0.5, 1.8) on a 1..5 scale,
 latent SDs worker 0.8, worker:system 0.3, item 1.0, item:system 0.5 — the settings of
-benchmarks/bench_clmm.py) on two designs, 2 systems:
+benchmarks/bench_clmm.py; ``--process hr``: worker SD 0.5, the Howcroft & Rieser table of docs/ordinal.md) on
+two designs, 2 systems:
 
 * crossed: 5 workers rate both systems' outputs of 40 items (400 ratings);
 * sparse:  3 of a pool of 15 workers per item (balanced, cyclic), 100 items (600 ratings).
 
 Each study is fitted by the no-R batched Laplace CLMM (``fit_clmm_many``, four random terms, with the LRT and
 one parametric-bootstrap LR per study from its fitted null model, pooled over the chunk of 200 studies)
-and tested at alpha 0.05 by: the Bartlett-corrected LRT (LR / mean bootstrap LR against chi-square 1, the
-default), Wald z (clmm's test), the LRT (chi-square 1), Wald t with the Satterthwaite
-df of the latent working model (``latent_satterthwaite_df``, plug-in SDs) and Wald t with df = workers - 1.
+and tested at alpha 0.05 by: the Bartlett-corrected LRT (LR / mean bootstrap LR against chi-square 1),
+Wald z (clmm's test), the LRT (chi-square 1), Wald t with the Satterthwaite df of the latent working model
+(``latent_satterthwaite_df``, plug-in SDs; the default) and Wald t with df = workers - 1. Each study also
+draws one LR from the TRUE null parameters (the oracle Bartlett factor), and the report splits the rates by
+singular / non-singular fits. ``--planner-seed S`` fits the planner's studies (``hepower likert power --seed
+S``) instead of one stream; ``--effect`` shifts system B (power on the same random effects).
 ``--r-refits M`` also refits the first M studies (from ``--start``) with R ``ordinal::clmm`` (rpy2) and records its z.
 
 Results are saved after every chunk to ``--out`` (npz; a rerun resumes), and ``--report`` prints the table
