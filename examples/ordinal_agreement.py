@@ -20,51 +20,27 @@ Run: nice python examples/ordinal_agreement.py --design sparse --studies 200 --c
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
+from _ordinal_common import DESIGNS, PROCESSES, chunks, rate
 
 from humaneval_power.analyses import OrdinalCLMM
-from humaneval_power.designs import CrowdDesign
-from humaneval_power.engine import clopper_pearson
-from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.scenarios.crowd import CrowdScenario
 
-PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), link="logit", sd_worker=0.8, sd_worker_system=0.3,
-                         sd_item=1.0, sd_item_system=0.5)
-DESIGNS = {
-    "crossed": CrowdDesign(items=40, workers=5, ratings_per_item=5, assignment="crossed"),
-    "sparse": CrowdDesign(items=100, workers=15, ratings_per_item=3, assignment="balanced"),
-    "between": CrowdDesign(items=60, workers=15, ratings_per_item=3, presentation="between"),
-}
+PROCESS = PROCESSES["bench"]
 TIERS = ("fast", "clmm")
 
 
 def run(design: str, studies: int, chunk: int, effect: float, seed: int, out: Path) -> None:
     """Decide ``studies`` studies in chunks by both tiers, saving after each chunk (resuming a partial file)."""
-    res = {f"{k}_{t}": np.full(studies, np.nan) for k in ("sig", "est", "failed") for t in TIERS}
-    done = 0
-    if out.exists():
-        old = np.load(out)
-        done = int(old["done"])
-        for k in res:
-            res[k][:done] = old[k][:done]
     cells = {t: CrowdScenario(DESIGNS[design], PROCESS, OrdinalCLMM.of(PROCESS, tier=t), effect) for t in TIERS}
-    while done < studies:
-        n = min(chunk, studies - done)
+    fields = [f"{k}_{t}" for k in ("sig", "est", "failed") for t in TIERS]
+    for cols, res in chunks(out, fields, studies, chunk, design, design=design, effect=effect,
+                            test=cells["fast"].analysis.test):
         for t, cell in cells.items():
-            o = cell.simulate(n, np.random.default_rng([seed, done]))
-            res[f"sig_{t}"][done:done + n], res[f"est_{t}"][done:done + n] = o.significant, o.estimate
-            res[f"failed_{t}"][done:done + n] = o.failed
-        done += n
-        np.savez(out, done=done, design=design, effect=effect, test=cells["fast"].analysis.test, **res)
-        print(f"{design}: {done}/{studies}", file=sys.stderr, flush=True)
-
-
-def rate(k: int, n: int) -> str:
-    lo, hi = clopper_pearson(k, n)
-    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]"
+            o = cell.simulate(cols.stop - cols.start, np.random.default_rng([seed, cols.start]))
+            res[f"sig_{t}"][cols], res[f"est_{t}"][cols], res[f"failed_{t}"][cols] = o.significant, o.estimate, o.failed
 
 
 def report(paths: list[Path]) -> str:
@@ -76,7 +52,7 @@ def report(paths: list[Path]) -> str:
         ok = (r["failed_fast"][:n] == 0) & (r["failed_clmm"][:n] == 0)
         sf, sc = r["sig_fast"][:n][ok] == 1, r["sig_clmm"][:n][ok] == 1
         lines.append(f"| {r['design']} ({r['test']}, {float(r['effect']):g}) | {n} ({n - ok.sum()}) | "
-                     f"{rate(int(sf.sum()), sf.size)} | {rate(int(sc.sum()), sc.size)} | "
+                     f"{rate(sf)} | {rate(sc)} | "
                      f"{int(np.sum(sf == sc))}/{sf.size} | "
                      f"{np.max(np.abs(r['est_fast'][:n][ok] - r['est_clmm'][:n][ok])):.1e} |")
     return "\n".join(lines)

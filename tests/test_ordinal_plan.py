@@ -1,7 +1,7 @@
 """Planning ordinal ratings: the ``ordinal`` CLMM analysis in the Likert planner (issue 26, "Plan").
 
 The fast tier (batched no-R Laplace CLMM) against ``ordinal::clmm`` refits of the same simulated studies,
-the Type-I error of the default (calibrated t) test under the null, the CLI against the API on an ordinal
+the Type-I error of the default test (Wald t, latent Satterthwaite df) under the null, the CLI against the API on an ordinal
 parameter file, and the refusals of mismatched parameters and models.
 """
 from __future__ import annotations
@@ -34,10 +34,13 @@ PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_wo
 @pytest.mark.slow
 def test_fast_tier_power_equals_clmm_refits_of_the_same_studies() -> None:
     """Same simulated studies (the stream ignores the analysis), fitted by the fast tier and by clmm:
-    powers within Monte-Carlo error, decisions agreeing on almost every study."""
+    powers within Monte-Carlo error, decisions agreeing on almost every study. The Wald t test (one fit per
+    study and tier): the tiers' agreement is about the fits, not the test; with the Bartlett test each study
+    also pays a clmm null fit and the chunk 200 bootstrap draws, four times this test's time."""
     pytest.importorskip("rpy2")
     design, n = CrowdDesign(items=20, workers=4, ratings_per_item=4), 40
-    cells = [CrowdScenario(design, PROCESS, OrdinalCLMM.of(PROCESS, tier=tier), 1.0) for tier in ("fast", "clmm")]
+    cells = [CrowdScenario(design, PROCESS, OrdinalCLMM.of(PROCESS, tier=tier, test="t"), 1.0)
+             for tier in ("fast", "clmm")]
     fast, clmm = (c.simulate(n, np.random.default_rng(3)) for c in cells)
     ok = ~(fast.failed | clmm.failed)
     assert ok.sum() >= n - 2
@@ -48,14 +51,15 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies() -> None:
 
 
 @pytest.mark.slow
-def test_type_one_error_of_the_default_test_is_alpha() -> None:
-    """Null studies on a crossed design with few workers: the default (calibrated) test rejects at alpha within MC
-    error, through the planner (the Bartlett factor per chunk of studies)."""
+def test_type_one_error_of_the_default_test_is_at_most_alpha() -> None:
+    """Null studies on a crossed design with few workers, through the planner: the default test (Wald t with the
+    latent Satterthwaite df) rejects at most at alpha within MC error (it is conservative with 5 workers:
+    docs/ordinal.md, 0.031 of 1,000 studies with 40 items), where clmm's Wald z rejects about twice alpha."""
     n = 300
     r = run_cells([CrowdScenario(CrowdDesign(items=20, workers=5, ratings_per_item=5), PROCESS,
                                  OrdinalCLMM.of(PROCESS), 0.0)], n, seed=11, jobs=1)[0]
-    assert r.cell["test"] == DEFAULT_TEST and r.n_failed <= 3
-    assert abs(r.power - 0.05) <= mc_tolerance(0.05, n)
+    assert r.cell["test"] == DEFAULT_TEST == "t" and r.n_failed <= 3
+    assert r.power <= 0.05 + mc_tolerance(0.05, n)
 
 
 def test_mismatched_parameters_and_models_are_refused() -> None:
@@ -94,6 +98,6 @@ def test_cli_power_equals_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 @pytest.mark.slow
 def test_mde_notes_the_mean_rating_difference() -> None:
-    r = likert_mde(PROCESS, 4, 12, n_sims=20, test="z")
+    r = likert_mde(PROCESS, 3, 8, n_sims=10, test="z")  # the note, not the value: the smallest search
     assert r.value is not None and "latent shift" in r.detail["note"]
     assert f"{PROCESS.mean_difference(r.value):.4g}" in r.detail["note"]

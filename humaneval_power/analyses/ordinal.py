@@ -7,11 +7,11 @@ is the latent shift of system B over A of the pair of interest (treatment coding
 Tiers: ``fast`` (all studies of a layout at once without R:
 :func:`~humaneval_power.fitting.clmm.fit_clmm_many`) or ``clmm`` (``ordinal::clmm`` refits in R, one
 study at a time: :func:`~humaneval_power.fitting.clmm_r.fit_clmm_r`). Tests
-(:func:`~humaneval_power.ordinal_process.ordinal_decision`): ``bartlett`` (the default, calibrated; the
-planner's default name ``satterthwaite`` means it: LR / mean LR of parametric-bootstrap data sets from the
-studies' fitted null models, one factor per chunk of 200 studies, the draws refitted by the fast path in
-either tier), ``t`` (Wald statistic against t with the Satterthwaite df of the latent working model),
-``lrt`` (likelihood ratio, chi-square 1) or ``z`` (clmm's Wald z, liberal with few workers).
+(:func:`~humaneval_power.ordinal_process.ordinal_decision`): ``t`` (the default, the planner's default name
+``satterthwaite`` means it: the Wald statistic against t with the Satterthwaite df of the latent working
+model), ``bartlett`` (LR / mean LR of parametric-bootstrap data sets from the studies' fitted null models, one
+factor per chunk of 200 studies, the draws refitted by the fast path in either tier), ``lrt`` (likelihood
+ratio, chi-square 1) or ``z`` (clmm's Wald z, liberal with few workers).
 A cumulative-link fit moves with the location, so studies are fitted at the true means. A study whose
 ratings leave a category of the scale unused cannot estimate its thresholds and counts as failed.
 """

@@ -170,7 +170,7 @@ ANALYSIS = Group("analysis", (
     Option("--method", "fast (exact simulation; batched fits for crowd designs), analytic (instant; crossed only), "
            "lme4 (refits in R) or statsmodels (crossed only); the ordinal model: fast (batched Laplace CLMM, no R) "
            "or clmm (ordinal::clmm refits in R)", default=SIGNATURE, choices="LIKERT_METHODS"),
-    Option("--test", "satterthwaite (REML t, lmerTest df; ordinal: the default ordinal test, bartlett), card2020 "
+    Option("--test", "satterthwaite (REML t, lmerTest df; ordinal: the default ordinal test, t), card2020 "
            "(ML, t > 1.96), z (Wald z); ordinal only: bartlett (likelihood ratio, Bartlett-corrected by a parametric "
            "bootstrap), lrt (likelihood ratio, chi-square) or t (Wald t, the latent working model's Satterthwaite df)",
            default=SIGNATURE, choices="LIKERT_TESTS"),
