@@ -44,7 +44,7 @@ METHODS = (*GAUSSIAN_TIERS, *ORDINAL_TIERS[1:])
 TESTS = (*COEFFICIENT_TESTS, *(t for t in ORDINAL_TESTS if t not in COEFFICIENT_TESTS))
 #: studies per chunk of every cell of ordinal ratings, whatever the analysis and test: the chunks' random streams
 #: then give the ordinal and the linear analysis (and the fast and clmm tiers) the same simulated studies; the
-#: size of the default test's chunk, whose studies pool their bootstrap draws into one Bartlett factor
+#: chunk of ``--test bartlett``, whose studies pool their bootstrap draws into one Bartlett factor
 ORDINAL_CHUNK = BARTLETT_DRAWS
 
 
