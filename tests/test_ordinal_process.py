@@ -93,8 +93,8 @@ def test_reproducible_and_common_random_numbers() -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(delta=st.one_of(st.just(0.0), st.floats(0.01, 3), st.floats(-3, -0.01)), base=st.floats(-1.5, 1.5), link=st.sampled_from(["logit", "probit"]),
-       sd=st.floats(0, 2))
+@given(delta=st.one_of(st.just(0.0), st.floats(0.01, 3), st.floats(-3, -0.01)), base=st.floats(-1.5, 1.5),
+       link=st.sampled_from(["logit", "probit"]), sd=st.floats(0, 2))
 def test_latent_shift_inverts_mean_difference(delta: float, base: float, link: str, sd: float) -> None:
     p = process(link, sd_item=sd)
     diff = p.mean_difference(delta, base)
