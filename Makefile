@@ -84,7 +84,7 @@ demo: setup
 
 # Quality gates (CI runs them): ruff and mypy on the package, configured in pyproject.toml.
 lint: setup
-	$(VENV)/bin/ruff check humaneval_power
+	$(VENV)/bin/ruff check humaneval_power tests benchmarks examples
 	$(VENV)/bin/mypy humaneval_power
 
 test: setup
