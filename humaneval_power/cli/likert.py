@@ -240,7 +240,7 @@ def _budget(args: argparse.Namespace) -> int:
     costs = design.pop("costs")
     if design.get("design_from") is not None:
         raise InputError("budget searches crowd designs; use `likert mde --design-from` for a pilot's own design")
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar(sink=args.progress, unit="design") as bar:  # the search reports designs settled
         table, result = likert_budget(
             params_from_args(args), args.effect, flatten(args.items), worker_pool(design, flatten(args.workers)),
             flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,

@@ -480,7 +480,7 @@ def _search(cells: list[tuple[float, Any]], target: float, n_sims: int, seed: in
             rounds.append([])
     for batch in filter(None, rounds):
         if progress is not None:
-            progress(len(results), len(cells), f"budget search ({len(cells)} designs, cheapest first): "
+            progress(len(results), len(cells), f"budget search over {len(cells)} designs, cheapest first: "
                                                f"simulating {len(batch)} at cost {cells[batch[0]][0]:g}")
         runs = sequential_cells([cells[j][1] for j in batch], n_sims, target, seed, executor,
                                 above=target - mc_margin(target, n_sims), rank=[cells[j][0] for j in batch])

@@ -240,7 +240,8 @@ function showProgress(what, job) {
   $("#progress").hidden = false;
   const bar = $("#progress-bar");
   if (job.total) { bar.max = job.total; bar.value = job.done; } else { bar.removeAttribute("value"); }
-  $("#progress-label").textContent = `${what}: ${job.total ? `${job.done.toLocaleString()} / ${job.total.toLocaleString()} studies` : "working"}`
+  const unit = job.function === "likert_budget" ? "designs" : "studies";  // a budget search reports designs settled
+  $("#progress-label").textContent = `${what}: ${job.total ? `${job.done.toLocaleString()} / ${job.total.toLocaleString()} ${unit}` : "working"}`
     + ` (${job.seconds.toFixed(1)} s)`;
 }
 
