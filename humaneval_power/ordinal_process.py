@@ -192,6 +192,54 @@ def latent_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, coef: 
     return contrast_satterthwaite_df(groups, X, np.eye(np.asarray(X).reshape(len(X), -1).shape[1])[coef], sds, link)
 
 
+@dataclass(frozen=True)
+class LatentDesign:
+    """What the latent working model's df take from the layout alone (shared by every study of it): the fixed
+    effects' design with the intercept, the random effects' group sizes and the cross products of Z and X."""
+
+    sizes: tuple[int, ...]
+    G: np.ndarray  #: Z'Z
+    ZX: np.ndarray  #: Z'X (the intercept first)
+    XX: np.ndarray  #: X'X
+
+    @classmethod
+    def of(cls, groups: dict[str, np.ndarray], X: np.ndarray) -> LatentDesign:
+        N = len(X)
+        Xw = np.column_stack([np.ones(N), np.asarray(X, float).reshape(N, -1)])
+        codes = [np.unique(np.asarray(g).astype(str), return_inverse=True)[1] for g in groups.values()]
+        sizes = tuple(int(c.max()) + 1 for c in codes)
+        edges = np.cumsum((0, *sizes))
+        Z = np.zeros((N, edges[-1]))
+        for c, e in zip(codes, edges):
+            Z[np.arange(N), e + c] = 1.0
+        return cls(sizes, Z.T @ Z, Z.T @ Xw, Xw.T @ Xw)
+
+    def df(self, contrast: np.ndarray, sds: np.ndarray, link: str = "logit") -> float:
+        """:func:`contrast_satterthwaite_df` on this layout."""
+        check_link(link)
+        G, ZX = self.G, self.ZX
+        d = np.repeat(np.abs(np.asarray(sds, float)), self.sizes)
+        s2 = math.pi**2 / 3 if link == "logit" else 1.0
+        # V = s2 I + B B', B = Z diag(d): every product through the q x q Woodbury core A = s2 I + B'B
+        A = s2 * np.eye(len(d)) + d[:, None] * G * d[None, :]
+        Ainv = np.linalg.inv(A)
+        GdA = (G * d[None, :]) @ Ainv * d[None, :]  # G d A^-1 d
+        ZViZ = (G - GdA @ G) / s2
+        ZViX = (ZX - GdA @ ZX) / s2
+        XViX = (self.XX - (ZX.T * d) @ Ainv @ (d[:, None] * ZX)) / s2
+        C = np.linalg.inv(XViX)
+        Lw = np.concatenate([[0.0], np.asarray(contrast, float)])  # the intercept is not in the contrast
+        var = float(Lw @ C @ Lw)
+        zh = ZViX @ (C @ Lw)  # Z' V^-1 X C L
+        edges = np.cumsum((0, *self.sizes))
+        blocks = [slice(a, b) for a, b in itertools.pairwise(edges)]
+        g = np.array([-np.sum(zh[b] ** 2) for b in blocks])
+        M = ZViZ - ZViX @ C @ ZViX.T  # Z' P Z
+        info = np.array([[0.5 * np.sum(M[a, b] ** 2) for b in blocks] for a in blocks])
+        denom = float(g @ np.linalg.pinv(info) @ g)
+        return 2 * var * var / denom if denom > 0 else math.inf
+
+
 def contrast_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, contrast: np.ndarray, sds: np.ndarray,
                               link: str = "logit") -> float:
     """Satterthwaite df of the contrast ``contrast @ b`` (a vector over the columns of ``X``) in the latent working
@@ -204,44 +252,20 @@ def contrast_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, cont
     zero SD stay in (their information is finite at 0).
     """
     check_link(link)
-    N = len(X)
-    Xw = np.column_stack([np.ones(N), np.asarray(X, float).reshape(N, -1)])
-    codes = [np.unique(np.asarray(g).astype(str), return_inverse=True)[1] for g in groups.values()]
-    sizes = [int(c.max()) + 1 for c in codes]
-    edges = np.cumsum([0] + sizes)
-    Z = np.zeros((N, edges[-1]))
-    for c, e in zip(codes, edges):
-        Z[np.arange(N), e + c] = 1.0
-    d = np.repeat(np.abs(np.asarray(sds, float)), sizes)
-    s2 = math.pi**2 / 3 if link == "logit" else 1.0
-    # V = s2 I + B B', B = Z diag(d): every product through the q x q Woodbury core A = s2 I + B'B
-    G, ZX = Z.T @ Z, Z.T @ Xw
-    A = s2 * np.eye(len(d)) + d[:, None] * G * d[None, :]
-    Ainv = np.linalg.inv(A)
-    GdA = (G * d[None, :]) @ Ainv * d[None, :]  # G d A^-1 d
-    ZViZ = (G - GdA @ G) / s2
-    ZViX = (ZX - GdA @ ZX) / s2
-    XViX = (Xw.T @ Xw - (ZX.T * d) @ Ainv @ (d[:, None] * ZX)) / s2
-    C = np.linalg.inv(XViX)
-    Lw = np.concatenate([[0.0], np.asarray(contrast, float)])  # the intercept is not in the contrast
-    var = float(Lw @ C @ Lw)
-    zh = ZViX @ (C @ Lw)  # Z' V^-1 X C L
-    blocks = [slice(a, b) for a, b in itertools.pairwise(edges)]
-    g = np.array([-np.sum(zh[b] ** 2) for b in blocks])
-    M = ZViZ - ZViX @ C @ ZViX.T  # Z' P Z
-    info = np.array([[0.5 * np.sum(M[a, b] ** 2) for b in blocks] for a in blocks])
-    denom = float(g @ np.linalg.pinv(info) @ g)
-    return 2 * var * var / denom if denom > 0 else math.inf
+    return LatentDesign.of(groups, X).df(contrast, sds, link)
 
 
 def study_dfs(sds: np.ndarray, groups: dict[str, np.ndarray], X: np.ndarray, coef: int = 0,
               link: str = "logit") -> np.ndarray:
-    """:func:`latent_satterthwaite_df` of every study (rows of ``sds``, e.g. ``ClmmBatch.sds``; NaN where failed)."""
+    """:func:`latent_satterthwaite_df` of every study (rows of ``sds``, e.g. ``ClmmBatch.sds``; NaN where failed);
+    the layout's part computed once."""
     from threadpoolctl import threadpool_limits
 
+    check_link(link)
+    design = LatentDesign.of(groups, X)
+    unit = np.eye(design.XX.shape[0] - 1)[coef]
     with threadpool_limits(1):
-        return np.array([latent_satterthwaite_df(groups, X, coef, s, link) if np.all(np.isfinite(s)) else np.nan
-                         for s in np.atleast_2d(sds)])
+        return np.array([design.df(unit, s, link) if np.all(np.isfinite(s)) else np.nan for s in np.atleast_2d(sds)])
 
 
 def ordinal_decision(batch: Any, test: str = DEFAULT_TEST, alpha: float = 0.05,

@@ -151,3 +151,25 @@ def test_ordinal_decision() -> None:
         ordinal_decision(batch, "t")
     with pytest.raises(InputError, match="lrt=True"):
         ordinal_decision(SimpleNamespace(p_lr=np.full(3, np.nan)), "lrt")
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**16), link=st.sampled_from(["logit", "probit"]), zero=st.integers(0, 3))
+def test_study_dfs_equal_the_one_contrast_df_of_each_study(seed: int, link: str, zero: int) -> None:
+    """Property: the batched df (the layout's part computed once) equal the one-study df bit for bit, NaN rows
+    (failed studies) NaN, a zero SD included."""
+    from humaneval_power.designs import CrowdDesign
+    from humaneval_power.fitting.clmm import crossed_groups
+    from humaneval_power.ordinal_process import contrast_satterthwaite_df, study_dfs
+
+    rng = np.random.default_rng(seed)
+    lay = CrowdDesign(items=12, workers=6, ratings_per_item=2, assignment="balanced").draw(rng, 1)
+    groups = crossed_groups(lay.worker, lay.item, lay.system)
+    X = lay.system[:, None].astype(float)
+    sds = np.abs(rng.normal(0.6, 0.5, (4, 4)))
+    sds[0, zero] = 0.0
+    sds[2] = np.nan
+    got = study_dfs(sds, groups, X, link=link)
+    want = [contrast_satterthwaite_df(groups, X, np.array([1.0]), s, link) if np.all(np.isfinite(s)) else np.nan
+            for s in sds]
+    np.testing.assert_array_equal(got, want)
