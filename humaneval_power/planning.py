@@ -173,11 +173,11 @@ def _solve(make: CellFactory, solve_for: str, lo: float, hi: float, target_power
             step = len(cache) + 1
             head = f"solving for {solve_for}, step {step}: {solve_for} {_fmt(v)}"
 
-            def studies(done: int, total: int, label: str = "") -> None:
-                report(step - 1, 0, f"{head}, {done:,}/{total:,} studies" if total else head)
+            def studies(done: int, total: int, label: str = "") -> None:  # the step's simulated studies
+                report(done, total, head)
 
             cache[v] = run_cells([make(v)], n_sims, seed=seed, jobs=jobs, progress=studies)[0]
-            report(step, 0, f"{head}: power {cache[v].power:.3f}")
+            report(cache[v].n_sims, cache[v].n_sims, f"{head}: power {cache[v].power:.3f}")
         return cache[v]
 
     limit_power, limit_reason = limit if limit is not None else (math.nan, "")

@@ -1,5 +1,6 @@
-"""The budget search's progress counts designs, and both front ends say so (a bar read "4/20 sims" while
-20 was the number of designs)."""
+"""What the searches' progress counts: a budget search's reports count designs (a bar read "4/20 sims" while
+20 was the number of designs), a size or MDE search's count the simulated studies of the current step (a bar
+read "5 sims" after 5 steps)."""
 from __future__ import annotations
 
 import itertools
@@ -36,3 +37,19 @@ def _check_progress(items: set[int], workers: set[int], ks: set[int]) -> int:
     assert all(t == designs and 0 <= d <= t and "designs" in label for d, t, label in calls)
     assert [d for d, _, _ in calls] == sorted(d for d, _, _ in calls)
     return len(calls)
+
+
+@settings(max_examples=3, deadline=None)
+@given(n_sims=st.sampled_from([40, 70]), effect=st.sampled_from([0.2, 0.3]))
+def test_a_size_search_counts_the_studies_of_its_step(n_sims: int, effect: float) -> None:
+    """Property: every report of ``likert_sample_size`` counts the current step's studies (total the step's
+    simulations, done within it) under a label naming the step and its value."""
+    from humaneval_power.scenarios.likert import likert_sample_size
+
+    calls: list[tuple[int, int, str]] = []
+    likert_sample_size(PRESETS["card2020-high"], effect, workers=10, ratings_per_item=3, n_sims=n_sims, jobs=1,
+                       progress=lambda d, t, label="": calls.append((d, t, label)))
+    assert calls
+    assert all(t == n_sims and 0 <= d <= t and label.startswith("solving for items, step ") for d, t, label in calls)
+    finals = [label for d, _, label in calls if ": power " in label]
+    assert finals and all(d == n_sims for d, _, label in calls if ": power " in label)
