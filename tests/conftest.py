@@ -73,6 +73,16 @@ def lme4_backend():
 
 
 @pytest.fixture(scope="session")
+def small_ordinal_ratings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small ordinal ratings file (3 systems, 5 workers x 8 items, logit) the ordinal analysis tests share."""
+    from .ordinal_ratings import simulated_ratings
+
+    path = tmp_path_factory.mktemp("small_ordinal") / "ratings.csv"
+    simulated_ratings(seed=3, link="logit", workers=5, items=8).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The shared real data (HEPOWER_DATA or ../shared/data), or a skip saying why."""
     env = os.environ.get("HEPOWER_DATA")

@@ -16,26 +16,13 @@ from hypothesis import strategies as st
 from humaneval_power.cli import main
 from humaneval_power.completed_study import analyze
 from humaneval_power.completed_study.ordinal import OrdinalAnalysis, OrdinalPosterior
-from humaneval_power.designs import CrowdDesign
 from humaneval_power.errors import InputError
 from humaneval_power.fitting.ratings import read_ratings
-from humaneval_power.ordinal_process import OrdinalProcess
+
+from .ordinal_ratings import simulated_ratings
 
 #: acceptance tolerance (issue 26): latent contrasts and SEs, Holm p, mean-class EMMs, category probabilities
 TOL = 1e-4
-
-
-def _simulated(seed: int = 26, link: str = "probit", workers: int = 8, items: int = 10) -> pd.DataFrame:
-    """Ratings 1-5 of three systems (latent effects 0, 0.5, 0.9), every worker rating every item under each."""
-    process = OrdinalProcess((-1.2, -0.3, 0.5, 1.3), link, sd_worker=0.6, sd_worker_system=0.3, sd_item=0.7,
-                             sd_item_system=0.3)
-    rng = np.random.default_rng(seed)
-    layout = CrowdDesign(items=items, workers=workers, systems=3).draw(rng, 1)
-    assert not isinstance(layout, list)
-    y = process.simulate(layout, np.array([0.0, 0.5, 0.9]), 1, rng)[:, 0]
-    worker = np.asarray(layout.worker).reshape(-1)
-    return pd.DataFrame({"worker": [f"w{w}" for w in worker], "item": [f"i{i}" for i in layout.item],
-                         "system": [f"S{s}" for s in layout.system], "score": y})
 
 
 def _expert(data_dir: Path) -> pd.DataFrame:
@@ -83,7 +70,7 @@ def r_cases(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, lme4_backe
         pytest.skip(why)
     ro = lme4.r_session()
     out = {}
-    for case, frame, link in (("expert", _expert(data_dir), "logit"), ("simulated", _simulated(), "probit")):
+    for case, frame, link in (("expert", _expert(data_dir), "logit"), ("simulated", simulated_ratings(), "probit")):
         path = tmp_path_factory.mktemp(case) / "ratings.csv"
         frame.to_csv(path, index=False)
         runs = {(b, a): analyze(path, family="ordinal", backend=b, link=link, adjust=a, df="asymptotic", bootstrap=0)
@@ -158,10 +145,8 @@ def test_ordinal_cli_equals_api_with_r(r_cases: dict, tmp_path: Path, capsys: py
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("small") / "ratings.csv"
-    _simulated(seed=3, link="logit", workers=5, items=8).to_csv(path, index=False)
-    return path
+def small(small_ordinal_ratings: Path) -> Path:
+    return small_ordinal_ratings
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +245,7 @@ def test_bad_combinations_are_refused(case: str, small: Path, tmp_path: Path, ca
        row=st.integers(0, 199), seed=st.integers(0, 10_000))
 def test_malformed_ordinal_scores_are_refused(spoil: str, row: int, seed: int, tmp_path: Path) -> None:
     """Any one spoilt score (or spoilt category use) is refused by the API with one InputError, before a fit."""
-    frame = _simulated(seed=seed, link="logit", workers=5, items=8)
+    frame = simulated_ratings(seed=seed, link="logit", workers=5, items=8)
     assume(frame["score"].nunique() == 5)  # the clean ratings are analysable (read_ratings(family="ordinal") accepts them)
     read_ratings(frame, family="ordinal")
     row %= len(frame)

@@ -17,7 +17,8 @@ from humaneval_power.completed_study import analyze
 from humaneval_power.completed_study.ordinal import OrdinalAnalysis, bartlett_test
 from humaneval_power.fitting.clmm import TERMS, crossed_groups, fit_clmm, simulate_clmm
 from humaneval_power.ordinal_process import contrast_satterthwaite_df, latent_satterthwaite_df
-from tests.test_analyze_ordinal import _simulated
+
+from .ordinal_ratings import simulated_ratings
 
 
 def _balanced(W: int, n_items: int, S: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -49,7 +50,7 @@ def test_contrast_df_is_the_planners_df_of_the_recoded_coefficient() -> None:
     """An unbalanced design (random worker assignment, missing ratings): the df of system 2 minus system 1 is
     the planner's latent_satterthwaite_df of system 2's coefficient with system 1 as the baseline (same data),
     and a unit contrast is exactly the planner's df."""
-    f = _simulated(seed=5, workers=6, items=8).sample(frac=0.8, random_state=1)
+    f = simulated_ratings(seed=5, workers=6, items=8).sample(frac=0.8, random_state=1)
     groups = crossed_groups(f["worker"], f["item"], f["system"], TERMS)
     sds = np.array([0.7, 0.4, 0.5, 0.2])
     X = np.column_stack([(f["system"] == s).to_numpy(float) for s in ("S1", "S2")])
@@ -60,10 +61,8 @@ def test_contrast_df_is_the_planners_df_of_the_recoded_coefficient() -> None:
 
 
 @pytest.fixture(scope="module")
-def ratings(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ordtests") / "ratings.csv"
-    _simulated(seed=3, link="logit", workers=5, items=8).to_csv(path, index=False)
-    return path
+def ratings(small_ordinal_ratings: Path) -> Path:
+    return small_ordinal_ratings
 
 
 @pytest.fixture(scope="module")
