@@ -251,7 +251,6 @@ def contrast_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, cont
     variances and I their expected REML information (tr(P Z_k Z_k' P Z_l Z_l') / 2). Components with a
     zero SD stay in (their information is finite at 0).
     """
-    check_link(link)
     return LatentDesign.of(groups, X).df(contrast, sds, link)
 
 
