@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import linalg, optimize, sparse, special, stats
 
 from .designs import Layout
 from .errors import InputError
@@ -40,6 +41,9 @@ ORDINAL_SDS = ORDINAL_SD_NAMES  #: the latent SDs, as a parameter file names the
 ORDINAL_TESTS = ("t", "lrt", "z", "bartlett")
 DEFAULT_TEST = "t"  #: calibrated or conservative on all three designs of docs/ordinal.md (Bartlett: liberal on one)
 _GH_NODES = 80
+#: singular values of the variances' information below this fraction of the largest count as zero (a component
+#: confounded with another or with X): the numerical rank of the pseudo-inverse in the Satterthwaite df
+RANK_TOLERANCE = 1e-10
 
 
 def _cdf(z: np.ndarray, link: str) -> np.ndarray:
@@ -193,14 +197,44 @@ def latent_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, coef: 
 
 
 @dataclass(frozen=True)
+class _Elimination:
+    """One factor absorbed in closed form (its block of the working model's ``s2 I + D E D`` is diagonal):
+    ``E -= E[:, f] W E[f, :]``, ``W = d_f^2 / (s2 + d_f^2 diag(E_ff))``, as index arrays into the pattern."""
+
+    factor: int
+    members: np.ndarray  #: the factor's random effects
+    diagonal: np.ndarray  #: pattern positions of their diagonal
+    target: np.ndarray  #: per product term: the position it updates,
+    left: np.ndarray  #: the positions of its two factors (i, g) and (g, j),
+    right: np.ndarray
+    group: np.ndarray  #: and its group g (0-based within the factor)
+    column: np.ndarray  #: the pattern's entries (i, g) of the factor's columns: their positions,
+    row: np.ndarray  #: their rows i
+    column_group: np.ndarray  #: and their groups
+
+
+@dataclass(frozen=True)
 class LatentDesign:
-    """What the latent working model's df take from the layout alone (shared by every study of it): the fixed
-    effects' design with the intercept, the random effects' group sizes and the cross products of Z and X."""
+    """What the latent working model's df take from the layout alone (shared by every study of it).
+
+    ``G = Z'Z`` on a sparse pattern that already holds the fill of the eliminations, ``Z'X`` and ``X'X``
+    (the intercept first), and the order in which factors are absorbed in closed form: a factor whose block of
+    the working model is diagonal (the largest first, then any that stays diagonal, e.g. the items after
+    item x system) is eliminated exactly (Woodbury on a diagonal block); only the factors left (``rest``)
+    take a dense Cholesky factor. So a fit's df cost O(r^2 q) for r remaining effects, not O(q^3).
+    """
 
     sizes: tuple[int, ...]
-    G: np.ndarray  #: Z'Z
+    rows: np.ndarray  #: the pattern (row-major, rows and columns of the q x q matrix)
+    cols: np.ndarray
+    indptr: np.ndarray  #: its CSR row pointers
+    gram: np.ndarray  #: Z'Z on the pattern
     ZX: np.ndarray  #: Z'X (the intercept first)
     XX: np.ndarray  #: X'X
+    steps: tuple[_Elimination, ...]
+    rest: np.ndarray  #: the random effects not eliminated
+    rest_entries: np.ndarray  #: the pattern's entries in the rows of ``rest``,
+    rest_flat: np.ndarray  #: and their flat positions in an r x q array
 
     @classmethod
     def of(cls, groups: dict[str, np.ndarray], X: np.ndarray) -> LatentDesign:
@@ -209,34 +243,152 @@ class LatentDesign:
         codes = [np.unique(np.asarray(g).astype(str), return_inverse=True)[1] for g in groups.values()]
         sizes = tuple(int(c.max()) + 1 for c in codes)
         edges = np.cumsum((0, *sizes))
-        Z = np.zeros((N, edges[-1]))
-        for c, e in zip(codes, edges):
-            Z[np.arange(N), e + c] = 1.0
-        return cls(sizes, Z.T @ Z, Z.T @ Xw, Xw.T @ Xw)
+        q = int(edges[-1])
+        cols = np.concatenate([e + c for c, e in zip(codes, edges)])
+        Z = sparse.csr_matrix((np.ones(len(cols)), (np.tile(np.arange(N), len(codes)), cols)), shape=(N, q))
+        G = (Z.T @ Z).tocsr()
+        order, patterns = _elimination_order(G, edges)
+        final = patterns[-1]
+        pattern = final.tocoo()
+        key = pattern.row.astype(np.int64) * q + pattern.col
+        assert np.all(np.diff(key) > 0)  # canonical CSR: row-major, sorted
+
+        def where(i: np.ndarray, j: np.ndarray) -> np.ndarray:  # positions of entries (i, j) in the pattern
+            return np.searchsorted(key, np.asarray(i, np.int64) * q + j)
+
+        gram = np.zeros(len(key))
+        Gc = G.tocoo()
+        gram[where(Gc.row, Gc.col)] = Gc.data
+        steps = tuple(_step(f, edges, patterns[k].tocsc(), where) for k, f in enumerate(order))
+        gone = np.zeros(q, bool)
+        for st in steps:
+            gone[st.members] = True
+        rest = np.flatnonzero(~gone)
+        rank = np.full(q, -1)
+        rank[rest] = np.arange(len(rest))
+        entries = np.flatnonzero(rank[pattern.row] >= 0)
+        return cls(sizes, pattern.row, pattern.col, final.indptr, gram, np.asarray(Z.T @ Xw), Xw.T @ Xw, steps,
+                   rest, entries, rank[pattern.row[entries]] * q + pattern.col[entries])
+
+    @property
+    def edges(self) -> np.ndarray:
+        return np.cumsum((0, *self.sizes))
+
+    def at(self, sds: np.ndarray, link: str = "logit") -> LatentFit:
+        """The working model at the fitted SDs ``sds`` (in the order of the groups): everything the df of any
+        contrast needs."""
+        check_link(link)
+        s2 = math.pi**2 / 3 if link == "logit" else 1.0
+        sd = np.abs(np.asarray(sds, float))
+        q = int(self.edges[-1])
+        vals, EX, EXX = self.gram.copy(), self.ZX.copy(), self.XX.copy()
+        for st in self.steps:  # E -= E_.f W E_f., Z'X and X'X likewise
+            dd = sd[st.factor] ** 2
+            W = dd / (s2 + dd * vals[st.diagonal])
+            EXf = EX[st.members]
+            upd = (vals[st.column] * W[st.column_group])[:, None] * EXf[st.column_group]
+            EX -= np.column_stack([np.bincount(st.row, u, q) for u in upd.T])
+            EXX -= EXf.T @ (W[:, None] * EXf)
+            vals -= np.bincount(st.target, vals[st.left] * vals[st.right] * W[st.group], len(vals))
+        rest, r = self.rest, len(self.rest)
+        flat = np.zeros(r * q)
+        flat[self.rest_flat] = vals[self.rest_entries]
+        E2 = flat.reshape(r, q)  # the rows of the factors left, dense
+        d2 = np.repeat(sd, self.sizes)[rest]
+        if r:
+            chol = linalg.cholesky(s2 * np.eye(r) + d2[:, None] * E2[:, rest] * d2[None, :], lower=True)
+            T = linalg.solve_triangular(chol, d2[:, None] * E2, lower=True)  # F = Z'V^-1 Z = (E - T'T) / s2
+            Tx = linalg.solve_triangular(chol, d2[:, None] * EX[rest], lower=True)
+        else:
+            T, Tx = np.zeros((0, q)), np.zeros((0, EX.shape[1]))
+        C = np.linalg.inv((EXX - Tx.T @ Tx) / s2)  # (X'V^-1 X)^-1
+        R = (EX - T.T @ Tx) / s2  # Z'V^-1 X
+        return LatentFit(self, R, C, self._information(vals, T, R, C, s2))
+
+    def _information(self, vals: np.ndarray, T: np.ndarray, R: np.ndarray, C: np.ndarray,
+                     s2: float) -> np.ndarray:
+        """The expected REML information of the variances, I_ab = ||(Z'PZ)_ab||^2 / 2, with
+        Z'PZ = E / s2 - Y'Y, Y = [T / sqrt(s2); (R H)'], C = H H': from the sparse E (values ``vals``), the Gram
+        matrices Y_a Y_a' and the cross terms <E_ab, Y_a'Y_b>, never forming a q x q matrix."""
+        edges = self.edges
+        m, q = len(self.sizes), int(edges[-1])
+        blocks = [slice(a, b) for a, b in itertools.pairwise(edges)]
+        Y = np.vstack([T / math.sqrt(s2), (R @ np.linalg.cholesky(C)).T])
+        which = np.repeat(np.arange(m), self.sizes)
+        ee = np.bincount(which[self.rows] * m + which[self.cols], vals**2, m * m).reshape(m, m)
+        cross = np.empty((m, m))
+        for k, (a, b) in enumerate(itertools.pairwise(edges)):  # E symmetric: E_{:,b} = (E_{b,:})'
+            lo, hi = self.indptr[a], self.indptr[b]
+            Eb = sparse.csr_matrix((vals[lo:hi], self.cols[lo:hi], self.indptr[a:b + 1] - lo), shape=(b - a, q))
+            cross[:, k] = np.add.reduceat(np.einsum("ij,ji->i", Eb.T @ Y[:, a:b].T, Y), edges[:-1])
+        grams = [Y[:, b] @ Y[:, b].T for b in blocks]
+        yy = np.array([[np.sum(ga * gb) for gb in grams] for ga in grams])
+        info = 0.5 * (ee / s2**2 - 2 * cross / s2 + yy)
+        # the three terms cancel where P Z_a = 0 (a factor confounded with X): what is left is rounding of their
+        # size, not information; zero it so that the pseudo-inverse drops that component as it would an exact 0
+        info[np.abs(info) <= 1e-10 * (ee / s2**2 + yy)] = 0.0
+        return info
 
     def df(self, contrast: np.ndarray, sds: np.ndarray, link: str = "logit") -> float:
         """:func:`contrast_satterthwaite_df` on this layout."""
-        check_link(link)
-        G, ZX = self.G, self.ZX
-        d = np.repeat(np.abs(np.asarray(sds, float)), self.sizes)
-        s2 = math.pi**2 / 3 if link == "logit" else 1.0
-        # V = s2 I + B B', B = Z diag(d): every product through the q x q Woodbury core A = s2 I + B'B
-        A = s2 * np.eye(len(d)) + d[:, None] * G * d[None, :]
-        Ainv = np.linalg.inv(A)
-        GdA = (G * d[None, :]) @ Ainv * d[None, :]  # G d A^-1 d
-        ZViZ = (G - GdA @ G) / s2
-        ZViX = (ZX - GdA @ ZX) / s2
-        XViX = (self.XX - (ZX.T * d) @ Ainv @ (d[:, None] * ZX)) / s2
-        C = np.linalg.inv(XViX)
+        return self.at(sds, link).df(contrast)
+
+
+def _elimination_order(G: sparse.csr_matrix, edges: np.ndarray) -> tuple[list[int], list[sparse.csr_matrix]]:
+    """Which factors to absorb, in order (the largest whose block of the current pattern is diagonal, while
+    any is), and the pattern before each step and after the last (fill included)."""
+    P = (G != 0).astype(np.int64).tocsr()
+    patterns, order = [P], []
+    left = set(range(len(edges) - 1))
+    while left:
+        diagonal = [f for f in left if P[edges[f]:edges[f + 1], edges[f]:edges[f + 1]].nnz == edges[f + 1] - edges[f]]
+        if not diagonal:
+            break
+        f = max(diagonal, key=lambda k: (edges[k + 1] - edges[k], -k))
+        Pf = P[:, edges[f]:edges[f + 1]]
+        P = ((P + Pf @ Pf.T) != 0).astype(np.int64).tocsr()
+        P.sort_indices()
+        order.append(f)
+        left.discard(f)
+        patterns.append(P)
+    return order, patterns
+
+
+def _step(f: int, edges: np.ndarray, P: sparse.csc_matrix,
+          where: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Elimination:
+    """The index arrays of eliminating factor ``f`` from the pattern ``P`` it meets (CSC)."""
+    a, b = int(edges[f]), int(edges[f + 1])
+    sub = P[:, a:b].tocsc()
+    sub.sort_indices()
+    rows = sub.indices
+    grp = np.repeat(np.arange(b - a), np.diff(sub.indptr))  # the group of each entry (i, g)
+    count = np.diff(sub.indptr)[grp]  # every pair of entries of one group: a product term
+    first = np.repeat(np.arange(len(rows)), count)
+    start = np.repeat(sub.indptr[grp], count)
+    second = start + np.arange(len(first)) - np.repeat(np.cumsum(count) - count, count)
+    i, j, g = rows[first], rows[second], grp[first]
+    members = np.arange(a, b)
+    return _Elimination(f, members, where(members, members), where(i, j), where(i, a + g), where(a + g, j), g,
+                        where(rows, a + grp), rows, grp)
+
+
+@dataclass(frozen=True)
+class LatentFit:
+    """The latent working model of one fit (:meth:`LatentDesign.at`): ``R = Z'V^-1 X``, ``C = (X'V^-1 X)^-1``
+    and the variances' expected REML information; the df of any contrast follow in O(q)."""
+
+    design: LatentDesign
+    R: np.ndarray
+    C: np.ndarray
+    information: np.ndarray
+
+    def df(self, contrast: np.ndarray) -> float:
+        """Satterthwaite df of ``contrast @ b`` (see :func:`contrast_satterthwaite_df`)."""
         Lw = np.concatenate([[0.0], np.asarray(contrast, float)])  # the intercept is not in the contrast
-        var = float(Lw @ C @ Lw)
-        zh = ZViX @ (C @ Lw)  # Z' V^-1 X C L
-        edges = np.cumsum((0, *self.sizes))
-        blocks = [slice(a, b) for a, b in itertools.pairwise(edges)]
-        g = np.array([-np.sum(zh[b] ** 2) for b in blocks])
-        M = ZViZ - ZViX @ C @ ZViX.T  # Z' P Z
-        info = np.array([[0.5 * np.sum(M[a, b] ** 2) for b in blocks] for a in blocks])
-        denom = float(g @ np.linalg.pinv(info) @ g)
+        var = float(Lw @ self.C @ Lw)
+        zh = self.R @ (self.C @ Lw)  # Z' V^-1 X C L
+        g = -np.add.reduceat(zh**2, self.design.edges[:-1])
+        denom = float(g @ np.linalg.pinv(self.information, rcond=RANK_TOLERANCE) @ g)
         return 2 * var * var / denom if denom > 0 else math.inf
 
 

@@ -46,7 +46,7 @@ from ..errors import InputError
 from ..fitting.clmm import BARTLETT_DRAWS, BOUNDARY_SD, TERMS, check_link, crossed_groups, fit_clmm_many, simulate_clmm
 from ..fitting.ordinal_fit import fit_ordinal
 from ..fitting.ratings import PilotData, read_ratings
-from ..ordinal_process import OrdinalProcess, contrast_satterthwaite_df
+from ..ordinal_process import LatentDesign, OrdinalProcess
 from ..validation import check_choice
 from .backends import ORDINAL_BACKENDS
 from .inference import ADJUST_TEXT, DF_METHODS, INTERVAL_TEXT, contrast_table
@@ -423,8 +423,8 @@ def analyze_ordinal(
     sds = full.sds
     latent_sd = math.sqrt(LINK_SD[link] ** 2 + sum(v * v for v in sds.values()))
     sd_vec = np.array([sds[f"sd_{t.replace(':', '_')}"] for t in groups])
-    df_of = None if df == "asymptotic" else (
-        lambda row: contrast_satterthwaite_df(groups, X, row[K1:], sd_vec, link))
+    latent = None if df == "asymptotic" else LatentDesign.of(groups, X).at(sd_vec, link)  # once for every row
+    df_of = None if latent is None else (lambda row: latent.df(row[K1:]))
     tested = WaldInference(inference.beta, inference.vcov, df_of)
     # contrast_table needs ``contrasts(rows)`` and ``vcov`` of its inference: WaldInference has both
     table = contrast_table(cast(Any, tested), rows, names, contrasts, adjust, level, seed, latent_sd, report)
