@@ -490,7 +490,8 @@ def approximate_variance(cell: Any) -> float | None:
     over I items, k workers per item and the W workers used, ``V = s_w^2 / W + s_i^2 / I + 2 s_e^2 / (I k)``
     with the slope SDs (``s_w^2 = 2 sd_worker_system^2`` etc. in the coding-invariant model). For the
     fully crossed slope design it is the analytic tier's exact variance."""
-    if not isinstance(cell, CrowdScenario) or not isinstance(cell.design, CrowdDesign) or cell.means is not None:
+    if (not isinstance(cell, CrowdScenario) or not isinstance(cell.design, CrowdDesign) or cell.means is not None
+            or isinstance(cell.process, OrdinalProcess)):  # ratings 1..K: no Gaussian residual (linear analysis)
         return None
     d, a = cell.design, cell.analysis
     if (d.systems != 2 or d.presentation != "within" or d.missing or d.workload is not None
