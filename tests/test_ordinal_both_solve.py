@@ -5,7 +5,6 @@ so each answer equals that analysis's search alone on the same seed, number for 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from humaneval_power.designs import Costs
 from humaneval_power.engine import run_cells
 from humaneval_power.errors import InputError
 from humaneval_power.interface.validation import validate
+from humaneval_power.io import json_records
 from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.planning import SolveResult, SolveResults
 from humaneval_power.scenarios.crowd import BOTH, cell_factory
@@ -37,8 +37,8 @@ BUDGET = {"items": [8, 16], "workers": [4], "ratings_per_item": [2, 4], "costs":
 
 
 def _plain(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Records with NaN as None (NaN != NaN), as the JSON of the command line has them."""
-    return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()} for r in records]
+    """The API's records as the JSON of the command line and the web API has them (one table: NaN as null)."""
+    return json.loads(json.dumps(json_records(pd.DataFrame(records))))
 
 
 @pytest.fixture(scope="module")
@@ -163,15 +163,19 @@ def test_cli_budget_both_equals_the_api(budget_both: Any, capsys: pytest.Capture
         assert (f"{label}: cheapest design reaching" in text) == answer[m].attainable
 
 
-def test_web_request_with_both_is_accepted(size_both: Any, tmp_path: Path) -> None:
+def test_web_request_with_both_is_accepted(tmp_path: Path) -> None:
+    """The web API (validation, then the worker's call) takes ``model: both`` and returns a record per analysis,
+    the API's (ordinal parameters from a preset: the web form has no typed thresholds)."""
+    from humaneval_power.plan_inputs import likert_params
     from humaneval_power.serve.worker import call
 
-    request = {"params": {"family": "ordinal", "thresholds": [-2, -0.7, 0.5, 1.8], "sd_worker": 0.8,
-                          "sd_worker_system": 0.3, "sd_item": 1.0, "sd_item_system": 0.5},
-               **{k: v for k, v in SIZE.items() if k != "jobs"}, "model": "both"}
+    request = {"params": "dialsummeval-amt", **{k: v for k, v in SIZE.items() if k != "jobs"}, "model": "both"}
     assert validate("likert_sample_size", request)["model"] == "both"
     out = call("likert_sample_size", request, str(tmp_path), lambda d, t, label="": None)
-    assert out["records"] == _plain(size_both.records())
+    api = likert_sample_size(likert_params("dialsummeval-amt"), model="both", **SIZE)
+    assert isinstance(api, SolveResults)
+    assert out["records"] == _plain(api.records()) and [r["model"] for r in out["records"]] == list(BOTH)
+    assert out["summary"] == str(api)
 
 
 @pytest.mark.parametrize("argv", [
