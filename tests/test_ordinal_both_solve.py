@@ -157,10 +157,19 @@ def test_cli_budget_both_equals_the_api(budget_both: Any, capsys: pytest.Capture
     assert main([*argv, "--json", "--out", str(out)]) == 0
     assert json.loads(capsys.readouterr().out) == _plain(answer.records())
     assert list(pd.read_csv(out).model) == list(table.model)
-    assert main(argv) == 0
+    assert main([*argv, "--plot", str(tmp_path / "frontier.png")]) == 0
+    assert (tmp_path / "frontier.png").stat().st_size > 0
     text = capsys.readouterr().out
     for m, label in (("ordinal", "ordinal analysis"), ("invariant", "linear analysis")):
         assert (f"{label}: cheapest design reaching" in text) == answer[m].attainable
+
+
+def test_the_cost_frontier_plots_each_analysis(budget_both: Any) -> None:
+    from humaneval_power.plots import plot_cost_frontier
+
+    labels = [t.get_text() for t in plot_cost_frontier(budget_both[0], target=0.5).axes[0].get_legend().get_texts()]
+    for m in BOTH:
+        assert f"{m}: designs evaluated (95% CI)" in labels and f"{m}: frontier: most power for the cost" in labels
 
 
 def test_web_request_with_both_is_accepted(tmp_path: Path) -> None:
