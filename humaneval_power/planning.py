@@ -130,6 +130,10 @@ class SolveResult:
         return spread, where
 
 
+#: the solved-for fields a sentence names before their value ("effect 0.42"; a size follows its count: "40 items")
+NAMED_FIRST = ("effect", "cost", "delta", "n", "p_win", "log_odds")
+
+
 @dataclass(frozen=True)
 class SolveResults:
     """The answers of one search under several alternatives side by side (e.g. one per analysis of the same
@@ -152,7 +156,7 @@ class SolveResults:
             if not r.attainable:
                 return "not attainable"
             what = r.solve_for.replace("_", " ")
-            return f"{_fmt(r.value)} {what}" if what.endswith("s") else f"{what} {_fmt(r.value)}"
+            return f"{what} {_fmt(r.value)}" if r.solve_for in NAMED_FIRST else f"{_fmt(r.value)} {what}"
 
         named = [(self.labels.get(k, k), r) for k, r in self.results.items()]
         return "\n".join(["; ".join(f"{label}: {answer(r)}" for label, r in named),

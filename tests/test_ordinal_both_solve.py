@@ -83,6 +83,10 @@ def test_size_with_both_equals_each_analysis_alone(size_both: Any) -> None:
         assert size_both[m].record() == alone.record()
     assert [r["model"] for r in size_both.records()] == list(BOTH)
     assert any(size_both[m].attainable for m in BOTH)  # the design is not vacuous
+    said = [f"{size_both[m].value} ratings per item" if size_both[m].attainable else "not attainable" for m in BOTH]
+    assert str(size_both) == "\n".join([f"ordinal analysis: {said[0]}; linear analysis: {said[1]}",
+                                        f"ordinal analysis: {size_both['ordinal']}",
+                                        f"linear analysis: {size_both['invariant']}"])
 
 
 @pytest.mark.slow
