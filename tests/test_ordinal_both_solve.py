@@ -152,6 +152,16 @@ def test_cli_size_both_equals_the_api(size_both: Any, capsys: pytest.CaptureFixt
     assert str(size_both) in text
 
 
+def test_cli_mde_header_says_the_effect_is_a_latent_shift(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import humaneval_power.scenarios.likert as likert
+
+    monkeypatch.setattr(likert, "solve", lambda *a, **k: SolveResult("effect", 0.8, None, None, None, False,
+                                                                     "not searched", None, 0.0))
+    assert main(["likert", "mde", "--workers", "4", "--items", "10", "--model", "both", *TYPED]) == 0
+    assert "system 2 - system 1 of 2, latent shift (logit scale;" in capsys.readouterr().out
+
+
 def test_cli_budget_both_equals_the_api(budget_both: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     table, answer = budget_both
     argv = ["likert", "budget", "--items", "8", "16", "--workers", "4", "--ratings-per-item", "2", "4",

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from ..errors import InputError
+from ..ordinal_process import OrdinalProcess
 from ..params import SD_NAMES, LikertParams, beyond_scale_note
 from ..plan_inputs import (
     GRID_SIZES,
@@ -216,6 +217,8 @@ def _mde_header(params: Any, design: dict[str, Any], args: argparse.Namespace, r
     scale = getattr(params, "scale", None)
     unit = f"the [{scale[0]:g}, {scale[1]:g}] scale (ratings rescaled)" if isinstance(params, LikertParams) and \
         scale else "the parameters' rating scale"
+    what = f"latent shift ({params.link} scale; the note gives its difference in mean rating)" if isinstance(
+        params, OrdinalProcess) else f"difference in mean rating on {unit}"
     family = {"pair": "the pair alone", "baseline": "every system against system 1",
               "pairs": "all pairs"}[design["compare"]]
     adjust = "" if design["compare"] == "pair" else f", {design['adjust']}-adjusted"
@@ -224,8 +227,8 @@ def _mde_header(params: Any, design: dict[str, Any], args: argparse.Namespace, r
            f"{'output' if cell.get('presentation') == 'between' else 'item'}, {cell.get('presentation')}, "
            f"{cell.get('assignment')} assignment" if cell else "")
     subject = plan_subject(params.name, systems, getattr(args, "params", None), args.comparison)
-    return (f"Minimum detectable effect of {subject}: system {b + 1} - system {a + 1} of {systems}, difference "
-            f"in mean rating on {unit}; {args.test} test at alpha {args.alpha:g} ({family}{adjust}); "
+    return (f"Minimum detectable effect of {subject}: system {b + 1} - system {a + 1} of {systems}, {what}; "
+            f"{args.test} test at alpha {args.alpha:g} ({family}{adjust}); "
             + ("exact (no simulation)" if args.method == "analytic" else
                f"{args.method} method, {args.sims} simulations, seed {args.seed}") + f"\ndesign: {lay}")
 
