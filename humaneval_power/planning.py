@@ -130,6 +130,61 @@ class SolveResult:
         return spread, where
 
 
+#: the solved-for fields a sentence names before their value ("effect 0.42"; a size follows its count: "40 items")
+NAMED_FIRST = ("effect", "cost", "delta", "n", "p_win", "log_odds")
+
+
+@dataclass(frozen=True)
+class SolveResults:
+    """The answers of one search under several alternatives side by side (e.g. one per analysis of the same
+    simulated studies): ``results`` by key, ``by`` the record column naming the key, ``labels`` how the
+    sentence names each key (default: the key)."""
+
+    by: str
+    results: dict[str, SolveResult]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> SolveResult:
+        return self.results[key]
+
+    def records(self) -> list[dict[str, Any]]:
+        """One record per alternative (:meth:`SolveResult.record`), its key first."""
+        return [{self.by: k, **r.record()} for k, r in self.results.items()]
+
+    def __str__(self) -> str:
+        def answer(r: SolveResult) -> str:
+            if not r.attainable:
+                return "not attainable"
+            what = r.solve_for.replace("_", " ")
+            return f"{what} {_fmt(r.value)}" if r.solve_for in NAMED_FIRST else f"{_fmt(r.value)} {what}"
+
+        named = [(self.labels.get(k, k), r) for k, r in self.results.items()]
+        return "\n".join(["; ".join(f"{label}: {answer(r)}" for label, r in named),
+                          *(f"{label}: {r}" for label, r in named)])
+
+
+def solve_records(result: SolveResult | SolveResults) -> list[dict[str, Any]]:
+    """The records of a solve's answer: one, or one per alternative."""
+    return result.records() if isinstance(result, SolveResults) else [result.record()]
+
+
+def in_turn(keys: Sequence[str], run: Callable[[str, ProgressFn | None], Any], labels: Mapping[str, str],
+            progress: ProgressFn | None) -> dict[str, Any]:
+    """``run(key, progress)`` for each key in turn, its progress labels prefixed by the key's label (what is
+    being solved for): ``{key: result}``."""
+    def labelled(name: str) -> ProgressFn | None:
+        if progress is None:
+            return None
+        report = progress
+
+        def inner(done: int, total: int, label: str = "") -> None:
+            report(done, total, f"{name}: {label}" if label else name)
+
+        return inner
+
+    return {k: run(k, labelled(labels.get(k, k))) for k in keys}
+
+
 def _fmt(v: float | None) -> str:
     if v is None:
         return "n.a."

@@ -199,17 +199,21 @@ def plot_cost_frontier(table: pd.DataFrame, *, target: float = 0.8, title: str =
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.errorbar(t["cost"], t["power"], yerr=[t["power"] - t["ci_low"], t["ci_high"] - t["power"]], fmt="o",
-                ms=4, alpha=0.6, label="designs evaluated (95% CI)")
-    best = t["power"].cummax()
-    ax.step(t["cost"], best, where="post", color="C1", label="frontier: most power for the cost")
+    # --model both: each analysis's designs and frontier
+    groups = list(t.groupby("model", sort=False)) if "model" in t and t["model"].nunique() > 1 else [("", t)]
+    for (model, g), (dots, line, star) in zip(groups, (("C0", "C1", "C3"), ("C2", "C4", "C5"))):
+        name = f"{model}: " if model else ""
+        ax.errorbar(g["cost"], g["power"], yerr=[g["power"] - g["ci_low"], g["ci_high"] - g["power"]], fmt="o",
+                    ms=4, alpha=0.6, color=dots, label=f"{name}designs evaluated (95% CI)")
+        ax.step(g["cost"], g["power"].cummax(), where="post", color=line, label=f"{name}frontier: most power for "
+                                                                               "the cost")
+        reached = g[g["power"] >= target]
+        if len(reached):
+            r = reached.iloc[0]
+            ax.plot([r["cost"]], [r["power"]], "*", ms=14, color=star,
+                    label=f"{name}cheapest reaching it: {r['cost']:g}\n({int(r['items'])} items, "
+                          f"{int(r['workers'])} workers, {int(r['ratings_per_item'])} per item)")
     ax.axhline(target, color="0.3", ls="--", lw=1, label=f"target power {target:g}")
-    reached = t[t["power"] >= target]
-    if len(reached):
-        r = reached.iloc[0]
-        ax.plot([r["cost"]], [r["power"]], "*", ms=14, color="C3",
-                label=f"cheapest reaching it: {r['cost']:g}\n({int(r['items'])} items, {int(r['workers'])} workers, "
-                      f"{int(r['ratings_per_item'])} per item)")
     ax.set_xlabel("cost")
     ax.set_ylabel("power")
     ax.set_ylim(0, 1.02)

@@ -175,11 +175,6 @@ def test_ordinal_parameter_refusals(argv: list[str], capsys: pytest.CaptureFixtu
     assert len(err) == 1 and "Traceback" not in err[0]
 
 
-def test_both_is_refused_by_the_solvers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["likert", "size", "--workers", "4", "--effect", "0.5", "--model", "both", *TYPED]) == 2
-    assert "likert power" in capsys.readouterr().err
-
-
 # ---------------------------------------------------------------------------------- the effect as a mean rating
 
 @settings(max_examples=10, deadline=None)

@@ -39,11 +39,13 @@ def emit(table: Any, args: argparse.Namespace, columns: Sequence[str], **more: C
 
 
 def emit_solve(result: Any, args: argparse.Namespace) -> None:
-    """Print a :class:`~humaneval_power.planning.SolveResult`: its sentence, or one JSON record with
-    --json; also written to --out when given."""
+    """Print a :class:`~humaneval_power.planning.SolveResult` (or ``SolveResults``, one per alternative): its
+    sentence, or its JSON record(s) with --json; also written to --out when given."""
     import pandas as pd
 
-    table = pd.DataFrame([result.record()])
+    from ..planning import solve_records
+
+    table = pd.DataFrame(solve_records(result))
     outputs: OutputFiles | None = getattr(args, "outputs", None)
     if outputs is not None and (out := outputs.paths.get("out")) is not None:
         from ..io import table_writer

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from ..errors import InputError
+from ..ordinal_process import OrdinalProcess
 from ..params import SD_NAMES, LikertParams, beyond_scale_note
 from ..plan_inputs import (
     GRID_SIZES,
@@ -209,12 +210,15 @@ def _mde(args: argparse.Namespace) -> int:
 
 def _mde_header(params: Any, design: dict[str, Any], args: argparse.Namespace, result: Any) -> str:
     """What a minimum detectable effect is of: the pair, its scale, the tests and adjustment, the design."""
-    cell = result.at.cell if result.at is not None else {}
+    first = next(iter(result.results.values())) if hasattr(result, "results") else result  # model both: alike
+    cell = first.at.cell if first.at is not None else {}
     systems = int(cell.get("systems", design["systems"]))
     a, b = design.get("pair", (0, systems - 1))
     scale = getattr(params, "scale", None)
     unit = f"the [{scale[0]:g}, {scale[1]:g}] scale (ratings rescaled)" if isinstance(params, LikertParams) and \
         scale else "the parameters' rating scale"
+    what = f"latent shift ({params.link} scale; the note gives its difference in mean rating)" if isinstance(
+        params, OrdinalProcess) else f"difference in mean rating on {unit}"
     family = {"pair": "the pair alone", "baseline": "every system against system 1",
               "pairs": "all pairs"}[design["compare"]]
     adjust = "" if design["compare"] == "pair" else f", {design['adjust']}-adjusted"
@@ -223,8 +227,8 @@ def _mde_header(params: Any, design: dict[str, Any], args: argparse.Namespace, r
            f"{'output' if cell.get('presentation') == 'between' else 'item'}, {cell.get('presentation')}, "
            f"{cell.get('assignment')} assignment" if cell else "")
     subject = plan_subject(params.name, systems, getattr(args, "params", None), args.comparison)
-    return (f"Minimum detectable effect of {subject}: system {b + 1} - system {a + 1} of {systems}, difference "
-            f"in mean rating on {unit}; {args.test} test at alpha {args.alpha:g} ({family}{adjust}); "
+    return (f"Minimum detectable effect of {subject}: system {b + 1} - system {a + 1} of {systems}, {what}; "
+            f"{args.test} test at alpha {args.alpha:g} ({family}{adjust}); "
             + ("exact (no simulation)" if args.method == "analytic" else
                f"{args.method} method, {args.sims} simulations, seed {args.seed}") + f"\ndesign: {lay}")
 
@@ -233,6 +237,8 @@ def _budget(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..io import table_writer
+    from ..planning import solve_records
+    from ..scenarios.crowd import ANALYSIS_LABELS
     from ..scenarios.likert import likert_budget
 
     assure = assurance_kwargs(args, _likert_draws(args), solve=True)
@@ -253,25 +259,28 @@ def _budget(args: argparse.Namespace) -> int:
         plot_cost_frontier(table, target=args.target_power).savefig(tmp, dpi=args.dpi)
 
     args.outputs.write(out=args.out and table_writer(table, args.out), plot=plot)
-    if args.json:  # the answer; --out keeps the evaluated designs
-        print_json(pd.DataFrame([result.record()]))
+    if args.json:  # the answer(s); --out keeps the evaluated designs
+        print_json(pd.DataFrame(solve_records(result)))
         return 0
     what = "assurance" if assure else "power"
-    print_table(table, ["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m",
-                        "n_singular", "n_sims", "settled"] if not assure else ["items", "workers", "ratings_per_item", "cost",
-                                                          "conditional_power", "assurance", "assurance_se",
-                                                          "p_power_reaches_target"])
-    if result.attainable:
-        at = result.at
+    answers = result.results if hasattr(result, "results") else {"": result}  # model both: one per analysis
+    print_table(table, (["model"] if len(answers) > 1 else []) + (
+        ["items", "workers", "ratings_per_item", "cost", "power", "ci_low", "ci_high", "type_m", "n_singular",
+         "n_sims", "settled"] if not assure else ["items", "workers", "ratings_per_item", "cost", "conditional_power",
+                                                  "assurance", "assurance_se", "p_power_reaches_target"]))
+    for model, answer in answers.items():
+        head = f"{ANALYSIS_LABELS[model]}: " if model else ""
+        if not answer.attainable:
+            print(f"\n{head}{answer}")
+            continue
+        at = answer.at
         assert at is not None  # an attainable result carries its design's power
         d = at.cell
         target = args.target_assurance or args.target_power if assure else args.target_power
-        print(f"\ncheapest design reaching {what} {target:g}: {d['items']} items, {d['workers']} workers, "
-              f"{d['ratings_per_item']} ratings per item, cost {result.value:g}; {what} {at.power:.3f} "
+        print(f"\n{head}cheapest design reaching {what} {target:g}: {d['items']} items, {d['workers']} workers, "
+              f"{d['ratings_per_item']} ratings per item, cost {answer.value:g}; {what} {at.power:.3f} "
               f"[{at.ci_low:.3f}, {at.ci_high:.3f}]"
               + (f", Type-M {at.type_m:.3g}" if math.isfinite(at.type_m) else ""))
-        sure = "none in the search" if result.high is None else f"{result.high:g}"
-        print(f"cheapest whose lower 95% bound reaches it (Monte-Carlo margin): cost {sure}")
-    else:
-        print(f"\n{result}")
+        sure = "none in the search" if answer.high is None else f"{answer.high:g}"
+        print(f"{head}cheapest whose lower 95% bound reaches it (Monte-Carlo margin): cost {sure}")
     return 0

@@ -115,6 +115,7 @@ def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callab
     others, which the planner does not simulate, by Bonferroni, a conservative stand-in)."""
     from ..designs import PilotDesign
     from ..multiplicity import PER_STUDY
+    from ..planning import SolveResult
     from ..processes import InvariantProcess
     from ..scenarios.likert import likert_mde, likert_power
 
@@ -141,6 +142,7 @@ def design_check(result: Any, n_sims: int = 100, seed: int = 0, progress: Callab
     report(f"design check: sensitivity ({TARGET_POWER:.0%} power, {adjust}, {n_sims} simulated studies per effect)")
     mde = likert_mde(process, 0, design.items, target_power=TARGET_POWER, alpha=alpha, n_sims=n_sims, seed=seed,
                      design_from=design, compare=result.family, adjust=adjust)
+    assert isinstance(mde, SolveResult)  # one analysis (never model="both")
     total = math.sqrt(float(result.components["variance"].sum()))
     row = null.iloc[0]
     return DesignCheck((data.systems[0], data.systems[-1]), alpha, n_sims, float(row.power), float(row.ci_low),

@@ -176,8 +176,8 @@ ANALYSIS = Group("analysis", (
            default=SIGNATURE, choices="LIKERT_TESTS"),
     Option("--model", "analysis model (default: ordinal with ordinal parameters, slopes for two systems with "
            "slope parameters, else invariant); ordinal parameters: ordinal (CLMM), invariant (the linear model of "
-           "the ratings, what most papers fit) or both (both on the same simulated studies, with their Type-I "
-           "error; likert power only)", choices="LIKERT_MODELS"),
+           "the ratings, what most papers fit) or both (both on the same simulated studies: power, with their Type-I "
+           "error; size, mde and budget: each analysis's answer side by side)", choices="LIKERT_MODELS"),
     Option("--compare", "contrasts tested: the pair of interest, every system vs the first, or all pairs",
            default=SIGNATURE, choices=("pair", "baseline", "pairs"), source="cell_factory"),
     Option("--adjust", "multiplicity adjustment over the compared contrasts", default=SIGNATURE,

@@ -39,6 +39,8 @@ from .crossed import CrossedLikertScenario
 #: linear (coding-invariant) LMM of ordinal ratings on the same simulated studies
 MODELS = (*RATING_MODELS.names(), "both")
 BOTH = ("ordinal", "invariant")  #: the analyses of ``model="both"``, in the order of its records
+#: how sentences name the analyses of ``both``
+ANALYSIS_LABELS = {"ordinal": "ordinal analysis", "invariant": "linear analysis"}
 #: the planner's methods (tiers) and tests, of every analysis: each analysis takes its own (``check_options``)
 METHODS = (*GAUSSIAN_TIERS, *ORDINAL_TIERS[1:])
 TESTS = (*COEFFICIENT_TESTS, *(t for t in ORDINAL_TESTS if t not in COEFFICIENT_TESTS))
@@ -248,8 +250,8 @@ def cell_factory(params: LikertParams | InvariantProcess | OrdinalProcess | str,
     if design_from is not None:
         systems = design_from.systems
     if model == "both":
-        raise InputError("--model both compares the power of the two analyses (likert power); size, mde and budget "
-                         "plan one: --model ordinal or invariant")
+        raise InputError("a cell is analysed by one model: give ordinal or invariant (the likert planners run "
+                         "both in turn)")
     if model is None or isinstance(model, str):
         name = model or default_model(params, systems)
         check_ratings(params, get_analysis(name))

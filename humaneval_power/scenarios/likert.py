@@ -33,12 +33,24 @@ from ..errors import InputError
 from ..executors import Jobs, one_executor
 from ..ordinal_process import OrdinalProcess
 from ..params import LikertParams, as_params, beyond_scale_note
-from ..planning import ABOVE, BELOW, FULL, SolveResult, as_list, mc_margin, power_grid, sequential_cells, solve
+from ..planning import (
+    ABOVE,
+    BELOW,
+    FULL,
+    SolveResult,
+    SolveResults,
+    as_list,
+    in_turn,
+    mc_margin,
+    power_grid,
+    sequential_cells,
+    solve,
+)
 from ..processes import InvariantProcess, SlopeProcess
 from ..progress import Progress
 from ..validation import check_choice, check_number, check_target_power
 from .crossed import CrossedLikertScenario
-from .crowd import CrowdScenario, analyses_of, cell_factory
+from .crowd import ANALYSIS_LABELS, CrowdScenario, analyses_of, cell_factory
 
 Params = LikertParams | InvariantProcess | OrdinalProcess | str
 
@@ -47,6 +59,41 @@ __all__ = ["likert_budget", "likert_mde", "likert_power", "likert_sample_size"]
 
 def _params(params: Params) -> LikertParams | InvariantProcess | OrdinalProcess:
     return params if isinstance(params, (InvariantProcess, OrdinalProcess)) else as_params(params)
+
+
+#: the refusal of ``model="both"`` with parameter draws
+ONE_ANALYSIS = "--assurance plans one analysis: give --model ordinal or invariant, not both"
+
+
+def _each_analysis(params: Any, model: Any, assurance: ParamDraws | None, progress: Progress | None,
+                   run: Callable[[str, Progress | None], Any], **options: Any) -> dict[str, Any] | None:
+    """None for one analysis; for ``model="both"`` ``run(model, progress)`` of each analysis in turn (ordinal
+    first, :data:`~.crowd.BOTH`; progress labels name it), after checking every analysis's ``options`` (the
+    arguments of :func:`~.crowd.cell_factory`), so that bad input is refused before any work. Each run is the
+    single-analysis call: its cells draw the studies of the same design from the same streams (common random
+    numbers), so each answer equals that analysis's run alone on the same seed."""
+    models = analyses_of(model)
+    if len(models) == 1:
+        return None
+    if assurance is not None:
+        raise InputError(ONE_ANALYSIS)
+    for m in models:
+        cell_factory(params, model=m, **options)
+    return in_turn(models, run, ANALYSIS_LABELS, progress)
+
+
+def rating_type_m(r: PowerResult) -> PowerResult:
+    """A linear analysis of ordinal ratings estimates differences in mean rating: its Type-M is over the cell's
+    true ``mean_difference``, not over the latent shift simulated (the engine's); other results as they are."""
+    c = r.cell
+    if c.get("model") == "ordinal" or not c.get("mean_difference") or not c.get("effect"):
+        return r
+    return replace(r, type_m=r.type_m * abs(c["effect"] / c["mean_difference"]))
+
+
+def _rated(result: SolveResult) -> SolveResult:
+    """A solve's answer with :func:`rating_type_m` at its design."""
+    return result if result.at is None else replace(result, at=rating_type_m(result.at))
 
 
 def _factory(params: LikertParams | InvariantProcess | OrdinalProcess, assurance: ParamDraws | None, draws: int | None, n_sims: int,
@@ -111,7 +158,7 @@ def likert_power(
     params = _params(params)
     models = analyses_of(design.pop("model", None))
     if len(models) > 1 and assurance is not None:
-        raise InputError("--assurance plans one analysis: give --model ordinal or invariant, not both")
+        raise InputError(ONE_ANALYSIS)
     effects = latent_effects(params, as_list(effect), effect_scale)
     ordinal = isinstance(params, OrdinalProcess)
     # ordinal data: each design cell is also run at effect 0 on the same seed (the same studies) for the Type-I
@@ -205,7 +252,7 @@ def likert_sample_size(
     target_assurance: float | None = None,
     effect_scale: str | None = None,
     **design: Any,
-) -> SolveResult:
+) -> SolveResult | SolveResults:
     """Smallest number of items (or workers, or ratings per item) reaching ``target_power``, the
     rest of the design fixed.
 
@@ -218,8 +265,17 @@ def likert_sample_size(
     >>> r = likert_sample_size("card2020-low", 0.1, workers=10, method="analytic")
     >>> r.value, round(r.at.power, 3)
     (135, 0.801)
+
+    With ordinal parameters and ``model="both"``: a :class:`~humaneval_power.planning.SolveResults`, the answer of
+    the ordinal and of the linear analysis (each the search that analysis alone makes, on the same studies).
     """
     params = _params(params)
+    both = _each_analysis(params, design.get("model"), assurance, progress, lambda m, p: likert_sample_size(
+        params, effect, target_power, workers, items, vary, method, test, alpha, n_sims, seed, jobs, p,
+        ratings_per_item, items_per_hit, effect_scale=effect_scale, **{**design, "model": m}),
+        method=method, test=test, alpha=alpha, **_without_model(design))
+    if both is not None:
+        return SolveResults("model", both, ANALYSIS_LABELS)
     check_choice("vary", vary, ("items", "workers", "ratings_per_item"))
     check_target_power(target_power, alpha)
     if check_number("effect", effect) == 0:
@@ -233,8 +289,8 @@ def likert_sample_size(
         raise InputError(f"the number of {vary.replace('_', ' ')} is what the search varies (--vary {vary}); "
                          "drop it, or vary another size")
     if assurance is not None:
-        plain = likert_sample_size(params, effect, target_power, workers, items, vary, method, test, alpha, n_sims,
-                                   seed, jobs, progress, ratings_per_item, items_per_hit, **design)
+        plain = cast(SolveResult, likert_sample_size(params, effect, target_power, workers, items, vary, method, test, alpha, n_sims,
+                                   seed, jobs, progress, ratings_per_item, items_per_hit, **design))
     note = effect_note(params, given, effect, effect_scale)
     make = _factory(params, assurance, draws, n_sims, seed, jobs, target_power, progress, method=method, test=test,
                     alpha=alpha, **design)
@@ -257,8 +313,8 @@ def likert_sample_size(
         raise InputError("give the pool of workers when varying the ratings per item")
     assert hi is not None  # the pool of workers, checked above
     if assurance is None:
-        found = solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
-                      limit=limit, why=why)
+        found = _rated(solve(cell, vary, lo, hi, target_power, n_sims=n_sims, seed=seed, jobs=jobs,
+                             progress=progress, limit=limit, why=why))
         return found.noted(note) if note else found
     why = "; ".join(x for x in (why, ("the assurance is capped by the draws whose power stays low however large the "
                                       "design (e.g. large slope SDs of the fixed factor)")) if x)
@@ -283,6 +339,11 @@ def _crossed_limit(cell: CrossedLikertScenario, vary: str, n_sims: int, seed: in
         f"{sd_name}^2/{fixed_name}; add {fixed_name} instead")
 
 
+def _without_model(design: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in design.items() if k != "model"}
+
+
+@one_executor
 def likert_mde(
     params: Params,
     workers: int,
@@ -298,21 +359,28 @@ def likert_mde(
     ratings_per_item: int | None = None,
     items_per_hit: int = 1,
     **design: Any,
-) -> SolveResult:
+) -> SolveResult | SolveResults:
     """Minimum detectable effect (difference in mean rating, B - A) of a design: the *sensitivity*
     of a planned study, or of a finished one given ``design_from`` and its fitted parameters. Every
-    effect tried reuses the same simulated studies (common random numbers).
+    effect tried reuses the same simulated studies (common random numbers). With ordinal parameters and
+    ``model="both"``: the latent MDE of the ordinal and of the linear analysis (:class:`SolveResults`).
 
     >>> round(likert_mde("card2020-low", 10, 135, method="analytic").value, 5)
     0.09991
     """
     params = _params(params)
+    both = _each_analysis(params, design.get("model"), None, progress, lambda m, p: likert_mde(
+        params, workers, items, target_power, method, test, alpha, n_sims, seed, jobs, p, ratings_per_item,
+        items_per_hit, **{**design, "model": m}), method=method, test=test, alpha=alpha, **_without_model(design))
+    if both is not None:
+        return SolveResults("model", both, ANALYSIS_LABELS)
     check_target_power(target_power, alpha)
     make = cell_factory(params, method=method, test=test, alpha=alpha, **design)
     sds = params.sds.values()
     sd = math.sqrt(sum(v * v for v in sds))
-    result = solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd, sd / 4,
-                   target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress, grow=True)
+    result = _rated(solve(lambda e: make(items, workers, ratings_per_item, items_per_hit, e), "effect", 1e-6 * sd,
+                          sd / 4, target_power, integer=False, n_sims=n_sims, seed=seed, jobs=jobs, progress=progress,
+                          grow=True))
     if isinstance(params, OrdinalProcess):
         note = None if result.value is None else effect_note(params, result.value, result.value, None)
     else:
@@ -343,7 +411,7 @@ def likert_budget(
     target_assurance: float | None = None,
     effect_scale: str | None = None,
     **design: Any,
-) -> tuple[pd.DataFrame, SolveResult]:
+) -> tuple[pd.DataFrame, SolveResult | SolveResults]:
     """The cheapest design reaching the target power among items x workers x k x h within ``budget``
     (by default items ``BUDGET_ITEMS``, pools ``BUDGET_WORKERS``, k ``BUDGET_RATINGS_PER_ITEM``).
 
@@ -361,9 +429,19 @@ def likert_budget(
     Monte-Carlo margin; None if none in the search), ``low`` the cheapest whose
     upper bound does. With ``assurance`` (parameter draws) designs must reach
     ``target_assurance`` (default: ``target_power``) in assurance. ``costs`` must price something
-    (a rating, a HIT or a worker): the search minimises them.
+    (a rating, a HIT or a worker): the search minimises them. With ordinal parameters and ``model="both"``: each
+    analysis's search in turn (the designs each settles, a ``model`` column; each design's studies are the same
+    for both, simulated once per analysis from the same streams) and the cheapest design of each
+    (:class:`SolveResults`).
     """
     params = _params(params)
+    both = _each_analysis(params, design.get("model"), assurance, progress, lambda m, p: likert_budget(
+        params, effect, items, workers, ratings_per_item, items_per_hit, costs, budget, target_power, method, test,
+        alpha, n_sims, seed, jobs, p, effect_scale=effect_scale, **{**design, "model": m}),
+        method=method, test=test, alpha=alpha, costs=costs, **_without_model(design))
+    if both is not None:
+        return (pd.concat([t for t, _ in both.values()], ignore_index=True),
+                SolveResults("model", {m: r for m, (_, r) in both.items()}, ANALYSIS_LABELS))
     check_target_power(target_power, alpha)
     if costs is None or not costs.any:
         raise InputError("give the costs to minimise: --cost-per-rating, --cost-per-hit and/or --cost-per-worker")
@@ -390,12 +468,11 @@ def likert_budget(
         raise InputError(f"no design in the search range fits {what} (or every ratings per item exceeds the workers, "
                          "or every items per HIT the items)")
     cells = _largest_pools(cells)
-    results = _search(cells, target_power, n_sims, seed, jobs, progress, screen=assurance is None)
+    results = [rating_type_m(r) for r in _search(cells, target_power, n_sims, seed, jobs, progress,
+                                                 screen=assurance is None)]
     table = pd.DataFrame([r.record() for r in results])
     if isinstance(params, OrdinalProcess):
         table["effect_scale"] = effect_scale or "latent"
-        if table["model"].iloc[0] != "ordinal":  # the linear analysis's Type-M (see ordinal_columns)
-            table["type_m"] *= abs(effect / params.mean_difference(effect))
     answer = _cheapest(results, target_power, budget, params)
     note = effect_note(params, given, effect, effect_scale)
     return table, answer.noted(note) if note else answer
@@ -413,7 +490,8 @@ def approximate_variance(cell: Any) -> float | None:
     over I items, k workers per item and the W workers used, ``V = s_w^2 / W + s_i^2 / I + 2 s_e^2 / (I k)``
     with the slope SDs (``s_w^2 = 2 sd_worker_system^2`` etc. in the coding-invariant model). For the
     fully crossed slope design it is the analytic tier's exact variance."""
-    if not isinstance(cell, CrowdScenario) or not isinstance(cell.design, CrowdDesign) or cell.means is not None:
+    if (not isinstance(cell, CrowdScenario) or not isinstance(cell.design, CrowdDesign) or cell.means is not None
+            or isinstance(cell.process, OrdinalProcess)):  # ratings 1..K: no Gaussian residual (linear analysis)
         return None
     d, a = cell.design, cell.analysis
     if (d.systems != 2 or d.presentation != "within" or d.missing or d.workload is not None
