@@ -12,7 +12,8 @@ values a list (a single value counts as a list of one). Four arguments are struc
 
 * ``params``: a preset name, a parameter-file document (an object with its ``"schema"``), or typed SDs
   ``{"sd_worker_intercept": ..., "intercept": ..., "preset": ...}`` (the command line's ``--preset``,
-  ``--intercept`` and SD options); for the GLMM head-to-head planner a head-to-head file or
+  ``--intercept`` and SD options; ordinal ratings: ``"family": "ordinal"``, ``"thresholds": [...]``,
+  ``"link"`` and the latent SDs); for the GLMM head-to-head planner a head-to-head file or
   ``{"sd_worker", "sd_item", "p_tie", "ties"}``;
 * ``costs``: the fields of :class:`humaneval_power.designs.Costs` (the cost options);
 * ``pair``: two system indices from 0, as in the API (``--pair`` counts from 1);
@@ -34,6 +35,7 @@ SERVER_OWNED = ("jobs", "progress", "store")  #: set by the server, never by a r
 STRUCTURED = ("params", "costs", "pair", "where")  #: arguments given as JSON objects (see the module's text)
 FILE_METAVARS = ("RATINGS", "PREDICTIONS", "FILE")  #: a file a client uploads (never a path on the server)
 H2H_FIELDS = ("sd_worker", "sd_item", "p_tie", "ties")  #: the typed fields of a GLMM design's ``params``
+ORDINAL_TYPED = ("family", "thresholds", "link")  #: the typed fields of ordinal ratings' ``params``
 COST_SOURCE = "Costs"  #: the options that are fields of ``costs``
 
 
@@ -192,7 +194,8 @@ def _by_flag(command: Command, flag: str) -> Option:
 
 
 def _likert_params(command: Command, params: Any) -> Any:
-    """A preset name, a parameter-file document (checked when loaded), or typed SDs (each as its option)."""
+    """A preset name, a parameter-file document (checked when loaded), or typed parameters (each as its option:
+    SDs, and for ordinal ratings ``family``, ``thresholds`` and ``link``)."""
     from ..params import SD_NAMES
     from .commands import INVARIANT_TYPED
 
@@ -203,7 +206,7 @@ def _likert_params(command: Command, params: Any) -> Any:
         raise InputError(f"params must be a preset name, a parameter file (JSON object) or SDs, got {params!r}")
     if "schema" in params:
         return dict(params)
-    typed = ("preset", "intercept") + SD_NAMES + INVARIANT_TYPED
+    typed = ("preset", "intercept") + SD_NAMES + INVARIANT_TYPED + ORDINAL_TYPED
     unknown = sorted(set(params) - set(typed))
     if unknown:
         raise InputError(f"params: unknown field(s) {', '.join(unknown)}; give a parameter file (with its "
@@ -305,7 +308,11 @@ def _params_words(params: Any, h2h: bool) -> list[str]:
         return ["--params", PARAMS_FILE]
     first = () if h2h else ("preset",)
     keys = [*first, *(k for k in params if k not in first)]
-    return [f"--{k.replace('_', '-')}={word(params[k])}" for k in keys if params.get(k) is not None]
+    words: list[str] = []
+    for k in (k for k in keys if params.get(k) is not None):
+        flag, value = f"--{k.replace('_', '-')}", params[k]
+        words += [flag, *map(word, value)] if isinstance(value, (list, tuple)) else [f"{flag}={word(value)}"]
+    return words
 
 
 def describe(function: str) -> list[dict[str, Any]]:

@@ -46,9 +46,9 @@ def api_arguments(name: str, arguments: Mapping[str, Any], folder: str) -> dict[
         return kw
     if path is not None:
         kw["params"] = likert_params(params=path)
-    elif isinstance(params, Mapping):
-        sds = {k: v for k, v in params.items() if k not in ("preset", "intercept")}
-        kw["params"] = likert_params(params.get("preset"), None, None, params.get("intercept"), **sds)
+    elif isinstance(params, Mapping):  # typed: SDs, and for ordinal ratings family, thresholds and link
+        typed = dict(params)
+        kw["params"] = likert_params(typed.pop("preset", None), None, None, typed.pop("intercept", None), **typed)
     else:
         kw["params"] = likert_params(preset=params)
     if "costs" in kw:
