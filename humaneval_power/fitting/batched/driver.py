@@ -121,6 +121,15 @@ def _structure(design: ComponentDesign) -> Structure | BlockStructure:
 PILOT = 8
 
 
+def _median_hessian(h: np.ndarray) -> np.ndarray:
+    """The pilots' median Hessian in u, entry by entry over the pilots where it is known (NaN: a variable held
+    at zero); unknown on every pilot: 0 off the diagonal and the median known diagonal entry on it."""
+    med = np.nanmedian(h, axis=0)
+    diag = np.diagonal(med)
+    fill = np.nanmedian(diag) if np.isfinite(diag).any() else 1.0
+    return np.where(np.isfinite(med), med, np.where(np.eye(h.shape[1], dtype=bool), fill, 0.0))
+
+
 def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml: bool, satterthwaite: bool,
               max_iter: int, tol: float, chunk: int | None, start: np.ndarray | None) -> BatchFit:
     y = np.asarray(y, float)
@@ -160,7 +169,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                                            np.ones((pilot, kk)) if start is None else
                                            np.broadcast_to(np.asarray(start, float), (pilot, kk)), max_iter, tol)
                 start = np.median(g0[c0], axis=0) if c0.any() else np.ones(kk)
-                hess0 = np.median(h0[c0], axis=0) if c0.any() else None
+                hess0 = _median_hessian(h0[c0]) if c0.any() else None
             gamma, conv, iters, hess, _, pt = newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
                                                   max_iter, tol, hess0)
             theta, sigma = np.sqrt(gamma), np.sqrt(pt.r2 / bt.nu)
