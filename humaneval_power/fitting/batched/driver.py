@@ -2,6 +2,7 @@
 the deviance, the optimiser and the inference, and returns a :class:`BatchFit`."""
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -124,7 +125,9 @@ PILOT = 8
 def _median_hessian(h: np.ndarray) -> np.ndarray:
     """The pilots' median Hessian in u, entry by entry over the pilots where it is known (NaN: a variable held
     at zero); unknown on every pilot: 0 off the diagonal and the median known diagonal entry on it."""
-    med = np.nanmedian(h, axis=0)
+    with warnings.catch_warnings():  # an entry unknown on every pilot: NaN, filled below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = np.nanmedian(h, axis=0)
     diag = np.diagonal(med)
     fill = np.nanmedian(diag) if np.isfinite(diag).any() else 1.0
     return np.where(np.isfinite(med), med, np.where(np.eye(h.shape[1], dtype=bool), fill, 0.0))
