@@ -101,18 +101,25 @@ def in_process(only: str | None = None) -> dict[str, dict[str, float]]:
 CROWD = "likert fast, crowd k=3 (500 sims)"
 
 
+def export_revision(rev: str, folder: str) -> None:
+    """The package ``humaneval_power`` of git revision ``rev`` into ``folder`` (to put on PYTHONPATH)."""
+    import io
+    import tarfile
+
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "humaneval_power"], check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+
+
 def compare_ref(rev: str, rounds: int = 5) -> dict[str, object]:
     """CPU seconds of the crowd cell's call by this tree and by revision ``rev`` (its package exported by
     ``git archive``), in alternating processes (``rounds`` each, each the median of 5 calls) so that both see
     the same load; the ratio of the medians."""
-    import tarfile
     import tempfile
 
     with tempfile.TemporaryDirectory() as ref:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "humaneval_power"], check=True,
-                                 capture_output=True).stdout
-        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
-            tar.extractall(ref, filter="data")
+        export_revision(rev, ref)
         cpu: dict[str, list[float]] = {"ref": [], "new": []}
         for _ in range(rounds):
             for which, path in (("ref", ref), ("new", str(ROOT))):
