@@ -91,12 +91,12 @@ def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml
     with np.errstate(all="ignore"):  # a degenerate study ends up flagged, not in a warning
         if blas_threads is None:
             return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
-        with _blas().limit(limits=blas_threads):
+        with blas_controller().limit(limits=blas_threads):
             return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
 
 
 @lru_cache(maxsize=1)
-def _blas() -> Any:
+def blas_controller() -> Any:
     """threadpoolctl's controller of the loaded BLAS libraries (finding them costs more than a small fit)."""
     from threadpoolctl import ThreadpoolController
 
