@@ -4,7 +4,7 @@ and, with Playwright and chromium, the page: from typing a new value to the new 
 the page's 0.2 s debounce included). Prints one JSON record. Run: python benchmarks/bench_serve.py
 (``--in-process``: the worker's call of each request made in this process, wall and CPU seconds, no server;
 ``--compare-ref REV``: the crowd cell's call by this tree and by git revision REV, alternating
-processes, and the ratio of their CPU seconds).
+processes, and the ratio of their CPU seconds, warm and as a new worker's first call).
 """
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def _page(base: str) -> dict[str, float] | str:
 
 def in_process(only: str | None = None) -> dict[str, dict[str, float]]:
     """The API path without the server: the worker's call (validation, the API function, the records) made in
-    this process, wall and CPU seconds (median of 5): what a request costs a free core (``only``: one call)."""
+    this process, wall and CPU seconds (median of 5): what a request costs a free core (``only``: one call);
+    ``first_cpu``: the first of them, as a new worker of the server makes it (its caches empty)."""
     import tempfile
 
     from humaneval_power.scenarios import crowd
@@ -94,7 +95,8 @@ def in_process(only: str | None = None) -> dict[str, dict[str, float]]:
                 call(name, body, folder, lambda *a: None)
                 runs.append((time.perf_counter() - t, time.process_time() - cpu))
             out[what] = {"wall": round(statistics.median(w for w, _ in runs), 3),
-                         "cpu": round(statistics.median(c for _, c in runs), 3)}
+                         "cpu": round(statistics.median(c for _, c in runs), 3),
+                         "first_cpu": round(runs[0][1], 3)}
     return out
 
 
@@ -121,14 +123,21 @@ def compare_ref(rev: str, rounds: int = 5) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as ref:
         export_revision(rev, ref)
         cpu: dict[str, list[float]] = {"ref": [], "new": []}
+        first: dict[str, list[float]] = {"ref": [], "new": []}
         for _ in range(rounds):
             for which, path in (("ref", ref), ("new", str(ROOT))):
                 out = subprocess.run([sys.executable, __file__, "--in-process", "--only", CROWD], check=True,
                                      capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
-                cpu[which].append(json.loads(out.stdout)["in_process_seconds"][CROWD]["cpu"])
+                got = json.loads(out.stdout)["in_process_seconds"][CROWD]
+                cpu[which].append(got["cpu"])
+                first[which].append(got["first_cpu"])
     med = {k: statistics.median(v) for k, v in cpu.items()}
-    return {"call": CROWD, "ref": rev, "cpu_seconds": cpu, "median_cpu_ref": med["ref"], "median_cpu_new": med["new"],
-            "ratio_ref_over_new": round(med["ref"] / med["new"], 3), "load_average": os.getloadavg()}
+    med1 = {k: statistics.median(v) for k, v in first.items()}
+    return {"call": CROWD, "ref": rev, "cpu_seconds": cpu, "first_call_cpu_seconds": first,
+            "median_cpu_ref": med["ref"], "median_cpu_new": med["new"],
+            "ratio_ref_over_new": round(med["ref"] / med["new"], 3),
+            "median_first_call_cpu_ref": med1["ref"], "median_first_call_cpu_new": med1["new"],
+            "first_call_ratio_ref_over_new": round(med1["ref"] / med1["new"], 3), "load_average": os.getloadavg()}
 
 
 def main() -> None:
@@ -138,8 +147,6 @@ def main() -> None:
     if "--in-process" in sys.argv:
         only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
         print(json.dumps({"in_process_seconds": in_process(only), "load_average": os.getloadavg()[0]}))
-        return
-        print(json.dumps({"in_process_seconds": in_process(), "load_average": os.getloadavg()[0]}))
         return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
