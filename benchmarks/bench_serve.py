@@ -2,6 +2,7 @@
 API round trip (POST /api/<function>: validation, a worker process, the command, the records; median of 5)
 and, with Playwright and chromium, the page: from typing a new value to the new power shown (median of 5,
 the page's 0.2 s debounce included). Prints one JSON record. Run: python benchmarks/bench_serve.py
+(``BENCH_SERVE_PACKAGE=<folder>``: serve the package in that folder, e.g. an older revision's)
 (``--in-process``: the worker's call of each request made in this process, wall and CPU seconds, no server;
 ``--compare-ref REV``: the crowd cell's call by this tree and by git revision REV, alternating
 processes, and the ratio of their CPU seconds, warm and as a new worker's first call).
@@ -151,7 +152,7 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.environ.get("BENCH_SERVE_PACKAGE", str(ROOT))}  # another revision's
     proc = subprocess.Popen([sys.executable, "-m", "humaneval_power.cli", "serve", "--port", str(port)], env=env,
                             stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"

@@ -235,7 +235,7 @@ async def _finished_while_connected(job: Any, request: Request, timeout: float) 
         if await request.is_disconnected():
             return False
         job.last_seen = time.monotonic()  # its client is waiting: not abandoned
-        await asyncio.sleep(POLL)
+        await loop.run_in_executor(None, job.finished.wait, POLL)  # back as soon as it ends
     return True
 
 
