@@ -1,6 +1,6 @@
 """Old vs new batched crowd fit on the same simulated studies: runs the fast tier of a grid of crowd designs
-(workers, ratings per item, items, systems, presentation, random assignment, missing ratings, a boundary case
-with no system-by-worker or system-by-item variance) under this tree and under git revision REV (its package
+(workers, ratings per item, items, systems, presentation, random assignment, missing ratings, a non-identifiable
+design, a boundary case with no system-by-worker or system-by-item variance) under this tree and under git revision REV (its package
 exported by ``git archive``), and prints per design the max |SD| difference, the max relative df difference,
 the share of studies with the same decision and both powers (with the Monte-Carlo SE).
 Run: python benchmarks/compare_batched_fit.py REV [n_sims]   (the simulation code must be the same in both).
@@ -29,6 +29,8 @@ GRID = [
     ("random assignment, 15 workers, 60 items, k=3", {"assignment": "random"},
      {"items": 60, "workers": 15, "ratings_per_item": 3}),
     ("10% missing, 10 workers, 60 items, k=3", {"missing": 0.1}, {"items": 60, "workers": 10, "ratings_per_item": 3}),
+    ("non-identifiable: k=1 (item-by-system confounded with the residual), 20 workers, 50 items", {},
+     {"items": 50, "workers": 20, "ratings_per_item": 1}),
     ("boundary: no system-by-worker or -item SD, 10 workers, 30 items, k=3", {"boundary": True},
      {"items": 30, "workers": 10, "ratings_per_item": 3}),
 ]
@@ -66,6 +68,8 @@ def dump(path: str, n_sims: int) -> None:
         out[f"{i}_df"] = np.concatenate([f.df[:, 0] for f in kept])
         out[f"{i}_sig"] = sig
         out[f"{i}_iter"] = np.concatenate([f.iterations for f in kept])
+        out[f"{i}_conv"] = np.concatenate([f.converged for f in kept])
+        out[f"{i}_dev"] = np.concatenate([f.deviance for f in kept])
     np.savez(path, **out)
 
 
@@ -95,6 +99,8 @@ def main() -> None:
                      "same_decision": float(np.mean(sa == sb)),
                      "power_ref": float(sa.mean()), "power_new": float(sb.mean()),
                      "mc_se": float(np.sqrt(sa.mean() * (1 - sa.mean()) / sa.size)),
+                     "converged_ref": int(a[f"{i}_conv"].sum()), "converged_new": int(b[f"{i}_conv"].sum()),
+                     "max_abs_deviance_difference": float(np.nanmax(np.abs(a[f"{i}_dev"] - b[f"{i}_dev"]))),
                      "mean_iterations_ref": float(a[f"{i}_iter"].mean()),
                      "mean_iterations_new": float(b[f"{i}_iter"].mean())})
     print(json.dumps({"ref": rev, "n_sims": n_sims, "designs": rows}, indent=1))
