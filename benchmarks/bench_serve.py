@@ -2,9 +2,10 @@
 API round trip (POST /api/<function>: validation, a worker process, the command, the records; median of 5)
 and, with Playwright and chromium, the page: from typing a new value to the new power shown (median of 5,
 the page's 0.2 s debounce included). Prints one JSON record. Run: python benchmarks/bench_serve.py
+(``BENCH_SERVE_PACKAGE=<folder>``: serve the package in that folder, e.g. an older revision's)
 (``--in-process``: the worker's call of each request made in this process, wall and CPU seconds, no server;
 ``--compare-ref REV``: the crowd cell's call by this tree and by git revision REV, alternating
-processes, and the ratio of their CPU seconds).
+processes, and the ratio of their CPU seconds, warm and as a new worker's first call).
 """
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def _page(base: str) -> dict[str, float] | str:
 
 def in_process(only: str | None = None) -> dict[str, dict[str, float]]:
     """The API path without the server: the worker's call (validation, the API function, the records) made in
-    this process, wall and CPU seconds (median of 5): what a request costs a free core (``only``: one call)."""
+    this process, wall and CPU seconds (median of 5): what a request costs a free core (``only``: one call);
+    ``first_cpu``: the first of them, as a new worker of the server makes it (its caches empty)."""
     import tempfile
 
     from humaneval_power.scenarios import crowd
@@ -94,34 +96,49 @@ def in_process(only: str | None = None) -> dict[str, dict[str, float]]:
                 call(name, body, folder, lambda *a: None)
                 runs.append((time.perf_counter() - t, time.process_time() - cpu))
             out[what] = {"wall": round(statistics.median(w for w, _ in runs), 3),
-                         "cpu": round(statistics.median(c for _, c in runs), 3)}
+                         "cpu": round(statistics.median(c for _, c in runs), 3),
+                         "first_cpu": round(runs[0][1], 3)}
     return out
 
 
 CROWD = "likert fast, crowd k=3 (500 sims)"
 
 
+def export_revision(rev: str, folder: str) -> None:
+    """The package ``humaneval_power`` of git revision ``rev`` into ``folder`` (to put on PYTHONPATH)."""
+    import io
+    import tarfile
+
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "humaneval_power"], check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+
+
 def compare_ref(rev: str, rounds: int = 5) -> dict[str, object]:
     """CPU seconds of the crowd cell's call by this tree and by revision ``rev`` (its package exported by
     ``git archive``), in alternating processes (``rounds`` each, each the median of 5 calls) so that both see
     the same load; the ratio of the medians."""
-    import tarfile
     import tempfile
 
     with tempfile.TemporaryDirectory() as ref:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "humaneval_power"], check=True,
-                                 capture_output=True).stdout
-        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
-            tar.extractall(ref, filter="data")
+        export_revision(rev, ref)
         cpu: dict[str, list[float]] = {"ref": [], "new": []}
+        first: dict[str, list[float]] = {"ref": [], "new": []}
         for _ in range(rounds):
             for which, path in (("ref", ref), ("new", str(ROOT))):
                 out = subprocess.run([sys.executable, __file__, "--in-process", "--only", CROWD], check=True,
                                      capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
-                cpu[which].append(json.loads(out.stdout)["in_process_seconds"][CROWD]["cpu"])
+                got = json.loads(out.stdout)["in_process_seconds"][CROWD]
+                cpu[which].append(got["cpu"])
+                first[which].append(got["first_cpu"])
     med = {k: statistics.median(v) for k, v in cpu.items()}
-    return {"call": CROWD, "ref": rev, "cpu_seconds": cpu, "median_cpu_ref": med["ref"], "median_cpu_new": med["new"],
-            "ratio_ref_over_new": round(med["ref"] / med["new"], 3), "load_average": os.getloadavg()}
+    med1 = {k: statistics.median(v) for k, v in first.items()}
+    return {"call": CROWD, "ref": rev, "cpu_seconds": cpu, "first_call_cpu_seconds": first,
+            "median_cpu_ref": med["ref"], "median_cpu_new": med["new"],
+            "ratio_ref_over_new": round(med["ref"] / med["new"], 3),
+            "median_first_call_cpu_ref": med1["ref"], "median_first_call_cpu_new": med1["new"],
+            "first_call_ratio_ref_over_new": round(med1["ref"] / med1["new"], 3), "load_average": os.getloadavg()}
 
 
 def main() -> None:
@@ -132,12 +149,10 @@ def main() -> None:
         only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
         print(json.dumps({"in_process_seconds": in_process(only), "load_average": os.getloadavg()[0]}))
         return
-        print(json.dumps({"in_process_seconds": in_process(), "load_average": os.getloadavg()[0]}))
-        return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.environ.get("BENCH_SERVE_PACKAGE", str(ROOT))}  # another revision's
     proc = subprocess.Popen([sys.executable, "-m", "humaneval_power.cli", "serve", "--port", str(port)], env=env,
                             stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"

@@ -1,5 +1,5 @@
-"""The batched fit's speed-ups keep its results bit for bit: the einsum with cached contraction paths equals
-np.einsum(optimize=True), and a stacked evaluation (the finite-difference Hessian's K steps at once) gives every
+"""The batched fit's own bitwise properties: the einsum with cached contraction paths (one per equation for every
+batch size) equals np.einsum on that path, and a stacked evaluation (the finite-difference Hessian's K steps at once) gives every
 copy what its own batch gives alone."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from humaneval_power.fitting.batched.deviance import (
     batch_statistics,
     einsum,
     evaluate,
+    path_shapes,
     stacked,
 )
 from humaneval_power.fitting.batched.structure import BlockStructure, build_structure
@@ -31,14 +32,20 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("n", [1, 2, 7])
+@pytest.mark.parametrize("n", [1, 2, 7, 150])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_einsum_equals_numpy_bitwise(case: tuple, n: int) -> None:
+    """Bit for bit np.einsum with numpy's greedy path for PATH_STUDIES studies (one path for every batch of more
+    than one study, found once), and equal to np.einsum(optimize=True) up to rounding."""
     eq, *shapes = case
     rng = np.random.default_rng(n * 1000 + len(eq))
     ops = [rng.normal(size=[n if d == "n" else d for d in s]) for s in shapes]
+    dummies = [np.zeros(s) for s in path_shapes(eq, tuple(o.shape for o in ops))]
+    path = np.einsum_path(eq, *dummies, optimize=True)[0]
     for _ in range(2):  # the second call takes the cached path
-        assert np.array_equal(einsum(eq, *ops), np.einsum(eq, *ops, optimize=True))
+        got = einsum(eq, *ops)
+        assert np.array_equal(got, np.einsum(eq, *ops, optimize=path))
+        np.testing.assert_allclose(got, np.einsum(eq, *ops, optimize=True), rtol=1e-12, atol=1e-12)
 
 
 def _batch(kind: str, n: int, rng: np.random.Generator) -> Batch:

@@ -6,7 +6,8 @@ Endpoints (every error is ``{"detail": "<one line>"}``; bad input is HTTP 422 wi
   limit) and returns ``{"records": [...]}``, the records ``hepower ... --json`` prints (a budget
   search adds ``"designs"``, the evaluated designs), with ``"command"`` and ``"python"``;
 * ``POST /api/jobs/<function>``: the same as a job (HTTP 202); ``GET /api/jobs/<id>`` its state,
-  progress and, once finished, its outcome; ``DELETE /api/jobs/<id>`` cancels it, and so does nobody
+  progress and, once finished, its outcome (``?wait=<seconds>``, at most 2: answered as soon as the job ends
+  within that time); ``DELETE /api/jobs/<id>`` cancels it, and so does nobody
   asking for it for ``Limits.abandon_after`` seconds (a closed page);
 * ``POST /api/command/<function>``: only the equivalent command line and Python snippet;
 * ``GET /api``: the functions, their arguments and the server's limits;
@@ -153,8 +154,11 @@ def create_app(limits: Limits | None = None, warm_up: bool = True, hosts: Sequen
         return jobs.submit(function, await _kwargs(request)).view()
 
     @app.get("/api/jobs/{job_id}")
-    async def poll(job_id: str) -> dict[str, Any]:
-        return _job(jobs, job_id).view()
+    async def poll(job_id: str, wait: float = 0.0) -> dict[str, Any]:
+        job = _job(jobs, job_id)
+        if job.state == "running" and wait > 0:  # a long poll: answer as soon as it ends
+            await asyncio.get_running_loop().run_in_executor(None, job.finished.wait, min(wait, MAX_WAIT))
+        return job.view()
 
     @app.delete("/api/jobs/{job_id}")
     async def cancel(job_id: str) -> dict[str, Any]:
@@ -219,6 +223,8 @@ def _job(jobs: Jobs, job_id: str) -> Any:
 
 #: seconds between checks whether a computation finished or its client went away
 POLL = 0.05
+#: the longest a poll of a job waits for it to end (``GET /api/jobs/<id>?wait=<seconds>``)
+MAX_WAIT = 2.0
 
 
 async def _finished_while_connected(job: Any, request: Request, timeout: float) -> bool:
@@ -229,7 +235,7 @@ async def _finished_while_connected(job: Any, request: Request, timeout: float) 
         if await request.is_disconnected():
             return False
         job.last_seen = time.monotonic()  # its client is waiting: not abandoned
-        await asyncio.sleep(POLL)
+        await loop.run_in_executor(None, job.finished.wait, POLL)  # back as soon as it ends
     return True
 
 

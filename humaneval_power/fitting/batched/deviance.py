@@ -30,15 +30,27 @@ def _contractions(eq: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[t
     return tuple((c[0], c[1]) for c in _einsum_path(eq, *dummies, optimize=True, einsum_call=True)[1])
 
 
-def einsum(eq: str, *operands: np.ndarray) -> np.ndarray:
-    """``np.einsum(eq, *operands, optimize=True)``, bit for bit, without finding the contraction path anew.
+#: the number of studies the contraction paths are found for (any batch of more than one study takes its path)
+PATH_STUDIES = 64
 
-    The path search costs more than the contractions of an evaluation's small tensors; the contractions run
-    as numpy runs them (``bmm_einsum`` for a pair, ``c_einsum`` otherwise; numpy < 2.3: plain einsum)."""
+
+def path_shapes(eq: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+    """The operand shapes a contraction path is found for: the study axis (index ``s``, leading) of a batch of
+    more than one study set to :data:`PATH_STUDIES`, so that every batch size shares one path."""
+    terms = eq.split("->")[0].split(",")
+    return tuple((PATH_STUDIES,) + sh[1:] if t.startswith("s") and sh[0] > 1 else sh for t, sh in zip(terms, shapes))
+
+
+def einsum(eq: str, *operands: np.ndarray) -> np.ndarray:
+    """``np.einsum(eq, *operands, optimize=path)`` with numpy's greedy path for :func:`path_shapes`, found once.
+
+    The path search costs more than the contractions of an evaluation's small tensors, and each new number
+    of studies would search again (in every new worker of the web app); the contractions run as numpy runs
+    them (``bmm_einsum`` for a pair, ``c_einsum`` otherwise; numpy < 2.3: plain einsum)."""
     if _bmm_einsum is None:
         return np.einsum(eq, *operands, optimize=True)
     ops = list(operands)
-    for inds, sub in _contractions(eq, tuple(o.shape for o in ops)):
+    for inds, sub in _contractions(eq, path_shapes(eq, tuple(o.shape for o in ops))):
         tmp = [ops.pop(x) for x in inds]
         ops.append(_bmm_einsum(sub, *tmp) if len(tmp) == 2 else _c_einsum(sub, *tmp))
     return ops[0]

@@ -2,7 +2,11 @@
 the deviance, the optimiser and the inference, and returns a :class:`BatchFit`."""
 from __future__ import annotations
 
+import warnings
+import weakref
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -84,16 +88,49 @@ def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml
     start at the pilot's median (the optimum does not depend on the start;
     the number of iterations does).
     """
-    from threadpoolctl import threadpool_limits
-
     with np.errstate(all="ignore"):  # a degenerate study ends up flagged, not in a warning
         if blas_threads is None:
             return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
-        with threadpool_limits(blas_threads):
+        with blas_controller().limit(limits=blas_threads):
             return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
 
 
+@lru_cache(maxsize=1)
+def blas_controller() -> Any:
+    """threadpoolctl's controller of the loaded BLAS libraries (finding them costs more than a small fit)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+#: the structure of recent shared designs, by the design object (the chunks of a cell share it)
+_STRUCTURES: dict[int, tuple[weakref.ref, Structure | BlockStructure]] = {}
+
+
+def _structure(design: ComponentDesign) -> Structure | BlockStructure:
+    """:func:`build_structure` of a design, built once per design object."""
+    hit = _STRUCTURES.get(id(design))
+    if hit is not None and hit[0]() is design:
+        return hit[1]
+    st = build_structure(design)
+    _STRUCTURES[id(design)] = (weakref.ref(design), st)
+    while len(_STRUCTURES) > 8:
+        del _STRUCTURES[next(iter(_STRUCTURES))]
+    return st
+
+
 PILOT = 8
+
+
+def _median_hessian(h: np.ndarray) -> np.ndarray:
+    """The pilots' median Hessian in u, entry by entry over the pilots where it is known (NaN: a variable held
+    at zero); unknown on every pilot: 0 off the diagonal and the median known diagonal entry on it."""
+    with warnings.catch_warnings():  # an entry unknown on every pilot: NaN, filled below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = np.nanmedian(h, axis=0)
+    diag = np.diagonal(med)
+    fill = np.nanmedian(diag) if np.isfinite(diag).any() else 1.0
+    return np.where(np.isfinite(med), med, np.where(np.eye(h.shape[1], dtype=bool), fill, 0.0))
 
 
 def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml: bool, satterthwaite: bool,
@@ -115,7 +152,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
            "beta": np.full((n, x.shape[1]), np.nan), "theta": np.full((n, kk), np.nan),
            "sigma": np.full(n, np.nan), "dev": np.full(n, np.nan), "conv": np.zeros(n, bool),
            "failed": np.zeros(n, bool), "iter": np.zeros(n, int)}
-    st = build_structure(design.subset(slice(0, 1)) if per_study else design)
+    st = build_structure(design.subset(slice(0, 1))) if per_study else _structure(design)
     hess0 = None
     size = chunk or _chunk_size(st, n_obs, per_study)
     pending = [np.arange(i, min(i + size, n)) for i in range(0, n, size)]
@@ -135,7 +172,7 @@ def _fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, rem
                                            np.ones((pilot, kk)) if start is None else
                                            np.broadcast_to(np.asarray(start, float), (pilot, kk)), max_iter, tol)
                 start = np.median(g0[c0], axis=0) if c0.any() else np.ones(kk)
-                hess0 = np.median(h0[c0], axis=0) if c0.any() else None
+                hess0 = _median_hessian(h0[c0]) if c0.any() else None
             gamma, conv, iters, hess, _, pt = newton(bt, np.broadcast_to(np.asarray(start, float), (idx.size, kk)),
                                                   max_iter, tol, hess0)
             theta, sigma = np.sqrt(gamma), np.sqrt(pt.r2 / bt.nu)

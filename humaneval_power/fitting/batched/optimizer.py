@@ -4,10 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..criterion import projected_gradient
-from .deviance import AnyBatch, Batch, Point, evaluate, gradient, scatter_point, stacked
+from .deviance import AnyBatch, Point, evaluate, gradient, scatter_point, stacked
 
 #: largest Newton step in u = log(1 + n gamma) (a factor of ~e^3 in a stratum's variance)
 MAX_STEP = 3.0
+#: step halvings of the Armijo backtracking, and how many after the first are tried in one evaluation
+HALVINGS, STACKED_HALVINGS = 40, 6
 
 
 def newton(bt: AnyBatch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np.ndarray | None = None
@@ -25,7 +27,7 @@ def newton(bt: AnyBatch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np
     takes over; converged when the Newton decrement with the exact Hessian is
     below ``tol``. Returns gamma, converged, iterations, the Hessian of the
     profiled deviance in gamma at the returned point (for the Satterthwaite
-    df), the Hessian in u (to start other studies with) and the evaluation
+    df), the Hessian in u (to start other studies with; NaN along variables held at zero) and the evaluation
     (with gradient parts) at the returned point.
     """
     n, kk = gamma.shape
@@ -39,22 +41,20 @@ def newton(bt: AnyBatch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np
         return gradient(b, pt) * np.exp(u) / scale
 
     def fd_hessian(sub: AnyBatch, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """Forward differences of the gradient: the K steps of every study in one evaluation (a stacked batch).
+        """Forward differences of the gradient, the steps of every study in one evaluation.
 
-        A lone study, and the block-by-block evaluation, take the steps one evaluation each: there the last
-        bits of a study's results depend on the number of studies evaluated with it (a lone study's products
-        take other paths; the blocks' sums and scatter-adds are not split by :func:`.deviance.by_part`), and
-        one at a time the steps give the results these fits always gave."""
+        Only along the free variables (inside, or at zero with a negative gradient): the others are held at
+        zero by the step and have theta = 0 in the df, so their rows and columns are never used (left 0)."""
         m = x.shape[0]
         h = 1e-6 * np.maximum(x, 1e-2)                                   # (m, K)
-        xp = np.repeat(x[None], kk, axis=0)                              # (K, m, K): step k in copy k
-        xp[np.arange(kk), :, np.arange(kk)] += h.T
-        if m == 1 or not isinstance(sub, Batch):
-            gp = np.stack([grad_u(sub, evaluate(sub, to_gamma(xk), True), xk) for xk in xp])
-        else:
-            big, flat = stacked(sub, kk), xp.reshape(kk * m, kk)
-            gp = grad_u(big, evaluate(big, to_gamma(flat), True), flat).reshape(kk, m, kk)
-        hess = np.transpose((gp - g[None]) / h.T[:, :, None], (1, 2, 0))    # (m, i, k): d grad_i / d u_k
+        ks, rows = np.nonzero(((x > 0) | (g < 0)).T)                     # the (variable, study) steps taken
+        xp = x[rows].copy()
+        xp[np.arange(rows.size), ks] += h[rows, ks]
+        hess = np.zeros((m, kk, kk))                                     # (m, i, k): d grad_i / d u_k
+        if rows.size:
+            big = sub.take(rows)
+            gp = grad_u(big, evaluate(big, to_gamma(xp), True), xp)
+            hess[rows, :, ks] = (gp - g[rows]) / h[rows, ks][:, None]
         return (hess + np.swapaxes(hess, 1, 2)) / 2
 
     u = np.log1p(np.maximum(gamma, 0.0) * scale)
@@ -131,7 +131,8 @@ def newton(bt: AnyBatch, gamma: np.ndarray, max_iter: int, tol: float, hess0: np
     converged |= pg <= 1e-6
     diag = np.where(eye.astype(bool), (g_gamma * c)[:, :, None], 0.0)
     hess_gamma = (hess_u - diag) / (c[:, :, None] * c[:, None, :])
-    return gamma, converged, iterations, hess_gamma, hess_u, last
+    free = (u > 0) | (grad < 0)  # the Hessian in u where known (NaN along the variables held at zero)
+    return gamma, converged, iterations, hess_gamma, np.where(free[:, :, None] & free[:, None, :], hess_u, np.nan), last
 
 
 def _line_search(bt: AnyBatch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, step: np.ndarray, to_gamma, grad_u
@@ -158,16 +159,26 @@ def _line_search(bt: AnyBatch, x: np.ndarray, g: np.ndarray, d0: np.ndarray, ste
     pieces: list = [(first, pt, first)]
     alpha = np.full(m, 0.5)
     late = np.zeros(m, bool)
-    for _ in range(40):
+    tried = 0
+    while tried < HALVINGS:
         rows = np.flatnonzero(~accepted)
         if not rows.size:
             break
-        trial = np.maximum(x[rows] + alpha[rows, None] * step[rows], 0.0)
-        dv = evaluate(bt.take(rows), to_gamma(trial), False).dev
-        ok = armijo(dv, rows, trial)
-        accepted[rows[ok]] = late[rows[ok]] = True
-        new_x[rows[ok]], new_dev[rows[ok]] = trial[ok], dv[ok]
-        alpha[rows[~ok]] /= 2
+        # the first halving alone; then the next few at once (one evaluation of stacked copies of the rows)
+        r = 1 if tried == 0 else min(STACKED_HALVINGS, HALVINGS - tried)
+        tried += r
+        a = alpha[rows] * 0.5 ** np.arange(r)[:, None]                  # (r, rows): copy j tries alpha / 2^j
+        trial = np.maximum(x[rows][None] + a[:, :, None] * step[rows][None], 0.0)
+        sub = bt.take(rows)
+        flat = trial.reshape(r * rows.size, -1)
+        dv = evaluate(stacked(sub, r) if r > 1 else sub, to_gamma(flat), False).dev.reshape(r, rows.size)
+        ok = armijo(dv.ravel(), np.tile(rows, r), flat).reshape(r, rows.size)
+        first = np.where(ok.any(0), ok.argmax(0), -1)                   # the largest step accepted
+        hit = first >= 0
+        j, pick = first[hit], rows[hit]
+        accepted[pick] = late[pick] = True
+        new_x[pick], new_dev[pick] = trial[j, hit], dv[j, hit]
+        alpha[rows[~hit]] *= 0.5 ** r
     rows = np.flatnonzero(late)
     if rows.size:
         sub = bt.take(rows)

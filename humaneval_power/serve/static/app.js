@@ -224,8 +224,7 @@ async function runJob(what, fn, body, generation) {
     while (job.state === "running") {
       if (generation !== state.generation) { await api("DELETE", `/api/jobs/${job.id}`).catch(() => {}); return null; }
       if (performance.now() - t0 > 300) showProgress(what, job);
-      await sleep(job.total ? 80 : 40);
-      job = await api("GET", `/api/jobs/${job.id}`);
+      job = await api("GET", `/api/jobs/${job.id}?wait=0.25`);  // answered as soon as the job ends
     }
   } finally {
     state.running.delete(job.id);
