@@ -6,7 +6,8 @@ workers, it is run on local processes and on a Dask LocalCluster (started
 beforehand, its start-up timed apart); each run starts R in its workers once.
 Prints one JSON record:
 
-* ``seconds``: wall time of each run, ``start_seconds`` of each LocalCluster;
+* ``seconds``: wall time of each run, ``start_seconds`` and ``start_cpu_seconds`` of each LocalCluster
+  (its workers import the modules loaded here as they start: a forked local worker inherits them);
 * ``studies_per_second`` and the speed-up of ``--workers`` workers over one
   (throughput scaling on this machine);
 * ``dask_overhead_per_cell``: (Dask seconds - local seconds) / cells, per worker count;
@@ -77,9 +78,10 @@ def main() -> None:
             with LocalProcesses(n) as local:  # the command line
                 tables[f"local_{n}"] = sweep(local, f"local_{n}")
         if args.on != "local":
-            t0 = time.perf_counter()
+            t0, before = time.perf_counter(), _cpu(me)
             with DaskExecutor(n_workers=n) as dask:
                 out[f"dask_{n}_start_seconds"] = time.perf_counter() - t0
+                out[f"dask_{n}_start_cpu_seconds"] = sum(_cpu(me).values()) - sum(before.values())
                 tables[f"dask_{n}"] = sweep(dask, f"dask_{n}")
         if n == 1 and args.on != "dask":
             with LocalProcesses(n) as local:

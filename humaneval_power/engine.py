@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InputError, Interrupted
-from .executors import Jobs, using
+from .executors import Jobs, costliest_first, using
 from .progress import (
     LongRunWarning,
     ProgressFn,
@@ -230,6 +230,13 @@ def _run_task(task: tuple[int, Scenario, int, int, int]) -> tuple[PowerCounts, f
     return counts, time.perf_counter() - started
 
 
+def _task_cost(task: tuple[int, Scenario, int, int, int]) -> float:
+    """A chunk's cost for scheduling the costliest first: its studies times one study's memory (its size),
+    when the scenario says (``study_bytes()``)."""
+    _, scenario, _, _, n = task
+    return n * max(1, getattr(scenario, "study_bytes", lambda: 0)())
+
+
 def _chunk_sizes(s: Scenario, n_sims: int) -> tuple[int, int]:
     """(studies per chunk, number of chunks) of a cell."""
     size = max(1, int(s.chunk_size))
@@ -389,7 +396,7 @@ def run_cells(
 
     try:
         with using(jobs) as executor:
-            executor.map(_run_task, tasks(), on_done)
+            executor.map(_run_task, costliest_first(tasks(), _task_cost) if executor.workers > 1 else tasks(), on_done)
     except KeyboardInterrupt as exc:
         raise Interrupted(db.resume_hint() if db is not None else
                           "nothing was saved; add --store FILE to keep finished chunks") from exc

@@ -70,12 +70,17 @@ def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_
     lme4 refits run on it too (R in the workers); (2) a worker SIGKILLed mid-sweep: the sweep completes,
     identical, every chunk reported once."""
     pytest.importorskip("distributed")
+    import dask
+
     from humaneval_power.params import H2HParams
     from humaneval_power.scenarios.headtohead import h2h_mixed_power
 
     glmm = {"params": H2HParams(sd_worker=0.5, sd_item=0.5), "workers": 10, "items": 20, "log_odds": 0.8, "n_sims": 20,
             "seed": 1, "method": "lme4"}
     with DaskExecutor(n_workers=2) as cluster:
+        # worker set-up (issue 27): no statistical profiler; this package's modules loaded here imported before a task
+        assert not any(cluster.client.run(lambda: dask.config.get("distributed.worker.profile.enabled")).values())
+        assert all(cluster.client.run(lambda: "humaneval_power.scenarios.bleu" in sys.modules).values())
         serial = bleu_power(**GRID, jobs=1)
         _frames_identical(bleu_power(**GRID, jobs=2), serial)
         _frames_identical(bleu_power(**GRID, jobs=cluster), serial)

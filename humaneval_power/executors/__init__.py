@@ -15,7 +15,9 @@ whichever executor and however many workers.
 
 ``jobs`` arguments across the API take a number of local processes, an
 :class:`Executor` or a ``distributed.Client`` (:func:`using` turns any of them
-into an executor). Workers run one task at a time with one BLAS thread. A
+into an executor). Workers run one task at a time with one BLAS thread. With several
+workers the engine hands out the costliest chunks first (:func:`costliest_first`), so that
+the workers finish together. A
 planning function that runs several sweeps (the cells of an assurance grid, the
 steps of a solve, the rounds of a budget search) opens its ``jobs`` once
 (:func:`one_executor`): its workers, and R in them, start once per command.
@@ -29,12 +31,12 @@ from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 from ..errors import InputError
-from .base import Executor, Jobs
+from .base import Executor, Jobs, costliest_first
 from .dask_cluster import DaskExecutor, is_dask_client
 from .local import LocalProcesses
 
-__all__ = ["SCHEDULERS", "DaskExecutor", "Executor", "Jobs", "LocalProcesses", "from_options", "one_executor",
-           "using"]
+__all__ = ["SCHEDULERS", "DaskExecutor", "Executor", "Jobs", "LocalProcesses", "costliest_first", "from_options",
+           "one_executor", "using"]
 
 #: what ``--scheduler`` takes besides a scheduler address
 SCHEDULERS = ("processes", "dask")

@@ -1,8 +1,15 @@
 """The executor seam: what runs the engine's tasks (see :mod:`humaneval_power.executors`)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: tasks :func:`costliest_first` reads ahead of the one it hands out (bounds its memory on a huge lazy list)
+LOOKAHEAD = 4096
 
 
 class Executor:
@@ -28,6 +35,21 @@ class Executor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def costliest_first(tasks: Iterable[T], cost: Callable[[T], float], lookahead: int = LOOKAHEAD) -> Iterator[T]:
+    """Every task once, each time the costliest of the next ``lookahead`` still to hand out (ties in the
+    given order): largest-first scheduling, so that workers finish together instead of one running the
+    largest chunk alone at the end (a sweep's cells often grow along the list). Lazy, at most
+    ``lookahead`` tasks held; the order changes where tasks run, never their results."""
+    counter = itertools.count()
+    it = iter(tasks)
+    heap = [(-cost(t), next(counter), t) for t in itertools.islice(it, lookahead)]
+    heapq.heapify(heap)
+    for task in it:
+        yield heapq.heappushpop(heap, (-cost(task), next(counter), task))[2]
+    while heap:
+        yield heapq.heappop(heap)[2]
 
 
 Jobs = int | Executor | Any | None  #: a number of local processes, an Executor or a distributed.Client

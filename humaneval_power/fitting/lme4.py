@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -112,7 +113,10 @@ def _with_conversion(ro: Any) -> Any:
 def _start_r() -> Any:
     """Start R once per process and load the bridge; a clear error if impossible."""
     try:
-        import rpy2.robjects as ro
+        with warnings.catch_warnings():
+            if threading.current_thread() is not threading.main_thread():  # a Dask worker's task thread, whose
+                warnings.filterwarnings("ignore", "R is not initialized by the main thread")  # Ctrl-C is not Python's
+            import rpy2.robjects as ro
         from rpy2.rinterface_lib import callbacks
     except Exception as exc:  # noqa: BLE001 - ImportError, or rpy2 failing to find R
         raise BackendUnavailableError(f"the lme4 backend is unavailable ({exc.__class__.__name__}: {exc}); {INSTALL_HINT}") from None
