@@ -51,7 +51,7 @@ def _power(args: argparse.Namespace) -> int:
             args.table is not None and (args.delta or args.agreement)):
         raise InputError("give --delta and --agreement, or --table (four probabilities)")
     delta, agreement = (a.from_table(*args.table) if args.table else (flatten(args.delta), flatten(args.agreement)))
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         table = a.mcnemar_power(flatten(args.n), delta, agreement, args.method, args.alpha, args.sims, args.seed,
                                 progress=bar)
 

@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     from ..scenarios import bleu as b
 
     if args.action == "power":
-        with ProgressBar(sink=args.progress) as bar:
+        with ProgressBar.of(args) as bar:
             table = b.bleu_power(flatten(args.n), flatten(args.delta), flatten(args.p0), flatten(args.b0),
                                  args.method, args.permutations, args.alpha, args.sims, args.seed,
                                  args.jobs, bar, store=args.store)
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action in ("mde", "size"):
         common = {"target_power": args.target_power, "method": args.method, "permutations": args.permutations,
                   "alpha": args.alpha, "n_sims": args.sims, "seed": args.seed, "jobs": args.jobs}
-        with ProgressBar(sink=args.progress) as bar:
+        with ProgressBar.of(args) as bar:
             result = (b.bleu_mde(args.n, args.p0, args.b0, **common, progress=bar) if args.action == "mde"
                       else b.bleu_sample_size(args.delta, args.p0, args.b0, **common, progress=bar))
         emit_solve(result, args)
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
                                                   args.seed)])
         emit(table, args, list(table.columns))
         return 0
-    with ProgressBar(unit="trial", sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         table = b.bleu_test(args.ref, args.baseline, args.systems, args.paired_bs, args.trials, args.adjust,
                             args.bs_rule, args.metric, args.seed, bar)
     emit(table, args, ["system", "baseline", "metric", "score", "baseline_score", "delta", "delta_ci_low",

@@ -217,7 +217,7 @@ def run_command(command: Any, args: argparse.Namespace) -> int:
 
     function = resolve(command.function)
     kw = api_keywords(command, args, function)
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         result = function(**kw, **({"progress": bar} if "progress" in inspect.signature(function).parameters else {}))
     if isinstance(result, pd.DataFrame):
         emit(result, args, command.columns or list(result.columns))
@@ -295,6 +295,10 @@ def simulated(sims: int, method: str, simulating: bool = True) -> str:
     return f"simulates {sims:,} studies ({method})" if simulating else ""
 
 
+#: a bar's unit (tqdm's, singular) for what a command's progress counts (``Command.progress``)
+BAR_UNITS = {"studies": "sim", "designs": "design", "trials": "trial"}
+
+
 class ProgressBar:
     """A labelled tqdm bar on stderr (``progress(done, total, label)``) that appears only when a
     run takes over a second; the label says what is being worked on (e.g. which cell).
@@ -315,6 +319,12 @@ class ProgressBar:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self.tick = tick
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> ProgressBar:
+        """The bar of a parsed command: its sink, and the unit its description's ``progress`` names."""
+        unit = getattr(args, "progress_unit", "studies")
+        return cls(sink=args.progress, unit=BAR_UNITS.get(unit, unit))
 
     def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:

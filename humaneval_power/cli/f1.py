@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     tables = {"table_positive": args.table_positive, "table_negative": args.table_negative}
     common = {"permutations": args.permutations, "alpha": args.alpha, "n_sims": args.sims, "seed": args.seed,
               "jobs": args.jobs}
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         table = f1.f1_power(flatten(args.n), flatten(args.p_positive), **tables, **common, progress=bar,
                             store=args.store)
 

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if _is_mixed(args):
             if args.workers is None:
                 raise InputError("give --workers for a GLMM design")
-            with ProgressBar(sink=args.progress) as bar:
+            with ProgressBar.of(args) as bar:
                 r = h.h2h_mixed_sample_size(_h2h_params(args), h.effect_to_log_odds(args.effect, args.log_odds),
                                             args.workers, args.judgments_per_item, args.target_power, args.test,
                                             args.alpha, args.sims or h2h_sims("size", "glmm"), args.seed, args.jobs,
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                                   **({"seed": args.seed} if more else {}))
         emit_solve(r, args)
         return 0
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         if _is_mixed(args):
             if not args.workers or not args.items:
                 raise InputError("a GLMM design needs --workers and --items")

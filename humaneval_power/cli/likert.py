@@ -96,7 +96,7 @@ def _power(args: argparse.Namespace) -> int:
     for e in effects or []:
         check_magnitude("--effect", e)
     notes = sorted({n for e in effects or [] if (n := beyond_scale_note(getattr(params, "scale", None), e))})
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         table = likert_power(
             params, workers, items, effects,
             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed, jobs=args.jobs,
@@ -176,7 +176,7 @@ def _size(args: argparse.Namespace) -> int:
 
     assure = assurance_kwargs(args, _likert_draws(args), solve=True)
     design = design_from_args(args)
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         result = likert_sample_size(
             params_from_args(args), args.effect, target_power=args.target_power,
             workers=worker_pool(design, args.workers), items=args.items, vary=args.vary, method=args.method,
@@ -196,7 +196,7 @@ def _mde(args: argparse.Namespace) -> int:
     workers = worker_pool(design, args.workers)
     if items is None or workers is None:
         raise InputError("give --workers and --items (or --design-from)")
-    with ProgressBar(sink=args.progress) as bar:
+    with ProgressBar.of(args) as bar:
         params = params_from_args(args)
         result = likert_mde(params, workers, items, target_power=args.target_power,
                             method=args.method, test=args.test, alpha=args.alpha, n_sims=args.sims, seed=args.seed,
@@ -246,7 +246,7 @@ def _budget(args: argparse.Namespace) -> int:
     costs = design.pop("costs")
     if design.get("design_from") is not None:
         raise InputError("budget searches crowd designs; use `likert mde --design-from` for a pilot's own design")
-    with ProgressBar(sink=args.progress, unit="design") as bar:  # the search reports designs settled
+    with ProgressBar.of(args) as bar:
         table, result = likert_budget(
             params_from_args(args), args.effect, flatten(args.items), worker_pool(design, flatten(args.workers)),
             flatten(args.ratings_per_item), flatten(args.items_per_hit), costs=costs, budget=args.budget,

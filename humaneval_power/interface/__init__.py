@@ -194,6 +194,9 @@ class Command:
     settings: Mapping[str, Any] = field(default_factory=dict)
     module: str | None = None  #: the module of ``function`` when :data:`NAMES` does not name it
     columns: tuple[str, ...] | None = None  #: run by the generic runner: the table columns it prints
+    #: what the function's ``progress(done, total, label)`` counts (``"studies"``, ``"designs"``, ``"trials"``), or
+    #: ``"stages"``: it calls ``progress(message)`` once per stage; both front ends label progress by it
+    progress: str = "studies"
 
     def functions(self) -> list[str]:
         """The functions whose keywords the command's options may be (:data:`NAMES` keys)."""

@@ -242,7 +242,7 @@ LIKERT = (
                         "Without --items/--workers/--ratings-per-item the search space is items "
                         f"{', '.join(map(str, BUDGET_ITEMS))} x pools of {', '.join(map(str, BUDGET_WORKERS))} "
                         f"workers x k = {', '.join(map(str, BUDGET_RATINGS_PER_ITEM))}. {RANGE_HELP}.",
-            design="cell_factory"),
+            design="cell_factory", progress="designs"),
 )
 
 
@@ -439,7 +439,7 @@ BLEU = (
                     choices="SEPARATE_ADJUSTMENTS"),
              Option("--bs-rule", "bootstrap p-value: sacrebleu's or Berg-Kirkpatrick et al.'s (delta > 2x observed)",
                     default=SIGNATURE, choices="BOOTSTRAP_RULES", param="rule"),
-             METRIC, seed(""), JSON)),
+             METRIC, seed(""), JSON), progress="trials"),
 )
 
 # ---- f1 -------------------------------------------------------------------------------------------------------
@@ -591,7 +591,7 @@ ANALYZE = Command(
                choices="TIE_POLICIES", source="analyze_judgments"),
         Option("--tie-values", "binomial: further outcome answers that mean a tie (always: tie, draw, equal, 0)",
                default=SIGNATURE, nargs="+", metavar="ANSWER", source="analyze_judgments"),
-        JSON))
+        JSON), progress="stages")
 
 AGREEMENT = Command(
     ("agreement",), "agreement", "rater agreement: Krippendorff's alpha per dimension and system, ICCs and the "
@@ -643,7 +643,7 @@ FIT = Command(
         Option("--chains", "bambi: chains", positive, SIGNATURE, metavar="N"),
         seed(" (bootstrap, bambi)"),
         Option("--out", "parameter file to write (.json)", metavar="FILE", api=False, aliases=("-o",)),
-        JSON), settings={"out_formats": (".json",)})
+        JSON), settings={"out_formats": (".json",)}, progress="stages")
 
 STORE_SHOW = Command(
     ("store", "show"), "Store", "list the cells a store holds, with their studies done",

@@ -65,8 +65,8 @@ def add_command(sub: Any, command: Command) -> argparse.ArgumentParser:
 
 def add_options(target: Any, command: Command, items: Sequence[Option | Group] | None = None) -> None:
     """Add the described options (default: all of ``command``'s, and its settings) to a parser or argument group."""
-    if items is None and command.settings:
-        target.set_defaults(**command.settings)
+    if items is None:
+        target.set_defaults(**command.settings, progress_unit=command.progress)
     for item in command.options if items is None else items:
         if isinstance(item, Group):
             group = target.add_mutually_exclusive_group() if item.exclusive else target.add_argument_group(item.title)

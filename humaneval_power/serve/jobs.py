@@ -25,6 +25,7 @@ from .commands import (
     Limits,
     check,
     command_line,
+    command_of,
     python_snippet,
     shell_command,
 )
@@ -64,7 +65,7 @@ class Job:
     def view(self) -> dict[str, Any]:
         """The job as the API reports it."""
         out = {"id": self.id, "function": self.function, "state": self.state, "done": self.done,
-               "total": self.total, "label": self.label, "seconds": round(self.seconds or
+               "total": self.total, "unit": command_of()[self.function].progress, "label": self.label, "seconds": round(self.seconds or
                                                                           time.monotonic() - self.started, 3),
                "command": shell_command(self.argv), "python": python_snippet(self.function, self.call)}
         if self.state != "running":

@@ -14,9 +14,9 @@ from typing import Any
 
 from ..errors import HepowerError, InputError
 from ..interface import resolve
+from ..interface.validation import command_of
 from .commands import H2H_GLMM, PARAMS_FILE
 
-STAGE_PROGRESS = ("analyze", "fit_pilot_file")  #: functions whose progress callback takes one message (a stage), not counts
 REPORT_FILE = "report.html"  #: the format of the analysis report the page shows
 
 PRELOADED = ("numpy", "pandas", "scipy.stats", "humaneval_power.io", "humaneval_power.engine",
@@ -104,7 +104,7 @@ def call(name: str, arguments: Mapping[str, Any], folder: str,
     function = resolve(name)
     kw = api_arguments(name, arguments, folder)
     accepted = inspect.signature(function).parameters
-    if name in STAGE_PROGRESS and "progress" in accepted:  # its progress is a stage note, ``progress(message)``
+    if command_of()[name].progress == "stages" and "progress" in accepted:  # a note per stage: progress(message)
         kw["progress"] = lambda message: progress(0, 0, str(message))
     elif "progress" in accepted:
         kw["progress"] = progress

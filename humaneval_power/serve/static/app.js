@@ -239,7 +239,7 @@ function showProgress(what, job) {
   $("#progress").hidden = false;
   const bar = $("#progress-bar");
   if (job.total) { bar.max = job.total; bar.value = job.done; } else { bar.removeAttribute("value"); }
-  const unit = job.function === "likert_budget" ? "designs" : "studies";  // a budget search reports designs settled
+  const unit = job.unit;  // what the command's progress counts (its description's): studies, designs, trials
   $("#progress-label").textContent = `${what}: ${job.total ? `${job.done.toLocaleString()} / ${job.total.toLocaleString()} ${unit}` : "working"}`
     + ` (${job.seconds.toFixed(1)} s)`;
 }
