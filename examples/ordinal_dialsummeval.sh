@@ -4,7 +4,9 @@
 # -> both analyses of the full expert data. Exactly the doc's commands, in its order.
 # Run from the repository root:  bash examples/ordinal_dialsummeval.sh
 # (HEPOWER_DATA: the data folder, default ../shared/data; OUT: where files go;
-#  SIMS: simulated studies per plan cell, default 200 as in the doc; the test uses fewer)
+#  SIMS: simulated studies per plan cell, default 200 as in the doc; the test uses fewer;
+#  BOOTSTRAP: the first ordinal analysis's Bartlett bootstrap draws, default the doc's (the CLI's 200);
+#  the test uses fewer: it checks that analysis's contrasts, which do not depend on them)
 # ~6 min on a loaded 2-core machine, nearly all of it the ordinal plan.
 set -euo pipefail
 SIMS=${SIMS:-200}
@@ -37,7 +39,7 @@ hepower likert power --params "$OUT/gaussian.json" --comparison K --systems 2 --
     --ratings-per-item 3 --items 100 200 --effect 0.19 --sims "$SIMS" --seed 1
 
 # 4. analyse the full expert data both ways
-hepower analyze "$RATINGS" --family ordinal --backend laplace $PILOT --out "$OUT/ordinal_contrasts.csv"
+hepower analyze "$RATINGS" --family ordinal --backend laplace $PILOT --out "$OUT/ordinal_contrasts.csv"${BOOTSTRAP:+ --bootstrap "$BOOTSTRAP"}
 hepower analyze "$RATINGS" --backend statsmodels $PILOT --out "$OUT/gaussian_contrasts.csv"
 python - "$OUT/gaussian_contrasts.csv" <<'PY'
 import sys

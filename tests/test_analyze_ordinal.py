@@ -91,6 +91,7 @@ def _max_abs(a: np.ndarray | pd.Series, b: np.ndarray) -> float:
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("analyze_ordinal_r")  # one worker: r_cases (~30 CPU s of clmm + emmeans) is per process
 @pytest.mark.parametrize("case", ["expert", "simulated"])
 @pytest.mark.parametrize("backend", ["clmm", "laplace"])
 def test_ordinal_analysis_equals_emmeans_on_clmm(r_cases: dict, case: str, backend: str) -> None:
@@ -130,6 +131,7 @@ def test_ordinal_analysis_equals_emmeans_on_clmm(r_cases: dict, case: str, backe
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("analyze_ordinal_r")
 def test_ordinal_cli_equals_api_with_r(r_cases: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The clmm backend through the CLI gives the API's records, and --out/--report are written."""
     case = r_cases["simulated"]

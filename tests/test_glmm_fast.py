@@ -146,6 +146,7 @@ def versus_glmer(lme4_backend):
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("versus_glmer")  # one worker: the module fixture's glmer fits
 def test_equals_glmer_with_tight_pirls(versus_glmer) -> None:
     """glmer with tolPwrss = 1e-12 agrees to 1e-4 (estimate), 5e-3 (relative SE: Nelder-Mead stops on a flat
     theta) and 1e-5 (-2 logLik); with its defaults glmer stops at a deviance no lower than the fast fit's
@@ -161,6 +162,7 @@ def test_equals_glmer_with_tight_pirls(versus_glmer) -> None:
 
 @pytest.mark.r
 @pytest.mark.slow
+@pytest.mark.xdist_group("versus_glmer")
 def test_decides_as_glmer(versus_glmer) -> None:
     """z within 0.05 of glmer's, decisions equal unless z is that close to the critical value; LRT p-values
     within 2e-3; glmer's singular fits are singular here too (near theta = 0 glmer may stop above 1e-4)."""

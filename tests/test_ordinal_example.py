@@ -44,9 +44,12 @@ def _sig(x: float) -> float:
 
 @pytest.fixture(scope="module")
 def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The doc's commands (the script) at 10 simulated studies per plan cell: (output folder, stdout)."""
+    """The doc's commands (the script) at 10 simulated studies per plan cell and 20 Bartlett bootstrap draws in
+    the first ordinal analysis (the doc's 200 were ~60 CPU s, 2/3 of the script; the tests here read its
+    contrasts and its bootstrap-free omnibus rows; the bootstrap test itself: tests/test_analyze_ordinal_tests.py):
+    (output folder, stdout)."""
     out = tmp_path_factory.mktemp("ordinal_example")
-    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="10",
+    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="10", BOOTSTRAP="20",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     done = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -80,6 +83,9 @@ def test_conversions_and_plans_as_in_the_doc(run: tuple[Path, str]) -> None:
                  "mean-rating difference 0.19 = a latent shift of 0.497"):
         assert line in stdout and line in doc
     assert stdout.count("Smallest designs in this sweep") + stdout.count("No design in this sweep") == 2
+    # the first ordinal analysis's omnibus rows that do not depend on its bootstrap draws
+    omnibus = "likelihood ratio chi2(3) = 23.37, p = 3.38e-05; Wald chi2(3) = 82.74, p = 7.94e-18"
+    assert omnibus in stdout and omnibus in doc
 
 
 @pytest.mark.slow
@@ -105,10 +111,11 @@ def test_ordinal_contrasts_have_the_latent_df_printed_in_the_doc(run: tuple[Path
 
 
 def test_the_script_runs_exactly_the_doc_commands() -> None:
-    """Every ``bash`` block of the doc appears verbatim in the script (its SIMS variable at the doc's 200)."""
+    """Every ``bash`` block of the doc appears verbatim in the script (its SIMS variable at the doc's 200, its
+    BOOTSTRAP variable unset: the CLI's default)."""
     import re
 
-    script = SCRIPT.read_text().replace('"$SIMS"', "200")
+    script = SCRIPT.read_text().replace('"$SIMS"', "200").replace('${BOOTSTRAP:+ --bootstrap "$BOOTSTRAP"}', "")
     blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)
     assert len(blocks) == 8
     assert [b.strip()[:40] for b in blocks if b.strip() not in script] == []
