@@ -234,7 +234,12 @@ def _task_cost(task: tuple[int, Scenario, int, int, int]) -> float:
     """A chunk's cost for scheduling the costliest first: its studies times one study's memory (its size),
     when the scenario says (``study_bytes()``)."""
     _, scenario, _, _, n = task
-    return n * max(1, getattr(scenario, "study_bytes", lambda: 0)())
+    return n * _study_cost(scenario)
+
+
+def _study_cost(scenario: Scenario) -> float:
+    """One study's cost in :func:`_task_cost`'s units."""
+    return max(1, getattr(scenario, "study_bytes", lambda: 0)())
 
 
 def _chunk_sizes(s: Scenario, n_sims: int) -> tuple[int, int]:
@@ -371,6 +376,9 @@ def run_cells(
                 if (i, j) not in done:
                     yield i, scenarios[i], seed, j, min(size, n_sims - j * size)
 
+    # the pace is measured in chunk costs, not studies: with several workers the costliest chunks run first
+    state.update(cost_done=0.0, cost_total=sum((n_sims - sums[i].n) * _study_cost(scenarios[i]) for i in simulated))
+
     def on_done(task: tuple[int, Scenario, int, int, int], result: tuple[PowerCounts, float]) -> None:
         i, _, _, j, n = task
         if (i, j) in done:  # an executor reported a chunk twice: it counts once
@@ -383,6 +391,7 @@ def run_cells(
         sums[i] += counts
         seconds[i] += took
         state["done"] += n
+        state["cost_done"] += _task_cost(task)
         state["chunks"] += 1
         state["failed"] += counts.n_failed
         state["singular"] += counts.n_singular
@@ -427,12 +436,14 @@ def _in_order(parts: dict[int, PowerCounts]) -> PowerCounts:
 
 
 def _warn_if_long(state: dict[str, Any], total: int) -> None:
-    """Warn once when the run, at its measured pace, will take over an hour."""
+    """Warn once when the run, at its measured pace, will take over an hour: the time so far over the cost of
+    the chunks run so far (``_task_cost``, not their studies: the costliest chunks may run first; chunks reused
+    from a store cost no time), times the cost left."""
     elapsed = time.monotonic() - state["started"]
-    if state["warned"] or elapsed < 2 or not state["done"]:
+    if state["warned"] or elapsed < 2 or not state["cost_done"]:
         return
     state["warned"] = True
-    left = elapsed / state["done"] * (total - state["done"])
+    left = elapsed / state["cost_done"] * (state["cost_total"] - state["cost_done"])
     if left > 3600:
         warnings.warn(LongRunWarning(f"at the pace so far this run needs about {format_duration(left)} more "
                                      f"({total:,} simulated studies); Ctrl-C stops it"), stacklevel=2)
