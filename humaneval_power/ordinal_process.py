@@ -303,18 +303,21 @@ class LatentDesign:
             T, Tx = np.zeros((0, q)), np.zeros((0, EX.shape[1]))
         C = np.linalg.inv((EXX - Tx.T @ Tx) / s2)  # (X'V^-1 X)^-1
         R = (EX - T.T @ Tx) / s2  # Z'V^-1 X
-        return LatentFit(self, R, C, self._information(vals, T, R, C, s2))
+        return LatentFit(self, R, C, self._information(vals, E2, T, R, C, s2))
 
-    def _information(self, vals: np.ndarray, T: np.ndarray, R: np.ndarray, C: np.ndarray,
+    def _information(self, vals: np.ndarray, E2: np.ndarray, T: np.ndarray, R: np.ndarray, C: np.ndarray,
                      s2: float) -> np.ndarray:
-        """The expected REML information of the variances, I_ab = ||(Z'PZ)_ab||^2 / 2, with
-        Z'PZ = E / s2 - Y'Y, Y = [T / sqrt(s2); (R H)'], C = H H': from the sparse E (values ``vals``), the Gram
-        matrices Y_a Y_a' and the cross terms <E_ab, Y_a'Y_b>, never forming a q x q matrix."""
+        """The expected REML information of the variances, I_ab = ||(Z'PZ)_ab||^2 / 2, Z'PZ = E / s2 - Y'Y with
+        Y = [T / sqrt(s2); (R H)'], C = H H'. The rows of the factors left (dense ``E2``) are formed and squared
+        entry by entry; a pair of absorbed factors takes the expansion ||E_ab||^2 / s2^2 - 2 <E_ab, Y_a'Y_b> / s2
+        + ||Y_a'Y_b||^2 from the sparse E (values ``vals``) and Gram matrices, never forming a q x q matrix (the
+        expansion cancels where a factor is nearly confounded: its terms' rounding is zeroed there)."""
         edges = self.edges
         m, q = len(self.sizes), int(edges[-1])
         blocks = [slice(a, b) for a, b in itertools.pairwise(edges)]
         Y = np.vstack([T / math.sqrt(s2), (R @ np.linalg.cholesky(C)).T])
         which = np.repeat(np.arange(m), self.sizes)
+        left = np.unique(which[self.rest])
         ee = np.bincount(which[self.rows] * m + which[self.cols], vals**2, m * m).reshape(m, m)
         cross = np.empty((m, m))
         for k, (a, b) in enumerate(itertools.pairwise(edges)):  # E symmetric: E_{:,b} = (E_{b,:})'
@@ -327,6 +330,14 @@ class LatentDesign:
         # the three terms cancel where P Z_a = 0 (a factor confounded with X): what is left is rounding of their
         # size, not information; zero it so that the pseudo-inverse drops that component as it would an exact 0
         info[np.abs(info) <= 1e-10 * (ee / s2**2 + yy)] = 0.0
+        if left.size:  # the factors left: their rows of Z'PZ explicitly (no cancellation however large the SDs)
+            P = Y[:, self.rest].T @ Y
+            rows = np.add.reduceat((E2 / s2 - P) ** 2, edges[:-1], axis=1)  # r x m
+            size = np.add.reduceat((np.abs(E2) / s2 + np.abs(P)) ** 2, edges[:-1], axis=1)
+            exact, bound = (0.5 * np.stack([x[which[self.rest] == f].sum(axis=0) for f in left]) for x in (rows, size))
+            exact[exact <= 1e-20 * bound] = 0.0  # entries' rounding only (P Z_a = 0): exactly 0
+            info[left, :] = exact
+            info[:, left] = exact.T
         return info
 
     def df(self, contrast: np.ndarray, sds: np.ndarray, link: str = "logit") -> float:
@@ -388,7 +399,10 @@ class LatentFit:
         var = float(Lw @ self.C @ Lw)
         zh = self.R @ (self.C @ Lw)  # Z' V^-1 X C L
         g = -np.add.reduceat(zh**2, self.design.edges[:-1])
-        denom = float(g @ np.linalg.pinv(self.information, rcond=RANK_TOLERANCE) @ g)
+        scale = np.sqrt(np.diag(self.information))  # the rank is judged on the unit-diagonal (correlation) scale
+        scale[scale == 0] = 1.0
+        denom = float((g / scale) @ np.linalg.pinv(self.information / np.outer(scale, scale), rcond=RANK_TOLERANCE)
+                      @ (g / scale))
         return 2 * var * var / denom if denom > 0 else math.inf
 
 

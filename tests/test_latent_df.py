@@ -34,14 +34,17 @@ def brute_force_df(groups: dict[str, np.ndarray], X: np.ndarray, contrast: np.nd
     info = np.array([[0.5 * np.sum((Zk.T @ P @ Zl) ** 2) for Zl in Zs] for Zk in Zs])
     size = np.array([[0.5 * np.sum((Zk.T @ Vi @ Zl) ** 2) for Zl in Zs] for Zk in Zs])
     info[info <= 1e-20 * size] = 0.0  # P Z_k = 0 up to rounding (confounded with X): exactly 0 in exact arithmetic
-    denom = g @ np.linalg.pinv(info, rcond=RANK_TOLERANCE) @ g
+    scale = np.sqrt(np.diag(info))  # the numerical rank on the unit-diagonal scale
+    scale[scale == 0] = 1.0
+    denom = (g / scale) @ np.linalg.pinv(info / np.outer(scale, scale), rcond=RANK_TOLERANCE) @ (g / scale)
     return 2 * var * var / denom if denom > 0 else math.inf
 
 
 @st.composite
 def layouts(draw: st.DrawFn) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Random crowd layouts: 2-3 systems, workers and items drawn per rating (sparse, unbalanced, nested
-    or crossed), any non-empty subset of the four factors; SDs with zeros; a random contrast."""
+    or crossed), any non-empty subset of the four factors; SDs with zeros and large ones (up to 30, where
+    expanded squares would cancel); a random contrast."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     S, W, n_items = draw(st.integers(2, 3)), draw(st.integers(1, 6)), draw(st.integers(2, 9))
     n = draw(st.integers(2 * S + 2, 40))
@@ -51,7 +54,7 @@ def layouts(draw: st.DrawFn) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     codes = {"worker": worker, "item": item, "worker:system": worker * S + system, "item:system": item * S + system}
     groups = {k: codes[k] for k in FACTORS if k in names}
     X = np.column_stack([(system == k).astype(float) for k in range(1, S)])
-    sds = np.array([draw(st.sampled_from([0.0, 0.3, 0.8, 1.7])) for _ in groups])
+    sds = np.array([draw(st.sampled_from([0.0, 0.3, 0.8, 1.7, 8.0, 30.0])) for _ in groups])
     contrast = rng.normal(size=S - 1)
     return groups, X, np.concatenate([sds, contrast])
 

@@ -1,6 +1,7 @@
 """Tasks on a Dask distributed cluster: a ``LocalCluster`` started here, a scheduler address or a ``Client``."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import logging
@@ -88,8 +89,9 @@ def _worker_plugin() -> Any:
 
         def setup(self, worker: Any) -> None:
             _limit_blas()
-            for module in modules:
-                importlib.import_module(module)
+            for module in modules:  # a preload only: a module whose optional dependency a remote worker lacks
+                with contextlib.suppress(ImportError):  # is left to the task that needs it, which says so
+                    importlib.import_module(module)
 
     return WorkerSetup()
 
