@@ -446,7 +446,8 @@ def _warn_if_long(state: dict[str, Any], total: int) -> None:
     left = elapsed / state["cost_done"] * (state["cost_total"] - state["cost_done"])
     if left > 3600:
         warnings.warn(LongRunWarning(f"at the pace so far this run needs about {format_duration(left)} more "
-                                     f"({total:,} simulated studies); Ctrl-C stops it"), stacklevel=2)
+                                     f"({total - state['done']:,} simulated studies left); Ctrl-C stops it"),
+                      stacklevel=2)
 
 
 def results_table(results: Sequence[PowerResult]) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """The batched fit's own bitwise properties: the einsum with cached contraction paths (one per equation for every
-batch size) equals np.einsum on that path, and a stacked evaluation (the finite-difference Hessian's K steps at once) gives every
-copy what its own batch gives alone."""
+batch size) equals np.einsum on that path, and a stacked evaluation (e.g. several step halvings of the line search
+at once) gives every copy what its own batch gives alone."""
 from __future__ import annotations
 
 import numpy as np

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from ..analyses.lmm import GaussianLMM
@@ -82,13 +83,22 @@ def _each_analysis(params: Any, model: Any, assurance: ParamDraws | None, progre
     return in_turn(models, run, ANALYSIS_LABELS, progress)
 
 
+def linear_type_m_scale(model: Any, effect: Any, mean_difference: Any) -> np.ndarray:
+    """What turns the engine's Type-M (over the latent shift simulated) into the linear analysis's of ordinal
+    ratings, whose estimates are differences in mean rating: |effect / mean_difference|; 1 for the ordinal
+    analysis, at effect 0, or without a finite nonzero ``mean_difference`` (elementwise)."""
+    effect = np.asarray(effect, float)
+    md = np.asarray(np.nan if mean_difference is None else mean_difference, float)  # None (no column): NaN
+    ok = (np.asarray(model) != "ordinal") & (effect != 0) & np.isfinite(md) & (md != 0)
+    return np.where(ok, np.abs(effect / np.where(ok, md, 1.0)), 1.0)
+
+
 def rating_type_m(r: PowerResult) -> PowerResult:
     """A linear analysis of ordinal ratings estimates differences in mean rating: its Type-M is over the cell's
-    true ``mean_difference``, not over the latent shift simulated (the engine's); other results as they are."""
+    true ``mean_difference`` (:func:`linear_type_m_scale`); other results as they are."""
     c = r.cell
-    if c.get("model") == "ordinal" or not c.get("mean_difference") or not c.get("effect"):
-        return r
-    return replace(r, type_m=r.type_m * abs(c["effect"] / c["mean_difference"]))
+    scale = float(linear_type_m_scale(c.get("model"), c.get("effect", 0.0), c.get("mean_difference")))
+    return r if scale == 1.0 else replace(r, type_m=r.type_m * scale)
 
 
 def _rated(result: SolveResult) -> SolveResult:
@@ -218,8 +228,7 @@ def ordinal_columns(table: pd.DataFrame, n_effects: int, zero: int | None, keep_
     ``zero`` (assurance) only the last two."""
     t = table.reset_index(drop=True)
     t["effect_scale"] = effect_scale or "latent"
-    linear = (t["model"] != "ordinal") & (t["effect"] != 0)
-    t.loc[linear, "type_m"] *= (t["effect"] / t["mean_difference"]).abs()[linear]
+    t["type_m"] *= linear_type_m_scale(t["model"], t["effect"], t["mean_difference"])
     if zero is None:
         return t
     at_zero = t.iloc[[b * n_effects + zero for b in range(len(t) // n_effects) for _ in range(n_effects)]]
