@@ -44,6 +44,9 @@ _GH_NODES = 80
 #: singular values of the variances' information below this fraction of the largest count as zero (a component
 #: confounded with another or with X): the numerical rank of the pseudo-inverse in the Satterthwaite df
 RANK_TOLERANCE = 1e-10
+#: a factor is absorbed in closed form only while its product terms number at most this many times the entries
+#: of its dense rows (``LatentDesign``): memory stays within a small multiple of the dense path's
+ELIMINATION_BUDGET = 8.0
 
 
 def _cdf(z: np.ndarray, link: str) -> np.ndarray:
@@ -347,12 +350,23 @@ class LatentDesign:
 
 def _elimination_order(G: sparse.csr_matrix, edges: np.ndarray) -> tuple[list[int], list[sparse.csr_matrix]]:
     """Which factors to absorb, in order (the largest whose block of the current pattern is diagonal, while
-    any is), and the pattern before each step and after the last (fill included)."""
+    any is), and the pattern before each step and after the last (fill included). A factor whose product terms
+    (sum over its groups of their neighbours squared) would outnumber :data:`ELIMINATION_BUDGET` entries of its
+    dense rows (groups x q) stays dense: absorbing it would cost more memory than keeping it (many raters per
+    item)."""
     P = (G != 0).astype(np.int64).tocsr()
     patterns, order = [P], []
     left = set(range(len(edges) - 1))
+    q = int(edges[-1])
+
+    def cheap(f: int) -> bool:
+        a, b = edges[f], edges[f + 1]
+        terms = float(np.sum(np.diff(P[:, a:b].tocsc().indptr).astype(float) ** 2))
+        return terms <= ELIMINATION_BUDGET * (b - a) * q
+
     while left:
-        diagonal = [f for f in left if P[edges[f]:edges[f + 1], edges[f]:edges[f + 1]].nnz == edges[f + 1] - edges[f]]
+        diagonal = [f for f in left if P[edges[f]:edges[f + 1], edges[f]:edges[f + 1]].nnz == edges[f + 1] - edges[f]
+                    and cheap(f)]
         if not diagonal:
             break
         f = max(diagonal, key=lambda k: (edges[k + 1] - edges[k], -k))

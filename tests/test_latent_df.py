@@ -104,3 +104,20 @@ def test_one_fit_serves_every_contrast() -> None:
     fit = design.at(sds, "probit")
     for L in (np.array([1.0, 0.0]), np.array([0.0, 1.0]), np.array([-1.0, 1.0])):
         assert fit.df(L) == design.df(L, sds, "probit")
+
+
+def test_a_factor_with_many_raters_per_group_stays_dense() -> None:
+    """Absorbing a factor whose groups have many neighbours (every worker rates every item: the items and
+    item x system groups) would take more memory than its dense rows (ELIMINATION_BUDGET): it is kept dense
+    (worker x system, with few neighbours, is still absorbed), and the df are still the definition's."""
+    W, n_items, S = 12, 3, 2
+    w, i, s = (a.ravel() for a in np.meshgrid(np.arange(W), np.arange(n_items), np.arange(S), indexing="ij"))
+    groups = {"worker": w, "item": i, "worker:system": w * S + s, "item:system": i * S + s}
+    X = (s == 1).astype(float)[:, None]
+    design = LatentDesign.of(groups, X)
+    absorbed = [st.factor for st in design.steps]
+    assert 3 not in absorbed and 1 not in absorbed  # item:system and item: 12 workers each, kept dense
+    assert set(np.arange(W, W + n_items)) <= set(design.rest)
+    sds = np.array([0.8, 1.0, 0.3, 0.5])
+    assert design.df(np.array([1.0]), sds) == pytest.approx(brute_force_df(groups, X, np.array([1.0]), sds, "logit"),
+                                                            rel=1e-9)
