@@ -76,8 +76,9 @@ def _init_worker(parent: int, tmp: str) -> None:
     them oversubscribes and, on the small matrices of a refit, spins: 600
     statsmodels-tier studies on 2 processes took 106 s instead of 8 s.
     """
-    if hasattr(signal, "pthread_sigmask"):  # forked while the parent held them (_signals_held)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
+    for signum, handler in _held_previous.items():  # forked while the parent held them: its own handlers
+        signal.signal(signum, handler)
+    _held.clear()
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for var in ("TMPDIR", "TMP", "TEMP"):
@@ -89,23 +90,44 @@ def _init_worker(parent: int, tmp: str) -> None:
 
 
 #: the signals that stop a run, held while the pool may fork a worker
-HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_held: list[int] = []  #: the signals that arrived while held
+_held_previous: dict[int, Any] = {}  #: their handlers while held (a worker forked then restores them)
+
+
+def _hold(signum: int, frame: Any) -> None:
+    _held.append(signum)
 
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while the pool may fork a worker (``submit`` starts one on demand). A Python
-    handler run during the fork runs inside its at-fork hooks, which ignore the exception it raises: the stop
-    was lost and the run went on (a CI run: SIGTERM while the second worker was forked). Held, the signal is
-    handled as soon as the fork is done, in this code (the mask is this thread's: harmless elsewhere)."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """Hold Ctrl-C and SIGTERM while the pool may fork a worker (``submit`` starts one on demand): a handler that
+    raised during the fork raised inside its at-fork hooks, which ignore the exception, so the stop was lost and
+    the run went on (a CI run: SIGTERM while the second worker was forked). Held, a signal is only recorded and
+    is raised again, to the handler in place before, as soon as the section ends. (A signal mask would not do:
+    the process's other threads take the signal and Python still runs the handler in this one.) Where handlers
+    cannot be set (not the main thread) or were not set from Python, nothing is held."""
+    previous: dict[int, Any] = {int(s): signal.getsignal(s) for s in HELD_SIGNALS}
+    if any(h is None for h in previous.values()):
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        for s in HELD_SIGNALS:
+            signal.signal(s, _hold)
+    except ValueError:  # not the main thread: handlers run elsewhere
+        yield
+        return
+    _held_previous.update(previous)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for signum, h in previous.items():
+            signal.signal(signum, h)
+        _held_previous.clear()
+        caught = list(dict.fromkeys(_held))
+        _held.clear()
+        for signum in caught:
+            signal.raise_signal(signum)
 
 
 def remove_stale_run_dirs(root: str | None = None) -> list[Path]:
