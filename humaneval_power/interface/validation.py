@@ -275,7 +275,7 @@ def command_words(function: str, kwargs: Mapping[str, Any]) -> list[str]:
         if value is None:
             continue
         if key == "params":
-            words += _params_words(value, command.path[0] == "h2h")
+            words += _params_words(command, value)
         elif key == "costs":
             flags = {o.name: o.flag for o in command.all_options() if o.source == COST_SOURCE}
             words += [f"{flags[k]}={word(v)}" for k, v in value.items() if v is not None]
@@ -301,18 +301,16 @@ def _option_words(option: Option, value: Any) -> list[str]:
 PARAMS_FILE = "params.json"  #: the name an uploaded parameter file has in the command shown
 
 
-def _params_words(params: Any, h2h: bool) -> list[str]:
+def _params_words(command: Command, params: Any) -> list[str]:
+    """The options giving ``params`` (validated): the preset's name, the parameter file, or each typed field as
+    its option (a Likert preset first: the other fields override its values)."""
     if isinstance(params, str):
-        return [f"--preset={params}"]
+        return _option_words(_by_flag(command, "--preset"), params)
     if "schema" in params:
         return ["--params", PARAMS_FILE]
-    first = () if h2h else ("preset",)
-    keys = [*first, *(k for k in params if k not in first)]
-    words: list[str] = []
-    for k in (k for k in keys if params.get(k) is not None):
-        flag, value = f"--{k.replace('_', '-')}", params[k]
-        words += [flag, *map(word, value)] if isinstance(value, (list, tuple)) else [f"{flag}={word(value)}"]
-    return words
+    keys = sorted(params, key=lambda k: k != "preset")
+    return [w for k in keys if params[k] is not None
+            for w in _option_words(_by_flag(command, "--" + k.replace("_", "-")), params[k])]
 
 
 def describe(function: str) -> list[dict[str, Any]]:
