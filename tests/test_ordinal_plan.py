@@ -21,11 +21,12 @@ from humaneval_power.engine import run_cells
 from humaneval_power.errors import InputError
 from humaneval_power.ordinal_process import DEFAULT_TEST, OrdinalProcess, ordinal_decision, study_dfs
 from humaneval_power.params import OrdinalParams
+from humaneval_power.planning import SolveResult
 from humaneval_power.processes import InvariantProcess
 from humaneval_power.scenarios.crowd import CrowdScenario, cell_factory
 from humaneval_power.scenarios.likert import likert_mde, likert_power
 
-from .conftest import mc_tolerance
+from .conftest import mc_tolerance, share_calls
 
 #: the settings of examples/ordinal_type1.py (thresholds on 1..5, latent SDs)
 PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_worker_system=0.3, sd_item=1.0,
@@ -111,22 +112,41 @@ def test_default_model_and_link_follow_the_process() -> None:
     assert (cell.analysis.link, cell.analysis.scale, cell.analysis.test) == ("probit", (0, 3), DEFAULT_TEST)
 
 
-def test_cli_power_equals_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`hepower likert power --params ordinal.json --model ordinal` gives the API's records."""
+def test_cli_power_equals_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hepower likert power --params ordinal.json --model ordinal` gives the API's records. The fast tier's fits
+    (deterministic) are made once and answered again for the same arguments (``conftest.share_calls``): a CLI that
+    simulated other studies or fitted another model would make other calls, fitted afresh. One process (``--jobs 1``:
+results do not depend on jobs, tests/test_conformance.py), where the fits can be shared."""
+    from humaneval_power.fitting import clmm
+
+    share_calls(monkeypatch, clmm, "fit_clmm_many")
     params = OrdinalParams(PROCESS.thresholds, PROCESS.sds, name="test-ordinal")
     path = tmp_path / "ordinal.json"
     path.write_text(json.dumps(params.to_json()))
     assert main(["likert", "power", "--params", str(path), "--model", "ordinal", "--workers", "4", "--items", "12",
-                 "--effect", "0.8", "--sims", "20", "--test", "z", "--json"]) == 0
+                 "--effect", "0.8", "--sims", "20", "--test", "z", "--jobs", "1", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = likert_power(OrdinalProcess.from_params(params), 4, 12, 0.8, test="z", n_sims=20, model="ordinal")
+    api = likert_power(OrdinalProcess.from_params(params), 4, 12, 0.8, test="z", n_sims=20, model="ordinal", jobs=1)
     assert len(cli) == 1 and cli[0]["model"] == "ordinal" and cli[0]["test"] == "z"
     for key in ("power", "n_failed", "mean_estimate", "items", "workers"):
         assert cli[0][key] == pytest.approx(api.iloc[0][key], nan_ok=True)
 
 
-@pytest.mark.slow
-def test_mde_notes_the_mean_rating_difference() -> None:
-    r = likert_mde(PROCESS, 3, 8, n_sims=10, test="z")  # the note, not the value: the smallest search
-    assert r.value is not None and "latent shift" in r.detail["note"]
+def test_mde_notes_the_mean_rating_difference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ordinal MDE's note: the latent shift found and its mean-rating difference. The note, not the search:
+    the search answers a fixed effect here, after checking it was handed the ordinal analysis's cells (the
+    ordinal MDE search itself runs in tests/test_ordinal_both_solve.py, alone and beside the linear one; before,
+    this test ran a 10-study search of ~90 cells, 13 CPU s, for the note)."""
+    import humaneval_power.scenarios.likert as likert
+
+    def searched(make: Any, solve_for: str, *args: Any, **kw: Any) -> SolveResult:
+        cell = make(0.5)
+        assert solve_for == "effect" and isinstance(cell.analysis, OrdinalCLMM) and cell.analysis.test == "z"
+        assert (cell.design.items, cell.design.workers) == (8, 3)
+        return SolveResult("effect", 0.8, 1.2345, 1.1, 1.4, True, "", None, 0.9)
+
+    monkeypatch.setattr(likert, "solve", searched)
+    r = likert_mde(PROCESS, 3, 8, n_sims=10, test="z")
+    assert r.value == 1.2345 and "latent shift" in r.detail["note"]
     assert f"{PROCESS.mean_difference(r.value):.4g}" in r.detail["note"]
