@@ -32,7 +32,7 @@ from scipy import linalg, optimize, sparse, special, stats
 
 from .designs import Layout
 from .errors import InputError
-from .fitting.clmm import check_link
+from .fitting.clmm import check_link, one_blas_thread
 from .params import ORDINAL_SD_NAMES
 from .processes import _effects
 from .validation import check_number
@@ -438,12 +438,10 @@ def study_dfs(sds: np.ndarray, groups: dict[str, np.ndarray], X: np.ndarray, coe
               link: str = "logit") -> np.ndarray:
     """:func:`latent_satterthwaite_df` of every study (rows of ``sds``, e.g. ``ClmmBatch.sds``; NaN where failed);
     the layout's part computed once."""
-    from threadpoolctl import threadpool_limits
-
     check_link(link)
     design = LatentDesign.of(groups, X)
     unit = np.eye(design.XX.shape[0] - 1)[coef]
-    with threadpool_limits(1):
+    with one_blas_thread():
         return np.array([design.df(unit, s, link) if np.all(np.isfinite(s)) else np.nan for s in np.atleast_2d(sds)])
 
 

@@ -203,3 +203,16 @@ def test_batched_fits_equal_single_fits_and_count_refused_studies() -> None:
         assert batch.lr[j] == pytest.approx(2 * (full.loglik - null.loglik), abs=1e-4)
         np.testing.assert_allclose(batch.sds[j], np.abs(full.sds), atol=1e-2)
     assert np.isnan(batch.estimate[2]) and np.isnan(batch.sds[2]).all() and batch.converged[:2].all()
+
+
+def test_one_blas_thread_limits_every_blas_library_and_restores_them() -> None:
+    """The fits' BLAS context (its controller found once per process): one thread inside for every BLAS library
+    threadpoolctl finds now, each library's own count again afterwards."""
+    from threadpoolctl import threadpool_info
+
+    before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    assert before  # numpy's BLAS at least
+    with clmm.one_blas_thread():
+        inside = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    assert inside == dict.fromkeys(before, 1)
+    assert {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"} == before

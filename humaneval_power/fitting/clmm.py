@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -309,6 +310,15 @@ def crossed_groups(worker: Sequence[object] | np.ndarray, item: Sequence[object]
         parts = [cols[p] for p in term.split(":")]
         out[term] = parts[0] if len(parts) == 1 else np.char.add(np.char.add(parts[0], "\x1f"), parts[1])
     return out
+
+
+def one_blas_thread() -> Any:
+    """A context of one BLAS thread (small dense factorisations: more threads only contend). threadpoolctl's
+    controller is found once per process (``batched.driver.blas_controller``): ``threadpool_limits`` scans the loaded
+    libraries on every call, ~6 ms, a tenth of a 24-rating study's fit."""
+    from .batched.driver import blas_controller
+
+    return blas_controller().limit(limits=1)
 
 
 # --------------------------------------------------------------------------- layout
@@ -624,12 +634,10 @@ def fit_clmm(
     name -> grouping array (one scalar random intercept per entry; build interaction terms
     such as worker:system by pairing labels). ``scale``: (lowest, highest) rating.
     """
-    from threadpoolctl import threadpool_limits
-
     check_link(link)
     y, levels = ordinal_codes(ratings, scale)
     Xm = _design(X, len(y))
-    with threadpool_limits(1):  # small dense factorisations: extra BLAS threads only contend
+    with one_blas_thread():  # small dense factorisations: extra BLAS threads only contend
         return _fit(y, levels, Xm, groups or {}, link, beta_names, start_sd)
 
 
@@ -873,8 +881,6 @@ def fit_clmm_many(
     the ratings) for the Bartlett-corrected LRT (``p_bartlett``). ``information=False`` skips the observed
     information (``se``, ``z`` NaN): the likelihood ratio only, as the bootstrap draws need.
     """
-    from threadpoolctl import threadpool_limits
-
     check_link(link)
     Y = np.asarray(responses)
     if Y.ndim != 2:
@@ -895,7 +901,7 @@ def fit_clmm_many(
     reasons: list[str] = []
     warm: dict[bool, tuple[np.ndarray, np.ndarray | None]] = {}
     null_params = np.full((S, len(levels) - 1 + p - 1 + len(layout.names)), np.nan)
-    with threadpool_limits(1):
+    with one_blas_thread():
         for j in range(S):
             try:
                 y, _ = ordinal_codes(Y[:, j], scale)
