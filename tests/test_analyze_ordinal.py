@@ -19,6 +19,7 @@ from humaneval_power.completed_study.ordinal import OrdinalAnalysis, OrdinalPost
 from humaneval_power.errors import InputError
 from humaneval_power.fitting.ratings import read_ratings
 
+from .conftest import share_calls
 from .ordinal_ratings import simulated_ratings
 
 #: acceptance tolerance (issue 26): latent contrasts and SEs, Holm p, mean-class EMMs, category probabilities
@@ -73,8 +74,11 @@ def r_cases(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, lme4_backe
     for case, frame, link in (("expert", _expert(data_dir), "logit"), ("simulated", simulated_ratings(), "probit")):
         path = tmp_path_factory.mktemp(case) / "ratings.csv"
         frame.to_csv(path, index=False)
-        runs = {(b, a): analyze(path, family="ordinal", backend=b, link=link, adjust=a, df="asymptotic", bootstrap=0)
-                for b in ("clmm", "laplace") for a in ("holm", "tukey") if b == "laplace" or a == "holm"}
+        with pytest.MonkeyPatch.context() as mp:  # the clmm backend's fits, for the CLI test (same process)
+            share_calls(mp, clmm_r, "fit_clmm_r")
+            runs = {(b, a): analyze(path, family="ordinal", backend=b, link=link, adjust=a, df="asymptotic",
+                                    bootstrap=0)
+                    for b in ("clmm", "laplace") for a in ("holm", "tukey") if b == "laplace" or a == "holm"}
         systems = runs["laplace", "holm"].data.systems
         comp = runs["laplace", "holm"].components
         terms = [_R_TERM[c.replace(" x ", ":")] for c in comp.component[comp.status.str.startswith("fitted")]]
@@ -132,8 +136,14 @@ def test_ordinal_analysis_equals_emmeans_on_clmm(r_cases: dict, case: str, backe
 @pytest.mark.r
 @pytest.mark.slow
 @pytest.mark.xdist_group("analyze_ordinal_r")
-def test_ordinal_cli_equals_api_with_r(r_cases: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The clmm backend through the CLI gives the API's records, and --out/--report are written."""
+def test_ordinal_cli_equals_api_with_r(r_cases: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clmm backend through the CLI gives the API's records, and --out/--report are written. Its
+    ``ordinal::clmm`` fits (deterministic) are the API run's, answered again for the same data and model
+    (``conftest.share_calls``): a CLI that read other ratings or asked for another model would make other calls."""
+    from humaneval_power.fitting import clmm_r
+
+    share_calls(monkeypatch, clmm_r, "fit_clmm_r")
     case = r_cases["simulated"]
     argv = ["analyze", str(case["path"]), "--family", "ordinal", "--link", "probit", "--df", "asymptotic",
             "--bootstrap", "0", "--json",
