@@ -150,3 +150,24 @@ def test_mde_notes_the_mean_rating_difference(monkeypatch: pytest.MonkeyPatch) -
     r = likert_mde(PROCESS, 3, 8, n_sims=10, test="z")
     assert r.value == 1.2345 and "latent shift" in r.detail["note"]
     assert f"{PROCESS.mean_difference(r.value):.4g}" in r.detail["note"]
+
+
+def test_marginal_probabilities_use_the_gauss_hermite_rule_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """P(Y <= k) averaged over the random effects (logit link): the 80-point Gauss-Hermite sum, bit for bit as
+    computed afresh, with the rule (an 80 x 80 eigenproblem) computed once per process, not per call."""
+    import humaneval_power.ordinal_process as op
+
+    locations = np.array([-1.3, 0.0, 0.4, 2.5])
+    x, w = np.polynomial.hermite_e.hermegauss(80)
+    w = w / w.sum()
+    th = np.asarray(PROCESS.thresholds)
+    fresh = np.tensordot(1 / (1 + np.exp(-(th[:, None] - locations[:, None, None] - PROCESS.tau * x))), w,
+                         axes=([-1], [0]))
+    calls = []
+    rule = np.polynomial.hermite_e.hermegauss
+    monkeypatch.setattr(np.polynomial.hermite_e, "hermegauss", lambda n: calls.append(n) or rule(n))
+    op._gauss_hermite.cache_clear()
+    first = PROCESS.cumulative(locations)
+    np.testing.assert_allclose(first, fresh, rtol=1e-14, atol=0)  # expit vs the formula: rounding only
+    assert np.array_equal(PROCESS.cumulative(locations), first) and PROCESS.mean_difference(0.7) > 0
+    assert calls == [80]
