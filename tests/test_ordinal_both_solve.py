@@ -2,11 +2,10 @@
 the ordinal and the linear analysis side by side, each on the same simulated studies (common random numbers),
 so each answer equals that analysis's search alone on the same seed, number for number.
 
-The ordinal fits (``fitting.clmm.fit_clmm_many``, deterministic) are shared between the runs of a comparison
-(``conftest.share_calls``, :func:`_shared`): a search alone on the same studies reads the fits the search with
-``both`` made, so each comparison still fails when the two runs simulate or decide differently (other studies,
-designs, seeds or tests are other calls, fitted afresh), at half the fits. The linear analysis's fits at effect 0
-are already shared within a process by the product (``scenarios.crowd._FITS``).
+Both analyses' fits (deterministic) are shared between the runs of a comparison (:func:`_shared`,
+``tests/ordinal_shared.py``): a search alone on the same studies reads the fits the search with ``both`` made, so
+each comparison still fails when the two runs simulate or decide differently (other studies, designs, seeds or
+tests are other calls, fitted afresh), at half the fits.
 """
 from __future__ import annotations
 
@@ -18,6 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from humaneval_power.analyses import OrdinalCLMM
+from humaneval_power.analyses.lmm import GaussianLMM
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs
 from humaneval_power.engine import run_cells
@@ -29,7 +30,7 @@ from humaneval_power.planning import SolveResult, SolveResults
 from humaneval_power.scenarios.crowd import BOTH, cell_factory
 from humaneval_power.scenarios.likert import likert_budget, likert_mde, likert_sample_size
 
-from .conftest import share_calls
+from .ordinal_shared import share_analysis_fits
 
 PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_worker_system=0.3, sd_item=1.0,
                          sd_item_system=0.5)
@@ -45,10 +46,9 @@ BUDGET = {"items": [8, 16], "workers": [4], "ratings_per_item": [2, 4], "costs":
 
 
 def _shared(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ordinal fits answered once per process (see the module docs)."""
-    from humaneval_power.fitting import clmm
-
-    share_calls(monkeypatch, clmm, "fit_clmm_many")
+    """Both analyses' fits of a study answered once per process (see the module docs)."""
+    for cls in (OrdinalCLMM, GaussianLMM):
+        share_analysis_fits(monkeypatch, cls)
 
 
 def _plain(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -118,12 +118,14 @@ def test_size_and_mde_with_both_equal_each_analysis_alone_over_designs(workers: 
     _shared(monkeypatch)
     size = {"effect": effect, "workers": workers, "items": items, "vary": "ratings_per_item", "n_sims": 6,
             "seed": seed, "jobs": 1, "test": TEST}
-    both = likert_sample_size(PROCESS, model="both", **size)
     mde = {"workers": workers, "items": items, "n_sims": 6, "seed": seed, "jobs": 1, "test": TEST}
-    both_mde = likert_mde(PROCESS, model="both", **mde)
-    assert isinstance(both, SolveResults) and isinstance(both_mde, SolveResults)
+    both = likert_sample_size(PROCESS, model="both", **size)
+    assert isinstance(both, SolveResults)
     for m in BOTH:
         assert both[m].record() == likert_sample_size(PROCESS, model=m, **size).record()  # type: ignore[union-attr]
+    both_mde = likert_mde(PROCESS, model="both", **mde)
+    assert isinstance(both_mde, SolveResults)
+    for m in BOTH:
         assert both_mde[m].record() == likert_mde(PROCESS, model=m, **mde).record()  # type: ignore[union-attr]
 
 
