@@ -244,11 +244,12 @@ def test_cli_clmm_method_equals_the_api(capsys: pytest.CaptureFixture[str], monk
     from humaneval_power.fitting import clmm_r
 
     share_calls(monkeypatch, clmm_r, "fit_clmm_r")
-    assert main(["likert", "power", *TYPED, "--workers", "4", "--items", "12", "--effect", "1.0", "--method", "clmm",
+    assert main(["likert", "power", *TYPED, "--workers", "4", "--items", "8", "--effect", "1.0", "--method", "clmm",
                  "--test", ORDINAL_TEST, "--sims", "2", "--jobs", "1", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = likert_power(PROCESS, 4, 12, 1.0, method="clmm", test=ORDINAL_TEST, n_sims=2, jobs=1)
+    api = likert_power(PROCESS, 4, 8, 1.0, method="clmm", test=ORDINAL_TEST, n_sims=2, jobs=1)
     assert cli[0]["method"] == "clmm" and cli[0]["test"] == ORDINAL_TEST and cli[0]["power"] == api.power.iloc[0]
+    assert cli[0]["n_failed"] == api.n_failed.iloc[0] == 0  # both studies fitted (8 items: half the clmm time of 12)
     assert cli[0]["mean_estimate"] == pytest.approx(api.mean_estimate.iloc[0], rel=1e-12)
 
 
