@@ -40,8 +40,8 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies(monkeypatch: pyt
     fit of each same data set (tests/tier_pairing.py's form): every study's latent shift, SE, Wald z, latent
     Satterthwaite df and t-test decision agree to tolerances set by the two optimisers' stopping rules (clmm stops
     at gradients up to ~5e-4, the fast tier at BFGS gtol 1e-5: shifts within 1e-5, SEs and df within 1e-4
-    relative were measured), and the engine's power is exactly the share of studies the refits reject. So the
-    fast tier's power is the clmm tier's on any number of studies (before: the two powers within Monte-Carlo
+    relative were measured); the tier's fits as the engine decides them carry each refit's shift, SE and df exactly,
+    and the engine's power is exactly the share of studies the refits reject. So the fast tier's power is the clmm tier's on any number of studies (before: the two powers within Monte-Carlo
     error at 40 studies, +-0.2, and shifts within 1e-2); the fast tier's power itself is checked against alpha at
     many studies (test_type_one_error_of_the_default_test_is_at_most_alpha) and its fits against clmm on real and
     simulated ratings (tests/test_clmm.py, tests/test_ordinal_fit.py). The Wald t test (one fit per study and
@@ -51,22 +51,31 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies(monkeypatch: pyt
     from humaneval_power.fitting.clmm import fit_clmm_many
 
     recorded: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, Any], Any]] = []
-    refit = clmm_r.fit_clmm_r
+    refit, tier_fit = clmm_r.fit_clmm_r, OrdinalCLMM.fit
+    tier: list[Any] = []  # the tier's family fits, as the engine decides them
 
     def recording(y: np.ndarray, X: np.ndarray, groups: dict[str, np.ndarray], **kw: Any) -> Any:
         recorded.append((np.array(y), X, groups, kw, refit(y, X, groups, **kw)))
         return recorded[-1][-1]
 
+    def fitting(self: OrdinalCLMM, *args: Any) -> Any:
+        tier.append(tier_fit(self, *args))
+        return tier[-1]
+
     monkeypatch.setattr(clmm_r, "fit_clmm_r", recording)
+    monkeypatch.setattr(OrdinalCLMM, "fit", fitting)
     n, analysis = 6, OrdinalCLMM.of(PROCESS, tier="clmm", test="t")
     slow = run_cells([CrowdScenario(CrowdDesign(items=20, workers=4, ratings_per_item=4), PROCESS, analysis, 1.0)],
                      n, seed=3, jobs=1)[0]  # in this process: its refits are recorded
     assert len(recorded) == n and slow.n_failed == 0
+    got = {k: np.concatenate([getattr(f, k)[:, 0] for f in tier]) for k in ("estimate", "se", "df", "p")}
     rejects = []
-    for y, X, groups, kw, ref in recorded:
+    for j, (y, X, groups, kw, ref) in enumerate(recorded):
         fast = fit_clmm_many(y[:, None], X, groups, coef=0, scale=kw["scale"], link=kw["link"])
         assert ref.converged and fast.converged[0]
         df_ref, df_fast = (study_dfs(s, groups, X, 0, kw["link"])[0] for s in (np.abs(ref.sds)[None], fast.sds))
+        # the tier decides on its refit: its estimate, SE and df are the refit's (the engine's decision below)
+        assert (got["estimate"][j], got["se"][j], got["df"][j]) == (ref.beta[0], ref.se_beta[0], df_ref)
         ref_z = ref.beta[0] / ref.se_beta[0]
         assert fast.estimate[0] == pytest.approx(ref.beta[0], abs=5e-5)
         assert fast.se[0] == pytest.approx(ref.se_beta[0], rel=3e-4)
@@ -75,6 +84,7 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies(monkeypatch: pyt
         np.testing.assert_allclose(fast.sds[0], np.abs(ref.sds), atol=1e-4)
         p_ref = 2 * stats.t.sf(abs(ref_z), df_ref)
         rejects.append(p_ref <= analysis.alpha)
+        assert (got["p"][j] <= analysis.alpha) == rejects[-1]
         assert ordinal_decision(fast, "t", analysis.alpha, [df_fast])[0] == rejects[-1]
     assert 0 < sum(rejects) < n  # both decisions occur: the pairing is not vacuous
     assert slow.power == pytest.approx(np.mean(rejects), abs=1e-12)
