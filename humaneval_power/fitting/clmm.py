@@ -627,18 +627,20 @@ def fit_clmm(
     scale: tuple[int, int] | None = None,
     beta_names: Sequence[str] | None = None,
     start_sd: float = 1.0,
+    hessian: bool = True,
 ) -> ClmmFit:
     """Fit a CLMM by the Laplace approximation (no R); the parameters and likelihood of ``ordinal::clmm``.
 
     ``X``: fixed-effect design without an intercept (N x p, e.g. system dummies); ``groups``:
     name -> grouping array (one scalar random intercept per entry; build interaction terms
     such as worker:system by pairing labels). ``scale``: (lowest, highest) rating.
+    ``hessian=False``: no observed information after the fit (the same estimates and likelihood, ``cov`` NaN).
     """
     check_link(link)
     y, levels = ordinal_codes(ratings, scale)
     Xm = _design(X, len(y))
     with one_blas_thread():  # small dense factorisations: extra BLAS threads only contend
-        return _fit(y, levels, Xm, groups or {}, link, beta_names, start_sd)
+        return _fit(y, levels, Xm, groups or {}, link, beta_names, start_sd, hessian)
 
 
 def _start(y: np.ndarray, K: int, p: int, m: int, link: str, start_sd: float) -> np.ndarray:
@@ -649,11 +651,11 @@ def _start(y: np.ndarray, K: int, p: int, m: int, link: str, start_sd: float) ->
 
 
 def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping[str, Sequence[object] | np.ndarray],
-         link: str, beta_names: Sequence[str] | None, start_sd: float) -> ClmmFit:
+         link: str, beta_names: Sequence[str] | None, start_sd: float, hessian: bool = True) -> ClmmFit:
     K, p = len(levels), Xm.shape[1]
     model = _Model(y, Xm, Layout.build(groups, len(y)), K, link)
     names_b = tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p))
-    fit = _optimise(model, levels, names_b, _start(y, K, p, model.m, link, start_sd))[0]
+    fit = _optimise(model, levels, names_b, _start(y, K, p, model.m, link, start_sd), hessian=hessian)[0]
     # the objective at the estimates once more, its conditional modes found from zero: the optimisation
     # warm-starts them, which can carry it where the likelihood cannot be evaluated (SDs ~50 on the AMT ratings
     # of two systems, 12 items, 84 workers: P(y) loses its digits and H is no longer positive definite)
