@@ -41,8 +41,9 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies(monkeypatch: pyt
     Satterthwaite df and t-test decision agree to tolerances set by the two optimisers' stopping rules (clmm stops
     at gradients up to ~5e-4, the fast tier at BFGS gtol 1e-5: shifts within 1e-5, SEs and df within 1e-4
     relative were measured); the tier's fits as the engine decides them carry each refit's shift, SE and df exactly,
-    and the engine's power is exactly the share of studies the refits reject. So the fast tier's power is the clmm tier's on any number of studies (before: the two powers within Monte-Carlo
-    error at 40 studies, +-0.2, and shifts within 1e-2); the fast tier's power itself is checked against alpha at
+    and the engine's power is exactly the share of studies the refits reject. So the fast tier's power is the clmm
+    tier's on any number of studies (before: the two powers within Monte-Carlo error at 40 studies, +-0.2, and
+    shifts within 1e-2); the fast tier's power itself is checked against alpha at
     many studies (test_type_one_error_of_the_default_test_is_at_most_alpha) and its fits against clmm on real and
     simulated ratings (tests/test_clmm.py, tests/test_ordinal_fit.py). The Wald t test (one fit per study and
     tier): the tiers' agreement is about the fits, not the test."""
