@@ -25,6 +25,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from scipy import linalg, optimize, sparse, special, stats
 
 from .designs import Layout
 from .errors import InputError
-from .fitting.clmm import check_link
+from .fitting.clmm import check_link, one_blas_thread
 from .params import ORDINAL_SD_NAMES
 from .processes import _effects
 from .validation import check_number
@@ -41,12 +42,25 @@ ORDINAL_SDS = ORDINAL_SD_NAMES  #: the latent SDs, as a parameter file names the
 ORDINAL_TESTS = ("t", "lrt", "z", "bartlett")
 DEFAULT_TEST = "t"  #: calibrated or conservative on all three designs of docs/ordinal.md (Bartlett: liberal on one)
 _GH_NODES = 80
+
 #: singular values of the variances' information below this fraction of the largest count as zero (a component
 #: confounded with another or with X): the numerical rank of the pseudo-inverse in the Satterthwaite df
 RANK_TOLERANCE = 1e-10
 #: a factor is absorbed in closed form only while its product terms number at most this many times the entries
 #: of its dense rows (``LatentDesign``): memory stays within a small multiple of the dense path's
 ELIMINATION_BUDGET = 8.0
+
+
+@lru_cache(maxsize=1)
+def _gauss_hermite() -> tuple[np.ndarray, np.ndarray]:
+    """The :data:`_GH_NODES`-point Gauss-Hermite rule for weight exp(-x^2/2), weights summing to 1 (read-only arrays).
+    Computed once: each ``hermegauss`` call solves an 80 x 80 eigenproblem (1-5 ms), and the planner converts
+    latent shifts to mean ratings for every cell."""
+    x, w = np.polynomial.hermite_e.hermegauss(_GH_NODES)
+    w = w / w.sum()
+    x.setflags(write=False)
+    w.setflags(write=False)
+    return x, w
 
 
 def _cdf(z: np.ndarray, link: str) -> np.ndarray:
@@ -139,8 +153,7 @@ class OrdinalProcess:
         tau = self.tau
         if self.link == "probit":
             return special.ndtr((th - eta) / math.sqrt(1 + tau * tau))
-        x, w = np.polynomial.hermite_e.hermegauss(_GH_NODES)  # weight exp(-x^2/2)
-        w = w / w.sum()
+        x, w = _gauss_hermite()
         return np.tensordot(_cdf(th[..., None] - eta[..., None] - tau * x, "logit"), w, axes=([-1], [0]))
 
     def probabilities(self, location: np.ndarray | float) -> np.ndarray:
@@ -438,12 +451,10 @@ def study_dfs(sds: np.ndarray, groups: dict[str, np.ndarray], X: np.ndarray, coe
               link: str = "logit") -> np.ndarray:
     """:func:`latent_satterthwaite_df` of every study (rows of ``sds``, e.g. ``ClmmBatch.sds``; NaN where failed);
     the layout's part computed once."""
-    from threadpoolctl import threadpool_limits
-
     check_link(link)
     design = LatentDesign.of(groups, X)
     unit = np.eye(design.XX.shape[0] - 1)[coef]
-    with threadpool_limits(1):
+    with one_blas_thread():
         return np.array([design.df(unit, s, link) if np.all(np.isfinite(s)) else np.nan for s in np.atleast_2d(sds)])
 
 

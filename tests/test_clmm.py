@@ -203,3 +203,37 @@ def test_batched_fits_equal_single_fits_and_count_refused_studies() -> None:
         assert batch.lr[j] == pytest.approx(2 * (full.loglik - null.loglik), abs=1e-4)
         np.testing.assert_allclose(batch.sds[j], np.abs(full.sds), atol=1e-2)
     assert np.isnan(batch.estimate[2]) and np.isnan(batch.sds[2]).all() and batch.converged[:2].all()
+
+
+def test_one_blas_thread_limits_every_blas_library_and_restores_them() -> None:
+    """The fits' BLAS context (its controller found once per process): one thread inside for every BLAS library
+    threadpoolctl finds now, each library's own count again afterwards."""
+    from threadpoolctl import threadpool_info
+
+    before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    assert before  # numpy's BLAS at least
+    with clmm.one_blas_thread():
+        inside = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    assert inside == dict.fromkeys(before, 1)
+    assert {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"} == before
+
+
+@pytest.mark.r
+@pytest.mark.xdist_group("clmm_pairs")  # R started once with the module's clmm fits
+@pytest.mark.parametrize("backend", ["laplace", "clmm"])
+def test_a_fit_without_the_hessian_has_the_same_estimates_and_likelihood(backend: str) -> None:
+    """``hessian=False`` (the null models of the likelihood-ratio tests: the planner's clmm tier, ``analyze``): the
+    estimates, likelihood, convergence and gradient of the fit with the Hessian, bit for bit, and no covariance."""
+    from humaneval_power.fitting import clmm_r
+
+    if backend == "clmm" and not clmm_r.available()[0]:
+        pytest.skip(clmm_r.available()[1])
+    fitter = clmm_r.fit_clmm_r if backend == "clmm" else fit_clmm
+    frame = _simulate(4, 4, 8, 2, {"worker": 0.8, "item": 0.7, "item:system": 0.3}, 0.5)
+    groups = crossed_groups(frame.worker.to_numpy(), frame.item.to_numpy(), frame.system.to_numpy(),
+                            ("worker", "item", "item:system"))
+    with_h, without = (fitter(frame.score.to_numpy(), None, groups, hessian=h) for h in (True, False))
+    for name in ("thresholds", "beta", "sds"):
+        assert np.array_equal(getattr(without, name), getattr(with_h, name)), name
+    assert (without.loglik, without.converged, without.max_grad) == (with_h.loglik, with_h.converged, with_h.max_grad)
+    assert np.all(np.isfinite(with_h.cov)) and np.all(np.isnan(without.cov))

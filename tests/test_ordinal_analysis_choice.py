@@ -28,6 +28,8 @@ from humaneval_power.plan_inputs import likert_params
 from humaneval_power.scenarios.crowd import METHODS, MODELS, TESTS, CrowdScenario, analyses_of, cell_factory
 from humaneval_power.scenarios.likert import latent_effects, likert_budget, likert_power
 
+from .conftest import share_calls
+
 PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_worker_system=0.3, sd_item=1.0,
                          sd_item_system=0.5)
 TYPED = ["--family", "ordinal", "--thresholds", "-2", "-0.7", "0.5", "1.8", "--sd-worker", "0.8",
@@ -234,13 +236,20 @@ def test_cli_lrt_equals_the_api(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.r
 @pytest.mark.slow
-def test_cli_clmm_method_equals_the_api(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_clmm_method_equals_the_api(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clmm tier from the command line gives the API's record. Each ``ordinal::clmm`` refit (deterministic) is
+    made once and answered again for the same data set (``conftest.share_calls``): a CLI that simulated other
+    studies or fitted another model would make other calls, fitted afresh."""
     pytest.importorskip("rpy2")
-    assert main(["likert", "power", *TYPED, "--workers", "4", "--items", "12", "--effect", "1.0", "--method", "clmm",
+    from humaneval_power.fitting import clmm_r
+
+    share_calls(monkeypatch, clmm_r, "fit_clmm_r")
+    assert main(["likert", "power", *TYPED, "--workers", "4", "--items", "8", "--effect", "1.0", "--method", "clmm",
                  "--test", ORDINAL_TEST, "--sims", "2", "--jobs", "1", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = likert_power(PROCESS, 4, 12, 1.0, method="clmm", test=ORDINAL_TEST, n_sims=2, jobs=1)
+    api = likert_power(PROCESS, 4, 8, 1.0, method="clmm", test=ORDINAL_TEST, n_sims=2, jobs=1)
     assert cli[0]["method"] == "clmm" and cli[0]["test"] == ORDINAL_TEST and cli[0]["power"] == api.power.iloc[0]
+    assert cli[0]["n_failed"] == api.n_failed.iloc[0] == 0  # both studies fitted (8 items: half the clmm time of 12)
     assert cli[0]["mean_estimate"] == pytest.approx(api.mean_estimate.iloc[0], rel=1e-12)
 
 

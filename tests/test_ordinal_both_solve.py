@@ -1,6 +1,11 @@
 """``--model both`` in the Likert solvers (issue 26, "Plan"): ``likert size``, ``mde`` and ``budget`` answer for
 the ordinal and the linear analysis side by side, each on the same simulated studies (common random numbers),
 so each answer equals that analysis's search alone on the same seed, number for number.
+
+Both analyses' fits (deterministic) are shared between the runs of a comparison (:func:`_shared`,
+``tests/ordinal_shared.py``): a search alone on the same studies reads the fits the search with ``both`` made, so
+each comparison still fails when the two runs simulate or decide differently (other studies, designs, seeds or
+tests are other calls, fitted afresh), at half the fits.
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from humaneval_power.analyses import OrdinalCLMM
+from humaneval_power.analyses.lmm import GaussianLMM
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs
 from humaneval_power.engine import run_cells
@@ -22,6 +29,8 @@ from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.planning import SolveResult, SolveResults
 from humaneval_power.scenarios.crowd import BOTH, cell_factory
 from humaneval_power.scenarios.likert import likert_budget, likert_mde, likert_sample_size
+
+from .ordinal_shared import share_analysis_fits
 
 PROCESS = OrdinalProcess(thresholds=(-2.0, -0.7, 0.5, 1.8), sd_worker=0.8, sd_worker_system=0.3, sd_item=1.0,
                          sd_item_system=0.5)
@@ -36,6 +45,12 @@ BUDGET = {"items": [8, 16], "workers": [4], "ratings_per_item": [2, 4], "costs":
           "seed": 3, "jobs": 1, "test": TEST}
 
 
+def _shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both analyses' fits of a study answered once per process (see the module docs)."""
+    for cls in (OrdinalCLMM, GaussianLMM):
+        share_analysis_fits(monkeypatch, cls)
+
+
 def _plain(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The API's records as the JSON of the command line and the web API has them (one table: NaN as null)."""
     return json.loads(json.dumps(json_records(pd.DataFrame(records))))
@@ -43,12 +58,16 @@ def _plain(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def size_both() -> Any:
-    return likert_sample_size(PROCESS, model="both", **SIZE)
+    with pytest.MonkeyPatch.context() as mp:
+        _shared(mp)
+        return likert_sample_size(PROCESS, model="both", **SIZE)
 
 
 @pytest.fixture(scope="module")
 def budget_both() -> Any:
-    return likert_budget(PROCESS, 1.5, model="both", **BUDGET)
+    with pytest.MonkeyPatch.context() as mp:
+        _shared(mp)
+        return likert_budget(PROCESS, 1.5, model="both", **BUDGET)
 
 
 def test_a_design_point_gives_both_analyses_the_same_studies(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,7 +94,8 @@ def test_a_design_point_gives_both_analyses_the_same_studies(monkeypatch: pytest
             np.testing.assert_array_equal(a, b)
 
 
-def test_size_with_both_equals_each_analysis_alone(size_both: Any) -> None:
+def test_size_with_both_equals_each_analysis_alone(size_both: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _shared(monkeypatch)
     assert isinstance(size_both, SolveResults) and list(size_both.results) == list(BOTH)
     for m in BOTH:
         alone = likert_sample_size(PROCESS, model=m, **SIZE)
@@ -92,22 +112,28 @@ def test_size_with_both_equals_each_analysis_alone(size_both: Any) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("workers", "items", "effect", "seed"), [(4, 10, 1.2, 1), (3, 16, 1.5, 7)])
 def test_size_and_mde_with_both_equal_each_analysis_alone_over_designs(workers: int, items: int, effect: float,
-                                                                       seed: int) -> None:
+                                                                       seed: int, monkeypatch: pytest.MonkeyPatch
+                                                                       ) -> None:
     """The property over a few small designs and seeds: size (over ratings per item) and MDE."""
+    _shared(monkeypatch)
     size = {"effect": effect, "workers": workers, "items": items, "vary": "ratings_per_item", "n_sims": 6,
             "seed": seed, "jobs": 1, "test": TEST}
-    both = likert_sample_size(PROCESS, model="both", **size)
     mde = {"workers": workers, "items": items, "n_sims": 6, "seed": seed, "jobs": 1, "test": TEST}
-    both_mde = likert_mde(PROCESS, model="both", **mde)
-    assert isinstance(both, SolveResults) and isinstance(both_mde, SolveResults)
+    both = likert_sample_size(PROCESS, model="both", **size)
+    assert isinstance(both, SolveResults)
     for m in BOTH:
         assert both[m].record() == likert_sample_size(PROCESS, model=m, **size).record()  # type: ignore[union-attr]
+    both_mde = likert_mde(PROCESS, model="both", **mde)
+    assert isinstance(both_mde, SolveResults)
+    for m in BOTH:
         assert both_mde[m].record() == likert_mde(PROCESS, model=m, **mde).record()  # type: ignore[union-attr]
 
 
-def test_the_linear_analysis_type_m_is_over_the_mean_rating_difference(size_both: Any) -> None:
+def test_the_linear_analysis_type_m_is_over_the_mean_rating_difference(size_both: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Its estimates are mean-rating differences: Type-M over the cell's mean_difference (the engine's is over
     the latent shift); the ordinal analysis's stays over the latent shift."""
+    _shared(monkeypatch)
     for m in BOTH:
         r = size_both[m]
         at = r.at.cell
@@ -119,7 +145,8 @@ def test_the_linear_analysis_type_m_is_over_the_mean_rating_difference(size_both
         assert r.at.type_m == pytest.approx(raw.type_m * scale, rel=1e-12)
 
 
-def test_budget_with_both_equals_each_search_alone(budget_both: Any) -> None:
+def test_budget_with_both_equals_each_search_alone(budget_both: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _shared(monkeypatch)
     table, answer = budget_both
     assert isinstance(answer, SolveResults) and list(table.model.unique()) == list(BOTH)
     for m in BOTH:  # the invariant search on ordinal parameters used to crash in the analytic screen
@@ -140,7 +167,9 @@ def test_progress_names_the_analysis_being_solved() -> None:
     assert all(lab.startswith(("ordinal analysis: ", "linear analysis: ")) for lab in labels)
 
 
-def test_cli_size_both_equals_the_api(size_both: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_size_both_equals_the_api(size_both: Any, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _shared(monkeypatch)
     argv = ["likert", "size", "--workers", "4", "--items", "12", "--vary", "ratings_per_item", "--effect", "1.5",
             "--model", "both", "--sims", "8", "--seed", "5", "--jobs", "1", "--test", TEST, *TYPED]
     assert main([*argv, "--json"]) == 0
@@ -162,7 +191,9 @@ def test_cli_mde_header_says_the_effect_is_a_latent_shift(capsys: pytest.Capture
     assert "system 2 - system 1 of 2, latent shift (logit scale;" in capsys.readouterr().out
 
 
-def test_cli_budget_both_equals_the_api(budget_both: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_cli_budget_both_equals_the_api(budget_both: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _shared(monkeypatch)
     table, answer = budget_both
     argv = ["likert", "budget", "--items", "8", "16", "--workers", "4", "--ratings-per-item", "2", "4",
             "--cost-per-rating", "1", "--effect", "1.5", "--model", "both", "--sims", "8", "--seed", "3", "--jobs",

@@ -49,7 +49,7 @@ def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     contrasts and its bootstrap-free omnibus rows; the bootstrap test itself: tests/test_analyze_ordinal_tests.py):
     (output folder, stdout)."""
     out = tmp_path_factory.mktemp("ordinal_example")
-    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="10", BOOTSTRAP="20",
+    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="10", BOOTSTRAP="2",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     done = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -25,6 +25,8 @@ from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.ordinal_process import OrdinalProcess
 from humaneval_power.params import ORDINAL_SD_NAMES, OrdinalParams, load_ordinal_params
 
+from .conftest import share_calls
+
 #: acceptance tolerances (issue 26): thresholds and effects absolute, SDs absolute, log-likelihood relative
 TOL_FIXED, TOL_SD, TOL_LOGLIK = 1e-4, 1e-3, 1e-6
 
@@ -83,7 +85,9 @@ def real_fits(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, lme4_bac
     for case in CASES:
         frame = _subset(data_dir, case)
         data = read_ratings(frame, family="ordinal")
-        fits = {b: fit_ordinal(data, b) for b in ("clmm", "laplace")}
+        with pytest.MonkeyPatch.context() as mp:  # the clmm backend's fits, for the CLI test (same process)
+            share_calls(mp, clmm_r, "fit_clmm_r")
+            fits = {b: fit_ordinal(data, b) for b in ("clmm", "laplace")}
         ref = _clmm_typed(frame, tmp_path_factory.mktemp(case) / "ratings.csv", fits["laplace"].terms, data.systems)
         out[case] = {"fits": fits, "ref": ref}
     return out
@@ -123,8 +127,13 @@ def test_ordinal_fit_equals_clmm_typed_in_r(real_fits: dict, case: str, backend:
 @pytest.mark.slow
 @pytest.mark.xdist_group("ordinal_real_fits")
 def test_ordinal_cli_equals_api_and_round_trips(real_fits: dict, data_dir: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """The CLI (default backend clmm) prints the API's numbers and writes the file load_ordinal_params reads."""
+                                                capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI (default backend clmm) prints the API's numbers and writes the file load_ordinal_params reads. Its
+    ``ordinal::clmm`` fits (deterministic) are the API run's, answered again for the same data and model
+    (``conftest.share_calls``): a CLI that read other ratings or asked for another model would make other calls."""
+    from humaneval_power.fitting import clmm_r
+
+    share_calls(monkeypatch, clmm_r, "fit_clmm_r")
     frame = _subset(data_dir, "expert")
     frame.to_csv(tmp_path / "r.csv", index=False)
     assert main(["fit", str(tmp_path / "r.csv"), "--family", "ordinal", "-o", str(tmp_path / "p.json"), "--json"]) == 0

@@ -15,6 +15,7 @@ from humaneval_power.io import json_records
 from humaneval_power.plan_inputs import likert_params
 from humaneval_power.scenarios.likert import likert_power
 
+from .ordinal_shared import share_analysis_fits
 from .serve_helpers import run_shown
 
 TYPED = {"family": "ordinal", "thresholds": [-2.0, -0.7, 0.5, 1.8], "link": "probit", "sd_worker": 0.6,
@@ -22,8 +23,15 @@ TYPED = {"family": "ordinal", "thresholds": [-2.0, -0.7, 0.5, 1.8], "link": "pro
 RUN = {"workers": [6], "items": [12], "effect": [0.6], "n_sims": 20, "seed": 3, "model": "ordinal"}
 
 
-def test_typed_ordinal_parameters_plan_as_the_api_and_the_command_shown(tmp_path: Path) -> None:
+def test_typed_ordinal_parameters_plan_as_the_api_and_the_command_shown(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The web request, the API and the command shown give one record. The ordinal fits of a study (deterministic)
+    are made once per process and answered again (``tests/ordinal_shared.py``): a front end that simulated other
+    studies or asked for another analysis would make other calls, fitted afresh."""
+    from humaneval_power.analyses import OrdinalCLMM
     from humaneval_power.serve.worker import call
+
+    share_analysis_fits(monkeypatch, OrdinalCLMM)
 
     request = validate("likert_power", {"params": TYPED, **RUN})
     out = call("likert_power", request, str(tmp_path), lambda d, t, label="": None)

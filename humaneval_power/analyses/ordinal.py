@@ -178,7 +178,8 @@ def _clmm_batch(y: np.ndarray, prep: Prepared, scale: tuple[int, int], link: str
     for j in range(S):
         try:
             f1 = fit_clmm_r(y[:, j], prep.X, prep.groups, link=link, scale=scale)
-            f0 = fit_clmm_r(y[:, j], X0 if X0.shape[1] else None, prep.groups, link=link, scale=scale) if lrt else None
+            f0 = fit_clmm_r(y[:, j], X0 if X0.shape[1] else None, prep.groups, link=link, scale=scale,
+                            hessian=False) if lrt else None  # its likelihood and estimates only
         except Exception as exc:  # noqa: BLE001  (an R error or a refused study: the study fails)
             failed[j] = True
             reasons.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

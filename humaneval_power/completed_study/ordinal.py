@@ -401,7 +401,7 @@ def analyze_ordinal(
     groups = {t: g for t, g in _groups(f).items() if t in full.terms}
     report(f"fitting the model without systems ({backend}) for the likelihood-ratio test ...")
     null = registry.REGISTRY.get(backend).ordinal_fitter()(f["score"].to_numpy(), None, groups, link=link,
-                                                           scale=(levels[0], levels[-1]))
+                                                           scale=(levels[0], levels[-1]), hessian=False)
     K1, p = len(fit.thresholds), len(fit.beta)
     inference = WaldInference(np.concatenate([fit.thresholds, fit.beta]), (fit.cov + fit.cov.T) / 2)
     if not np.all(np.isfinite(inference.vcov)):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -309,6 +310,15 @@ def crossed_groups(worker: Sequence[object] | np.ndarray, item: Sequence[object]
         parts = [cols[p] for p in term.split(":")]
         out[term] = parts[0] if len(parts) == 1 else np.char.add(np.char.add(parts[0], "\x1f"), parts[1])
     return out
+
+
+def one_blas_thread() -> Any:
+    """A context of one BLAS thread (small dense factorisations: more threads only contend). threadpoolctl's
+    controller is found once per process (``batched.driver.blas_controller``): ``threadpool_limits`` scans the loaded
+    libraries on every call, ~6 ms, a tenth of a 24-rating study's fit."""
+    from .batched.driver import blas_controller
+
+    return blas_controller().limit(limits=1)
 
 
 # --------------------------------------------------------------------------- layout
@@ -617,20 +627,20 @@ def fit_clmm(
     scale: tuple[int, int] | None = None,
     beta_names: Sequence[str] | None = None,
     start_sd: float = 1.0,
+    hessian: bool = True,
 ) -> ClmmFit:
     """Fit a CLMM by the Laplace approximation (no R); the parameters and likelihood of ``ordinal::clmm``.
 
     ``X``: fixed-effect design without an intercept (N x p, e.g. system dummies); ``groups``:
     name -> grouping array (one scalar random intercept per entry; build interaction terms
     such as worker:system by pairing labels). ``scale``: (lowest, highest) rating.
+    ``hessian=False``: no observed information after the fit (the same estimates and likelihood, ``cov`` NaN).
     """
-    from threadpoolctl import threadpool_limits
-
     check_link(link)
     y, levels = ordinal_codes(ratings, scale)
     Xm = _design(X, len(y))
-    with threadpool_limits(1):  # small dense factorisations: extra BLAS threads only contend
-        return _fit(y, levels, Xm, groups or {}, link, beta_names, start_sd)
+    with one_blas_thread():  # small dense factorisations: extra BLAS threads only contend
+        return _fit(y, levels, Xm, groups or {}, link, beta_names, start_sd, hessian)
 
 
 def _start(y: np.ndarray, K: int, p: int, m: int, link: str, start_sd: float) -> np.ndarray:
@@ -641,11 +651,11 @@ def _start(y: np.ndarray, K: int, p: int, m: int, link: str, start_sd: float) ->
 
 
 def _fit(y: np.ndarray, levels: tuple[int, ...], Xm: np.ndarray, groups: Mapping[str, Sequence[object] | np.ndarray],
-         link: str, beta_names: Sequence[str] | None, start_sd: float) -> ClmmFit:
+         link: str, beta_names: Sequence[str] | None, start_sd: float, hessian: bool = True) -> ClmmFit:
     K, p = len(levels), Xm.shape[1]
     model = _Model(y, Xm, Layout.build(groups, len(y)), K, link)
     names_b = tuple(beta_names) if beta_names is not None else tuple(f"x{j + 1}" for j in range(p))
-    fit = _optimise(model, levels, names_b, _start(y, K, p, model.m, link, start_sd))[0]
+    fit = _optimise(model, levels, names_b, _start(y, K, p, model.m, link, start_sd), hessian=hessian)[0]
     # the objective at the estimates once more, its conditional modes found from zero: the optimisation
     # warm-starts them, which can carry it where the likelihood cannot be evaluated (SDs ~50 on the AMT ratings
     # of two systems, 12 items, 84 workers: P(y) loses its digits and H is no longer positive definite)
@@ -873,8 +883,6 @@ def fit_clmm_many(
     the ratings) for the Bartlett-corrected LRT (``p_bartlett``). ``information=False`` skips the observed
     information (``se``, ``z`` NaN): the likelihood ratio only, as the bootstrap draws need.
     """
-    from threadpoolctl import threadpool_limits
-
     check_link(link)
     Y = np.asarray(responses)
     if Y.ndim != 2:
@@ -895,7 +903,7 @@ def fit_clmm_many(
     reasons: list[str] = []
     warm: dict[bool, tuple[np.ndarray, np.ndarray | None]] = {}
     null_params = np.full((S, len(levels) - 1 + p - 1 + len(layout.names)), np.nan)
-    with threadpool_limits(1):
+    with one_blas_thread():
         for j in range(S):
             try:
                 y, _ = ordinal_codes(Y[:, j], scale)

@@ -41,11 +41,14 @@ def fit_clmm_r(
     scale: tuple[int, int] | None = None,
     beta_names: Sequence[str] | None = None,
     tight: bool = False,
+    hessian: bool = True,
 ) -> ClmmFit:
     """The model of :func:`~.clmm.fit_clmm` fitted by ``ordinal::clmm`` (Laplace, nlminb).
 
     ``tight`` tightens clmm's stopping rules (inner gradTol 1e-8, nlminb rel.tol 1e-12): with its
     defaults clmm stops with gradients near 1e-4, which can leave thresholds ~5e-4 from the optimum.
+    ``hessian=False``: clmm without its numerical Hessian (``Hess = FALSE``, a third of the fit): the same
+    estimates and likelihood, ``cov`` and ``sd_se`` NaN (e.g. a null model fitted for its likelihood).
     """
     from rpy2.rinterface_lib.embedded import RRuntimeError
 
@@ -70,7 +73,7 @@ def fit_clmm_r(
     formula = "y ~ " + (" + ".join(rhs) if rhs else "1")
     try:
         with lme4.r_interruptible():
-            res = ro.r["hepower_fit_clmm"](ro.DataFrame(cols), formula, ro.IntVector(list(levels)), link, tight)
+            res = ro.r["hepower_fit_clmm"](ro.DataFrame(cols), formula, ro.IntVector(list(levels)), link, tight, hessian)
     except RRuntimeError as exc:
         raise InputError(f"clmm could not fit the model: {str(exc).strip().splitlines()[-1].strip()}") from None
     get = lambda name: np.asarray(list(res.rx2(name)), dtype=float)
