@@ -236,7 +236,8 @@ def test_real_pymer4_if_it_imports(lme4_backend, data_dir: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("expert_profile")  # one worker: lme4's profile fit (shared_fit) once for both tests
+@pytest.mark.xdist_group("bambi")  # one worker: lme4's profile fit (shared_fit) once for both tests; bambi's
+# imports (pymc, pytensor) once with test_analyze_models' bambi test
 def test_bambi_medians_inside_lme4_intervals(lme4_backend, data_dir: Path) -> None:
     try:
         import bambi  # noqa: F401
@@ -314,7 +315,7 @@ def test_statsmodels_bootstrap_intervals_match_lme4s(lme4_backend, data_dir: Pat
             assert lo - 1e-9 <= end <= hi + 1e-9, (gt, p, end, lo, hi)
 
 
-@pytest.mark.xdist_group("expert_profile")
+@pytest.mark.xdist_group("bambi")
 def test_statsmodels_profile_intervals_equal_lme4s(lme4_backend, data_dir: Path) -> None:
     """Profile intervals (ML deviance, as lme4 profiles): lme4 interpolates a spline through its profile,
     we solve for the chi-square crossing; the ends agree to 1e-3 relative (measured: 1e-4)."""
