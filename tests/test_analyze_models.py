@@ -226,6 +226,7 @@ def _toy_bayes() -> pd.DataFrame:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bambi")  # with test_fit_real's bambi test: pymc and pytensor imported once
 def test_bambi_backend_reports_posteriors_not_p_values():
     """bambi: posterior mean/SD/HDI and P(system > versus), no p-value fields, reproducible from the seed."""
     pytest.importorskip("bambi")
