@@ -29,8 +29,13 @@ def paired_decisions(cells: tuple[CrowdScenario, CrowdScenario], n: int, seed: i
         means = system_means(d.systems, cell.effect, cell.analysis.pair, cell.means)
         y = np.hstack([cell.process.simulate(s, means, 1, np.random.default_rng([seed, j]))
                        for j, s in enumerate(studies)])
-        fit = cell.analysis.fit(lay, y, cell.analysis.prepare(lay) if lay.worker.ndim == 1 else None)
-        out.append(np.asarray(cell.analysis.decide(fit, means, means).significant, bool))
+        significant = []
+        for a in range(0, n, cell.chunk_size):  # fitted in the cell's chunks, as the engine does
+            b = min(n, a + cell.chunk_size)
+            part = lay if lay.worker.ndim == 1 else replace(lay, worker=lay.worker[a:b])
+            fit = cell.analysis.fit(part, y[:, a:b], cell.analysis.prepare(part) if part.worker.ndim == 1 else None)
+            significant.append(cell.analysis.decide(fit, means, means).significant)
+        out.append(np.concatenate(significant).astype(bool))
     return out[0], out[1]
 
 
