@@ -13,7 +13,8 @@ workloads (1 to 192 assignments). For one dimension and one pair of systems:
    20% platform fee, drawing workers with the pilot's skewed workloads; the
    cost-power frontier is drawn to out/crowd_frontier.png.
 
-Run: python examples/plan_crowd_amt.py [DATA_DIR] [--sims N]   (default ../shared/data, 300 sims; a few minutes)
+Run: python examples/plan_crowd_amt.py [DATA_DIR] [--sims N] [--jobs J]   (default ../shared/data, 300 sims,
+all cores for the sensitivity search; a few minutes)
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data_dir", nargs="?", default=os.environ.get("HEPOWER_DATA", "../shared/data"))
     ap.add_argument("--sims", type=int, default=300)
+    ap.add_argument("--jobs", type=int, default=None, help="processes for the sensitivity search (default: all cores)")
     args = ap.parse_args()
     path = Path(args.data_dir) / "dialsummeval_amt" / "ratings.csv"
     pilot = read_ratings(path, where={"dimension": DIMENSION}, systems=SYSTEMS, baseline="A", scale=(1, 5))
@@ -52,7 +54,7 @@ def main() -> None:
     frame = apply_filters(read_table(path)[0], {"dimension": DIMENSION})
     design = PilotDesign.from_ratings(frame, systems=SYSTEMS, source="DialSummEval AMT")
     print(f"\n== the pilot's own design ({design.record()}) ==")
-    mde = likert_mde(params, 0, design.items, design_from=design, n_sims=args.sims, seed=1)
+    mde = likert_mde(params, 0, design.items, design_from=design, n_sims=args.sims, seed=1, jobs=args.jobs)
     print(f"sensitivity: {mde}")
     null = likert_power(params, 0, design.items, 0.0, design_from=design, n_sims=args.sims, seed=1, jobs=1)
     print(f"Type-I error of the Satterthwaite test on this design: {null.power[0]:.3f} "

@@ -107,15 +107,16 @@ FIG6 = [0.1, 0.2, 0.3, 0.4]
 
 def test_crossed_batched_fits_equal_the_closed_form_tier_on_fig6_cells() -> None:
     """The full-data batched fit of a crossed design vs the sufficient-statistics tier: same power
-    within Monte-Carlo error (two independent runs: the SE of a difference)."""
+    within Monte-Carlo error (two independent runs: the SE of a difference). The four full-data cells run in
+    one process: their fits at effect 0 are made once and serve every effect (``CrowdScenario.simulate``), as
+    in a user's sweep; each cell's studies are those it has alone (conformance)."""
     n = 600
     analysis = SlopesLMM("fast", "card2020")
-    for effect in FIG6:
-        design = CrowdDesign(items=100, workers=3, ratings_per_item=3, assignment="crossed")
-        full = CrowdScenario(design, SlopeProcess(HIGH), analysis, effect, sufficient=False)
-        assert full.closed_form is None
-        closed = CrossedLikertScenario(HIGH, 3, 100, effect, "fast", "card2020")
-        a, b = run_cells([full], n, seed=4)[0], run_cells([closed], 20_000, seed=4)[0]
+    design = CrowdDesign(items=100, workers=3, ratings_per_item=3, assignment="crossed")
+    full = [CrowdScenario(design, SlopeProcess(HIGH), analysis, effect, sufficient=False) for effect in FIG6]
+    assert all(c.closed_form is None for c in full)
+    closed = [CrossedLikertScenario(HIGH, 3, 100, effect, "fast", "card2020") for effect in FIG6]
+    for effect, a, b in zip(FIG6, run_cells(full, n, seed=4, jobs=1), run_cells(closed, 20_000, seed=4, jobs=1)):
         se = math.sqrt(b.power * (1 - b.power) * (1 / n + 1 / 20_000))
         assert abs(a.power - b.power) < 3.5 * max(se, 1e-3), (effect, a.power, b.power)
 
@@ -133,7 +134,8 @@ def test_null_rejection_rate_is_reported_per_design() -> None:
     slightly anti-conservative with few workers; the rate must be near alpha, not near 0 or 1)."""
     n = 400
     for k, presentation in ((2, "within"), (3, "between")):
-        t = likert_power(INVARIANT, 12, 60, 0.0, ratings_per_item=k, presentation=presentation, n_sims=n, seed=5)
+        t = likert_power(INVARIANT, 12, 60, 0.0, ratings_per_item=k, presentation=presentation, n_sims=n, seed=5,
+                         jobs=1)
         assert t.power[0] <= 0.05 + mc_tolerance(0.08, n) and t.power[0] >= 0.05 - mc_tolerance(0.05, n)
         assert t.n_failed[0] == 0
 
@@ -147,10 +149,13 @@ def test_several_systems_report_the_power_to_detect_every_difference() -> None:
 
 @pytest.mark.slow
 def test_sample_size_and_budget_of_a_crowd_design() -> None:
-    r = likert_sample_size(INVARIANT, 0.3, workers=20, ratings_per_item=3, n_sims=200, seed=1)
+    """The size search on a 20-worker crowd design attains the target inside its interval; the budget search's
+    cheapest design reaches it and every cheaper one does not. (Effect 0.5 at 100 studies per step: the search
+    logic is the same at 20 items as at 60, and the steps' batched REML fits were the test's time.)"""
+    r = likert_sample_size(INVARIANT, 0.5, workers=20, ratings_per_item=3, n_sims=100, seed=1, jobs=1)
     assert r.attainable and r.low <= r.value <= (r.high or r.value) and r.at.power >= 0.8
     table, best = likert_budget(HIGH, 0.3, [50, 100], [5, 10], [1, 2], costs=Costs(per_rating=0.1), n_sims=200,
-                                seed=1)
+                                seed=1, jobs=1)
     assert best.attainable and best.at.power >= 0.8
     cheaper = table[table.cost < best.value]
     assert (cheaper.power < 0.8).all() and table.cost.is_monotonic_increasing
@@ -217,7 +222,8 @@ def test_fast_tier_power_equals_lme4_refits_on_sparse_designs(design: dict, lme4
 @pytest.mark.slow
 def test_amt_pilot_example_runs_end_to_end(data_dir, tmp_path) -> None:
     """The README's real-data crowd example: fit the DialSummEval AMT pilot, the sensitivity and
-    Type-I error of its own design, the cheapest new study and its frontier plot."""
+    Type-I error of its own design, the cheapest new study and its frontier plot (in one process: results do
+    not depend on jobs; with R loaded a pool's workers are spawned and import the package anew)."""
     import os
     import subprocess
     import sys
@@ -225,7 +231,7 @@ def test_amt_pilot_example_runs_end_to_end(data_dir, tmp_path) -> None:
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root), "HEPOWER_DATA": str(data_dir)}
-    run = subprocess.run([sys.executable, str(root / "examples" / "plan_crowd_amt.py"), "--sims", "60"],
+    run = subprocess.run([sys.executable, str(root / "examples" / "plan_crowd_amt.py"), "--sims", "60", "--jobs", "1"],
                          cwd=tmp_path, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "sensitivity: smallest effect" in run.stdout and "Type-I error" in run.stdout

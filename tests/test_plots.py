@@ -230,7 +230,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     ["likert", "power", "--items", "20:200:20", "--effect", "0.15", "--method", "analytic"],
     ["h2h", "power", "--n", "25:400:25", "--p-win", "0.55", "0.6"],
     ["bleu", "power", "--n", "200", "1000", "--delta", "0.5", "1", "2", "--p0", "0.13", "--b0", "25.8",
-     "--method", "saddlepoint", "--sims", "50"],
+     "--method", "saddlepoint", "--sims", "50", "--jobs", "1"],  # in the process: no pool per command
 ])
 def test_cli_plot_dpi_and_type_m(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from humaneval_power.cli import main

@@ -40,10 +40,11 @@ def _check_progress(items: set[int], workers: set[int], ks: set[int]) -> int:
 
 
 @settings(max_examples=3, deadline=None)
-@given(n_sims=st.sampled_from([40, 70]), effect=st.sampled_from([0.2, 0.3]))
+@given(n_sims=st.sampled_from([40, 70]), effect=st.sampled_from([0.4, 0.6]))
 def test_a_size_search_counts_the_studies_of_its_step(n_sims: int, effect: float) -> None:
     """Property: every report of ``likert_sample_size`` counts the current step's studies (total the step's
-    simulations, done within it) under a label naming the step and its value."""
+    simulations, done within it) under a label naming the step and its value. (Effects that 10 workers find at
+    tens of items: at 0.2 the search fitted designs of up to 5,000 items, 12 CPU s, for the same reports.)"""
     from humaneval_power.scenarios.likert import likert_sample_size
 
     calls: list[tuple[int, int, str]] = []
