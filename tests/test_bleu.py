@@ -142,6 +142,29 @@ def test_two_references_equal_sacrebleu(wmt) -> None:
     assert eff[17] == pytest.approx(swapped - base, abs=1e-9)
 
 
+@pytest.mark.parametrize("metric", ["bleu", "chrf"])
+def test_references_extracted_once_give_sacrebleus_statistics(metric: str) -> None:
+    """``corpus_stats`` extracts a reference set's n-grams once for the systems scored against it: every call
+    still gives the statistics of sacrebleu passed the references (bit for bit), and other references of the
+    same length and count (one word changed, one stream more) are not answered from the first ones."""
+    import sacrebleu
+
+    rng = np.random.default_rng(3)
+    words = "the a cat dog sat on mat ran far home .".split()
+
+    def lines() -> list[str]:
+        return [" ".join(rng.choice(words, rng.integers(1, 12))) for _ in range(40)]
+
+    ref, other, hyps = lines(), lines(), [lines() for _ in range(3)]
+    edited = list(ref)
+    edited[7] += " dog"
+    for refs in ([ref], [ref], [edited], [ref, other], [ref], [edited, other]):
+        for hyp in hyps:
+            fresh = (sacrebleu.BLEU() if metric == "bleu" else sacrebleu.CHRF())._extract_corpus_statistics(hyp, refs)
+            got = corpus_stats(hyp, refs if len(refs) > 1 else refs[0], metric)
+            assert got.stats.tobytes() == np.asarray(fresh, dtype=float).tobytes() and got.references == len(refs)
+
+
 def test_reference_streams_are_checked(wmt) -> None:
     _, ref, outs, _ = wmt
     hyp = outs["HW-TSC"]

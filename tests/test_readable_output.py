@@ -70,7 +70,9 @@ def test_crossing_counts_repeats_instead_of_calling_a_crossed_group_partial() ->
 @pytest.mark.parametrize("adjust, kind", [("holm", "Bonferroni-adjusted"), ("bonferroni", "Bonferroni-adjusted"),
                                           ("fdr", "Bonferroni-adjusted"), ("tukey", "Tukey-adjusted"),
                                           ("none", "unadjusted")])
-def test_contrast_plot_names_the_interval_adjustment_and_wraps(adjust: str, kind: str) -> None:
+@pytest.mark.xdist_group("contrast_plot")  # one worker: the study's fit is shared by the adjustments (per process)
+def test_contrast_plot_names_the_interval_adjustment_and_wraps(adjust: str, kind: str,
+                                                                shared_analysis_fits: dict[tuple, tuple]) -> None:
     from humaneval_power.completed_study import analysis_figure, analyze
     from humaneval_power.plots import TITLE_CHARS
 

@@ -403,14 +403,8 @@ def interrupted_and_resumed(argv: list[str], store: Path, sig: int, chunks: int,
     """The ``--json`` output of ``hepower argv`` signalled after its second stored chunk and rerun with its
     store, and of the same command run uninterrupted (cached in ``reference``). ``prefix``: a command to
     run the processes under (e.g. ``setarch -R``). ``chunks``: how many the run has."""
-    command = (prefix or []) + [sys.executable, "-m", "humaneval_power.cli", *argv, "--json"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def run(extra: list[str]) -> str:
-        proc = subprocess.run(command + extra, capture_output=True, check=False, text=True, timeout=600, env=env)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
-
+    command = _command(argv, prefix or [])
+    env = _env()
     proc = subprocess.Popen(command + ["--store", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, start_new_session=True)
     try:
@@ -424,13 +418,32 @@ def interrupted_and_resumed(argv: list[str], store: Path, sig: int, chunks: int,
             proc.communicate()
     assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), err
     assert 2 <= _lines(store) < chunks
-    resumed = run(["--store", str(store)])
+    resumed = _run_json(command + ["--store", str(store)])
     assert _lines(store) == chunks
-    reference = {} if reference is None else reference
-    key = tuple(command)
-    if key not in reference:
-        reference[key] = run([])
-    return resumed, reference[key]
+    return resumed, run_once(argv, prefix or [], {} if reference is None else reference)
+
+
+def _command(argv: list[str], prefix: list[str]) -> list[str]:
+    return prefix + [sys.executable, "-m", "humaneval_power.cli", *argv, "--json"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _run_json(command: list[str]) -> str:
+    proc = subprocess.run(command, capture_output=True, check=False, text=True, timeout=600, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def run_once(argv: list[str], prefix: list[str], reference: dict[tuple[str, ...], str]) -> str:
+    """The ``--json`` output of ``hepower argv`` run uninterrupted (no store) under ``prefix``, cached in
+    ``reference`` by command line."""
+    command = _command(argv, prefix)
+    if tuple(command) not in reference:
+        reference[tuple(command)] = _run_json(command)
+    return reference[tuple(command)]
 
 
 _FAST = {"fast": ["likert", "power", "--method", "fast", "--workers", "5", "--items", "40", "--ratings-per-item", "3",
