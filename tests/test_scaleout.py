@@ -190,7 +190,8 @@ def test_sweeps_share_a_store_and_reuse_each_others_cells(tmp_path: Path, capsys
                      progress=lambda d, t, label="": seen.append(d))
     assert seen[mark:] == [2000, 3000]  # a longer run reuses its 2 full chunks; the 500-study chunk is not the same chunk
     _frames_identical(results_table(more), results_table(run_cells([BleuScenario(40, 0.5, 0.13, 25.8,
-                                                                                  permutations=100)], 3000, seed=3)))
+                                                                                  permutations=100)], 3000, seed=3,
+                                                                       jobs=1)))
     mark = len(seen)
     with Store(path, restart=True) as again:  # --restart recomputes this run's cells only
         bleu_power(**small, store=again, jobs=1, progress=lambda d, t, label="": seen.append(d))
