@@ -440,13 +440,17 @@ def _run_json(command: list[str]) -> str:
     return proc.stdout
 
 
+def fresh_run(argv: list[str], prefix: list[str]) -> str:
+    """The ``--json`` output of ``hepower argv`` run uninterrupted (no store) under ``prefix``."""
+    return _run_json(_command(argv, prefix))
+
+
 def run_once(argv: list[str], prefix: list[str], reference: dict[tuple[str, ...], str]) -> str:
-    """The ``--json`` output of ``hepower argv`` run uninterrupted (no store) under ``prefix``, cached in
-    ``reference`` by command line."""
-    command = _command(argv, prefix)
-    if tuple(command) not in reference:
-        reference[tuple(command)] = _run_json(command)
-    return reference[tuple(command)]
+    """:func:`fresh_run`, cached in ``reference`` by command line."""
+    key = tuple(_command(argv, prefix))
+    if key not in reference:
+        reference[key] = fresh_run(argv, prefix)
+    return reference[key]
 
 
 _FAST = {"fast": ["likert", "power", "--method", "fast", "--workers", "5", "--items", "40", "--ratings-per-item", "3",
