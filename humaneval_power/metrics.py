@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -146,11 +147,20 @@ def corpus_stats(hypotheses: Sequence[str], references: Sequence[str] | Sequence
                              "files must align line by line")
     if not len(hypotheses):
         raise InputError("no segments")
+    scorer = _reference_scorer(metric, tuple(map(tuple, streams)))
+    stats = np.asarray(scorer._extract_corpus_statistics(list(hypotheses), None), dtype=float)
+    return ItemStats(metric, stats, bleu_from_sums if metric == "bleu" else chrf_from_sums, len(streams))
+
+
+@lru_cache(maxsize=2)
+def _reference_scorer(metric: str, streams: tuple[tuple[str, ...], ...]) -> Any:
+    """sacrebleu's scorer with these references' n-grams extracted (its ``references=`` cache, read-only when
+    scoring): half of a corpus scoring, done once for the systems scored against the same references (``bleu
+    test``'s baseline and systems, ``bleu estimate``'s two). The same statistics as passing the references."""
     import sacrebleu
 
-    scorer: Any = sacrebleu.BLEU() if metric == "bleu" else sacrebleu.CHRF()
-    stats = np.asarray(scorer._extract_corpus_statistics(list(hypotheses), streams), dtype=float)
-    return ItemStats(metric, stats, bleu_from_sums if metric == "bleu" else chrf_from_sums, len(streams))
+    refs = [list(s) for s in streams]
+    return sacrebleu.BLEU(references=refs) if metric == "bleu" else sacrebleu.CHRF(references=refs)
 
 
 def per_item_stats(values: Sequence[float], metric: str = "mean") -> ItemStats:

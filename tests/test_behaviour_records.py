@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import sim_jobs
+
 RECORDS = Path(__file__).parent / "records"
 DATA = "{data}"
 #: relative tolerance for numbers of commands that refit with lme4 (R's optimizer drifts with ASLR)
@@ -97,6 +99,12 @@ def _clean(value: Any) -> Any:
     return value
 
 
+#: the commands that take ``--jobs``: run with ``conftest.sim_jobs()`` processes (1 under xdist). Their results
+#: never depend on it (``engine.run_cells``; test_scaleout, test_conformance); the default, all cores, started a
+#: pool per command, spawned (a fresh interpreter and imports, ~1.5 CPU s a process) once R was up in the worker
+SIMULATING = {("likert", c) for c in ("power", "size", "mde", "budget")} | {("h2h", "power"), ("bleu", "power")}
+
+
 def run_command(argv: list[str], data: Path, capsys: pytest.CaptureFixture[str]) -> Any:
     """The JSON the command prints with ``--json`` (volatile keys dropped).
 
@@ -107,6 +115,8 @@ def run_command(argv: list[str], data: Path, capsys: pytest.CaptureFixture[str])
     from humaneval_power.cli import main
 
     args = [a.replace(DATA, str(data)) for a in argv]
+    if tuple(args[:2]) in SIMULATING:
+        args += ["--jobs", str(sim_jobs())]
     capsys.readouterr()
     code = main([*args, "--json"])
     out, err = capsys.readouterr()

@@ -23,7 +23,7 @@ from humaneval_power.scenarios.bleu import BleuScenario, bleu_mde, draw_swap_eff
 from humaneval_power.scenarios.f1 import F1Scenario
 from humaneval_power.significance.paired import paired_bootstrap, paired_randomization
 
-from .conftest import mc_tolerance
+from .conftest import mc_tolerance, sim_jobs
 
 SYSTEMS = ("HW-TSC", "ONLINE-A", "ONLINE-Y", "NLLB_MBR_BLEU")
 
@@ -142,6 +142,29 @@ def test_two_references_equal_sacrebleu(wmt) -> None:
     assert eff[17] == pytest.approx(swapped - base, abs=1e-9)
 
 
+@pytest.mark.parametrize("metric", ["bleu", "chrf"])
+def test_references_extracted_once_give_sacrebleus_statistics(metric: str) -> None:
+    """``corpus_stats`` extracts a reference set's n-grams once for the systems scored against it: every call
+    still gives the statistics of sacrebleu passed the references (bit for bit), and other references of the
+    same length and count (one word changed, one stream more) are not answered from the first ones."""
+    import sacrebleu
+
+    rng = np.random.default_rng(3)
+    words = "the a cat dog sat on mat ran far home .".split()
+
+    def lines() -> list[str]:
+        return [" ".join(rng.choice(words, rng.integers(1, 12))) for _ in range(40)]
+
+    ref, other, hyps = lines(), lines(), [lines() for _ in range(3)]
+    edited = list(ref)
+    edited[7] += " dog"
+    for refs in ([ref], [ref], [edited], [ref, other], [ref], [edited, other]):
+        for hyp in hyps:
+            fresh = (sacrebleu.BLEU() if metric == "bleu" else sacrebleu.CHRF())._extract_corpus_statistics(hyp, refs)
+            got = corpus_stats(hyp, refs if len(refs) > 1 else refs[0], metric)
+            assert got.stats.tobytes() == np.asarray(fresh, dtype=float).tobytes() and got.references == len(refs)
+
+
 def test_reference_streams_are_checked(wmt) -> None:
     _, ref, outs, _ = wmt
     hyp = outs["HW-TSC"]
@@ -183,7 +206,7 @@ def test_card2020_power_and_type_m() -> None:
     Var(delta)), E[obs | significant] / 1 = 1.16; the notebook's 1.20 is 3 SE away
     with 500 studies (docs/bleu.md)."""
     sims = 4000
-    r = run_cells([BleuScenario(2000, 1.0, 0.13, 25.8, "randomization", 10_000)], sims, seed=11)[0]
+    r = run_cells([BleuScenario(2000, 1.0, 0.13, 25.8, "randomization", 10_000)], sims, seed=11, jobs=sim_jobs())[0]
     se = math.sqrt(r.power * (1 - r.power) / sims + 0.756 * 0.244 / 500)
     assert abs(r.power - 0.756) < 3.5 * se
     n, p0, b = 2000, 0.13, 25.8 / 2000
@@ -201,21 +224,22 @@ def test_approximation_matches_montecarlo(n: int) -> None:
     for delta in (0.5, 1.0, 2.0):
         for p0 in (0.1, 0.3):
             for b0 in (20.0, 30.0):
-                mc = run_cells([BleuScenario(n, delta, p0, b0, "randomization", 5000)], 400, seed=3)[0].power
-                sp = run_cells([BleuScenario(n, delta, p0, b0, "saddlepoint")], 400, seed=3)[0].power
+                mc = run_cells([BleuScenario(n, delta, p0, b0, "randomization", 5000)], 400, seed=3, jobs=sim_jobs())[0].power
+                sp = run_cells([BleuScenario(n, delta, p0, b0, "saddlepoint")], 400, seed=3, jobs=sim_jobs())[0].power
                 assert abs(mc - sp) <= 0.01, (n, delta, p0, b0, mc, sp)
 
 
 def test_null_rejection_rate() -> None:
     sims = 4000
     for method, permutations in (("randomization", 2000), ("saddlepoint", 1)):
-        r = run_cells([BleuScenario(300, 0.0, 0.2, 25.0, method, permutations)], sims, seed=4)[0]
+        r = run_cells([BleuScenario(300, 0.0, 0.2, 25.0, method, permutations)], sims, seed=4, jobs=sim_jobs())[0]
         assert r.power <= 0.05 + mc_tolerance(0.05, sims), method
 
 
 def test_mde_reaches_target() -> None:
-    m = bleu_mde(2000, 0.13, 25.8, n_sims=1000, seed=2)
-    below = run_cells([BleuScenario(2000, m.value * 0.97, 0.13, 25.8, "saddlepoint")], 1000, seed=2)[0].power
+    m = bleu_mde(2000, 0.13, 25.8, n_sims=1000, seed=2, jobs=sim_jobs())
+    below = run_cells([BleuScenario(2000, m.value * 0.97, 0.13, 25.8, "saddlepoint")], 1000, seed=2,
+                      jobs=sim_jobs())[0].power
     assert m.at.power >= 0.8 > below
     assert m.low <= m.value <= m.high
 
@@ -244,10 +268,10 @@ def test_paired_tests_agree_with_sacrebleu(wmt) -> None:
 
 def test_f1_randomization_null_and_effect() -> None:
     null = F1Scenario(400, 0.2, (0.1, 0.1, 0.1, 0.7), (0.85, 0.05, 0.05, 0.05), permutations=500)
-    r = run_cells([null], 600, seed=1)[0]
+    r = run_cells([null], 600, seed=1, jobs=sim_jobs())[0]
     assert null.effect == 0 and r.power <= 0.05 + mc_tolerance(0.05, 600)
     alt = F1Scenario(400, 0.2, (0.1, 0.05, 0.15, 0.7), (0.85, 0.05, 0.05, 0.05), permutations=500)
-    r = run_cells([alt], 600, seed=1)[0]
+    r = run_cells([alt], 600, seed=1, jobs=sim_jobs())[0]
     assert r.power > 0.2 and r.mean_estimate == pytest.approx(alt.effect, abs=0.01)
 
 

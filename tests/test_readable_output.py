@@ -67,10 +67,36 @@ def test_crossing_counts_repeats_instead_of_calling_a_crossed_group_partial() ->
         "every worker rated every system, but not every item")
 
 
+#: Krippendorff's alpha tables of the contrast-plot tests' study, by ratings and arguments (per process)
+_ALPHAS: dict[tuple, pd.DataFrame] = {}
+
+
+@pytest.fixture
+def shared_alpha_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's agreement row (``paper.alpha_table``: Krippendorff's alpha with a seeded bootstrap, a function
+    of the ratings and its arguments only) computed once for the ratings the adjustments share: the bootstrap was
+    ~2 CPU s of each figure; every check below is on the figure's titles."""
+    from humaneval_power.completed_study import paper
+
+    fn = paper.alpha_table
+
+    def shared(ratings: pd.DataFrame, *args: object, **kwargs: object) -> pd.DataFrame:
+        key = (tuple(ratings.columns), pd.util.hash_pandas_object(ratings).to_numpy().tobytes(), repr(args),
+               repr(sorted(kwargs.items())))
+        if key not in _ALPHAS:
+            _ALPHAS[key] = fn(ratings, *args, **kwargs)
+        return _ALPHAS[key].copy()
+
+    monkeypatch.setattr(paper, "alpha_table", shared)
+
+
 @pytest.mark.parametrize("adjust, kind", [("holm", "Bonferroni-adjusted"), ("bonferroni", "Bonferroni-adjusted"),
                                           ("fdr", "Bonferroni-adjusted"), ("tukey", "Tukey-adjusted"),
                                           ("none", "unadjusted")])
-def test_contrast_plot_names_the_interval_adjustment_and_wraps(adjust: str, kind: str) -> None:
+@pytest.mark.xdist_group("contrast_plot")  # one worker: the study's fit and alpha are shared (per process)
+@pytest.mark.usefixtures("shared_alpha_table")
+def test_contrast_plot_names_the_interval_adjustment_and_wraps(adjust: str, kind: str,
+                                                                shared_analysis_fits: dict[tuple, tuple]) -> None:
     from humaneval_power.completed_study import analysis_figure, analyze
     from humaneval_power.plots import TITLE_CHARS
 

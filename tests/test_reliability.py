@@ -180,8 +180,8 @@ def test_runs_of_other_arguments_share_a_store_and_restart_recomputes_only_its_o
     ck = tmp_path / "s.db"
     _run(ck, seed=1)
     first = _rows(ck)
-    assert _run(ck, seed=2) == run_cells([_Coin(0.3)], 1000, seed=2)[0].power
-    assert _run(ck, n_sims=999) == run_cells([_Coin(0.3)], 999, seed=1)[0].power  # 9 chunks reused, 1 new
+    assert _run(ck, seed=2) == run_cells([_Coin(0.3)], 1000, seed=2, jobs=1)[0].power
+    assert _run(ck, n_sims=999) == run_cells([_Coin(0.3)], 999, seed=1, jobs=1)[0].power  # 9 chunks reused, 1 new
     assert _rows(ck)[:20] == first and len(_rows(ck)) == 20 + 20 + 2
     seen: list[int] = []
     assert _run(ck, seed=2, restart=True, progress=lambda d, t, label="": seen.append(d)) == _run(ck, seed=2)
@@ -242,7 +242,7 @@ def test_a_study_that_cannot_fit_in_memory_is_refused() -> None:
 
 def test_progress_accepts_old_two_argument_callbacks() -> None:
     seen: list[tuple[int, int]] = []
-    run_cells([_Coin(0.3)], 300, progress=lambda d, t, label="": seen.append((d, t)))
+    run_cells([_Coin(0.3)], 300, jobs=1, progress=lambda d, t, label="": seen.append((d, t)))
     assert seen == [(0, 300), (100, 300), (200, 300), (300, 300)]
 
 
@@ -288,9 +288,10 @@ def _lines(path: Path) -> int:
         return 0
 
 
-def _interrupt_and_check(proc: subprocess.Popen[str], ck: Path, sig: int = signal.SIGINT, delay: float = 0) -> None:
-    """Signal the run ``delay`` seconds after its second finished chunk (inside the third)."""
-    _wait_for(lambda: _lines(ck) >= 2 or proc.poll() is not None, 120, "two finished chunks")
+def _interrupt_and_check(proc: subprocess.Popen[str], ck: Path, sig: int = signal.SIGINT, delay: float = 0,
+                         after: int = 2) -> None:
+    """Signal the run ``delay`` seconds after its ``after``-th finished chunk (inside the next)."""
+    _wait_for(lambda: _lines(ck) >= after or proc.poll() is not None, 120, f"{after} finished chunks")
     time.sleep(delay)
     assert proc.poll() is None, proc.communicate()
     kept = _lines(ck)
@@ -325,11 +326,13 @@ def test_ctrl_c_stops_a_parallel_run_at_once_and_keeps_finished_chunks(tmp_path:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_stop_lme4_in_the_main_process(tmp_path: Path, lme4_backend: Any, sig: int) -> None:
-    """SIGTERM too: raised from its handler while R runs, the exception was lost in R's callback."""
+    """SIGTERM too: raised from its handler while R runs, the exception was lost in R's callback. The signal
+    comes 0.3 s into the second chunk, while R refits (a chunk of 10 refits of this design: ~0.9 CPU s, nearly
+    all in R; the first chunk finished and stored is the one that must be kept)."""
     ck = tmp_path / "s.db"
-    proc = _start(["likert", "power", "--method", "lme4", "--jobs", "1", "--workers", "3", "--items", "30",
+    proc = _start(["likert", "power", "--method", "lme4", "--jobs", "1", "--workers", "3", "--items", "10",
                    "--effect", "0.2", "--sims", "5000", "--store", str(ck)])
-    _interrupt_and_check(proc, ck, sig, delay=1.5)  # R is refitting (a chunk of 10 refits takes seconds)
+    _interrupt_and_check(proc, ck, sig, delay=0.3, after=1)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
@@ -403,14 +406,8 @@ def interrupted_and_resumed(argv: list[str], store: Path, sig: int, chunks: int,
     """The ``--json`` output of ``hepower argv`` signalled after its second stored chunk and rerun with its
     store, and of the same command run uninterrupted (cached in ``reference``). ``prefix``: a command to
     run the processes under (e.g. ``setarch -R``). ``chunks``: how many the run has."""
-    command = (prefix or []) + [sys.executable, "-m", "humaneval_power.cli", *argv, "--json"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def run(extra: list[str]) -> str:
-        proc = subprocess.run(command + extra, capture_output=True, check=False, text=True, timeout=600, env=env)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
-
+    command = _command(argv, prefix or [])
+    env = _env()
     proc = subprocess.Popen(command + ["--store", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, start_new_session=True)
     try:
@@ -424,13 +421,36 @@ def interrupted_and_resumed(argv: list[str], store: Path, sig: int, chunks: int,
             proc.communicate()
     assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), err
     assert 2 <= _lines(store) < chunks
-    resumed = run(["--store", str(store)])
+    resumed = _run_json(command + ["--store", str(store)])
     assert _lines(store) == chunks
-    reference = {} if reference is None else reference
-    key = tuple(command)
+    return resumed, run_once(argv, prefix or [], {} if reference is None else reference)
+
+
+def _command(argv: list[str], prefix: list[str]) -> list[str]:
+    return prefix + [sys.executable, "-m", "humaneval_power.cli", *argv, "--json"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _run_json(command: list[str]) -> str:
+    proc = subprocess.run(command, capture_output=True, check=False, text=True, timeout=600, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def fresh_run(argv: list[str], prefix: list[str]) -> str:
+    """The ``--json`` output of ``hepower argv`` run uninterrupted (no store) under ``prefix``."""
+    return _run_json(_command(argv, prefix))
+
+
+def run_once(argv: list[str], prefix: list[str], reference: dict[tuple[str, ...], str]) -> str:
+    """:func:`fresh_run`, cached in ``reference`` by command line."""
+    key = tuple(_command(argv, prefix))
     if key not in reference:
-        reference[key] = run([])
-    return resumed, reference[key]
+        reference[key] = fresh_run(argv, prefix)
+    return reference[key]
 
 
 _FAST = {"fast": ["likert", "power", "--method", "fast", "--workers", "5", "--items", "40", "--ratings-per-item", "3",

@@ -69,17 +69,18 @@ R_TOLERANCE = 1e-5
 
 
 @pytest.mark.r
+@pytest.mark.xdist_group("resume_glmm")  # its reference is the resume tests' uninterrupted GLMM run (per process)
 def test_glmm_runs_agree_within_the_documented_tolerance(lme4_backend: Any) -> None:
+    """Two processes with different address-space layouts give the same record within R_TOLERANCE: a new run with
+    randomisation on against the resume tests' uninterrupted run of the same command (randomisation off where
+    ``setarch -R`` works, else on; cached per process, so computed once for all three tests)."""
     import json
 
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-m", "humaneval_power.cli", *_GLMM, "--sims", "20", "--jobs", "1",
-                               "--json"], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert proc.returncode == 0, proc.stderr
-        runs.append(json.loads(proc.stdout)[0])
-    a, b = runs
+    from tests.test_reliability import fresh_run
+
+    argv = _TINY["glmm"] + _RESUMED
+    a = json.loads(uninterrupted(argv, _layout_or_none()))[0]
+    b = json.loads(fresh_run(argv, []))[0]  # never the cached run: always a process of its own
     assert a.keys() == b.keys()
     for key in a:
         if isinstance(a[key], float):
@@ -95,15 +96,27 @@ _TINY = {"lme4": ["likert", "power", "--method", "lme4", "--workers", "3", "--it
                   "--items", "20", "--effect", "0.6"]}  # glmer refits (the fast GLMM tier is numpy: see test_reliability)
 
 
-def _fixed_layout() -> list[str]:
-    """The command prefix running a process with address-space randomisation off (``setarch -R``): the
-    layout lme4's results follow is then the same in every run (skipped where that is not possible)."""
+_RESUMED = ["--sims", "40", "--seed", "2", "--jobs", "1"]  #: 4 chunks of 10 refits
+
+
+def _layout_or_none() -> list[str]:
+    """The command prefix running a process with address-space randomisation off (``setarch -R``), or []
+    where that is not possible."""
     import platform
     import shutil
 
     setarch = shutil.which("setarch")
     prefix = [setarch, platform.machine(), "-R"] if setarch else []
     if not prefix or subprocess.run(prefix + ["true"], capture_output=True, check=False).returncode != 0:
+        return []
+    return prefix
+
+
+def _fixed_layout() -> list[str]:
+    """``_layout_or_none``'s prefix: the layout lme4's results follow is then the same in every run (skipped
+    where that is not possible)."""
+    prefix = _layout_or_none()
+    if not prefix:
         pytest.skip("setarch -R (address-space randomisation off) is not available")
     return prefix
 
@@ -122,13 +135,20 @@ def test_a_resumed_r_tier_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: P
     any two runs, resumed or not, agree within R_TOLERANCE only (docs/scaleout.md)."""
     from tests.test_reliability import interrupted_and_resumed
 
-    argv = _TINY[tier] + ["--sims", "40", "--seed", "2", "--jobs", "1"]
-    resumed, uninterrupted = interrupted_and_resumed(argv, tmp_path / "s.db", sig, chunks=4, prefix=_fixed_layout(),
-                                                     reference=_UNINTERRUPTED)
-    assert resumed == uninterrupted
+    argv = _TINY[tier] + _RESUMED
+    resumed, whole = interrupted_and_resumed(argv, tmp_path / "s.db", sig, chunks=4, prefix=_fixed_layout(),
+                                             reference=_UNINTERRUPTED)
+    assert resumed == whole
 
 
-_UNINTERRUPTED: dict[tuple[str, ...], str] = {}  #: uninterrupted runs' output, shared by the signals
+_UNINTERRUPTED: dict[tuple[str, ...], str] = {}  #: uninterrupted runs' output, shared by the tests of a tier
+
+
+def uninterrupted(argv: list[str], prefix: list[str]) -> str:
+    """The ``--json`` output of ``hepower argv`` run without a store under ``prefix``, once per process."""
+    from tests.test_reliability import run_once
+
+    return run_once(argv, prefix, _UNINTERRUPTED)
 
 
 @pytest.mark.r

@@ -18,10 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and signals")
 
 
-def _hepower(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "humaneval_power.cli", *argv], capture_output=True, text=True,
-                          env=env, timeout=60)
+def _hepower(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
+    """``hepower argv`` run by ``cli.main`` in this process (a refusal before any work: the interpreter and its
+    imports, 1.2 CPU s a process, are the process tests' subject, below and in test_cli)."""
+    from humaneval_power.cli import main
+
+    capsys.readouterr()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def _progress_then_ctrl_c(argv: list[str], label: str) -> None:
@@ -57,9 +62,9 @@ def test_simulated_h2h_power_of_1e12_studies_shows_progress_at_once() -> None:
                           "cell 1/1 (n=50")
 
 
-def test_bleu_permutations_that_cannot_finish_are_refused() -> None:
+def test_bleu_permutations_that_cannot_finish_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     r = _hepower(["bleu", "power", "--n", "100", "--delta", "1", "--p0", "0.1", "--b0", "25",
-                  "--permutations", "1e12"])
+                  "--permutations", "1e12"], capsys)
     assert r.returncode == 2 and r.stdout == ""
     assert re.fullmatch(r"hepower: error: 1,000 simulated studies per cell .* would take about [\d.]+ (days|years); "
                         r"ask for fewer --permutations.*\n", r.stderr), r.stderr
@@ -76,12 +81,12 @@ def test_exact_mcnemar_power_of_a_huge_n_shows_progress_and_stops_on_ctrl_c() ->
                           "exact power, n = 10,000,000,000,000: binomial terms")
 
 
-def test_bleu_test_trials_that_cannot_finish_are_refused(tmp_path: Path) -> None:
+def test_bleu_test_trials_that_cannot_finish_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = [f"the cat sat on mat number {i}\n" for i in range(200)]
     for name in ("ref", "base", "sys"):
         (tmp_path / f"{name}.txt").write_text("".join(lines if name != "sys" else lines[::-1]))
     r = _hepower(["bleu", "test", "--ref", str(tmp_path / "ref.txt"), "--baseline", str(tmp_path / "base.txt"),
-                  "--systems", str(tmp_path / "sys.txt"), "--trials", "1e12"])
+                  "--systems", str(tmp_path / "sys.txt"), "--trials", "1e12"], capsys)
     assert r.returncode == 2 and r.stdout == ""
     assert re.fullmatch(r"hepower: error: 1 x 1,000,000,000,000 randomization trials over 200 items would take "
                         r"about .*; ask for fewer --trials\n", r.stderr), r.stderr
