@@ -1,6 +1,5 @@
 """lme4 (or lmerTest) typed directly in R on the raw factors of a pilot (no contrast columns of ours): the reference
-of the Gaussian fits. ``tests/test_fit_multisystem.lmertest`` is this with ``package="lmerTest"`` (to be merged:
-that file is not this branch's)."""
+of the Gaussian fits (``tests/test_fit_multisystem.lmertest``: with ``package="lmerTest"``)."""
 from __future__ import annotations
 
 import numpy as np

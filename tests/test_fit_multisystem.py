@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from humaneval_power.errors import InputError
@@ -13,32 +12,14 @@ from humaneval_power.fitting.model import fit_pilot
 from humaneval_power.fitting.ratings import read_ratings
 from humaneval_power.params import PRESETS
 from tests.crowd import crowd_ratings
+from tests.lmm_reference import lme4_typed_directly
 
 INVARIANT = "score ~ system + (1 | worker) + (1 | worker:system) + (1 | item) + (1 | item:system)"
 
 
 def lmertest(data, formula: str = INVARIANT) -> dict:
-    """lmerTest on the raw factors (no contrast columns of ours): coefficients and SDs."""
-    from humaneval_power.fitting.lme4 import r_data_frame, r_session
-
-    ro = r_session()
-    f = data.frame
-    codes = {s: k + 1 for k, s in enumerate(data.systems)}  # level "1" (the baseline) sorts first
-    ro.globalenv["hp_df"] = r_data_frame({
-        "worker": np.unique(f["worker"], return_inverse=True)[1] + 1,
-        "item": np.unique(f["item"], return_inverse=True)[1] + 1,
-        "system": f["system"].map(codes).to_numpy(int), "score": f["score"].to_numpy(float)})
-    # calc.derivs = FALSE: lme4's post-fit finite-difference gradient and Hessian only feed its convergence
-    # warnings, which no test reads; the optimum and lmerTest's own derivatives (df, SEs) are unchanged
-    # (measured on test_fit_scale's 15,000 ratings: 36 s of CPU instead of 42.5 s)
-    ro.r(f"hp_m <- lmerTest::lmer({formula}, data = hp_df, control = lme4::lmerControl(calc.derivs = FALSE))")
-    ro.r("hp_s <- summary(hp_m)$coefficients")
-    co = np.array(ro.r("hp_s"))
-    names = list(ro.r("rownames(hp_s)"))
-    vc = ro.r("as.data.frame(lme4::VarCorr(hp_m))")
-    sds = dict(zip(vc.rx2("grp"), vc.rx2("sdcor")))
-    by_system = {data.systems[int(n[len("system"):]) - 1]: row for n, row in zip(names, co) if n.startswith("system")}
-    return {"coef": by_system, "sd": sds, "reml": float(ro.r("lme4::REMLcrit(hp_m)")[0])}
+    """lmerTest on the raw factors (no contrast columns of ours): coefficients with df and p, SDs, criterion."""
+    return lme4_typed_directly(data, formula, package="lmerTest")
 
 
 def _against_lmertest(fit, ref: dict, rtol_df: float) -> None:
