@@ -33,7 +33,8 @@ from scipy import linalg, optimize, sparse, special, stats
 
 from .designs import Layout
 from .errors import InputError
-from .fitting.clmm import check_link, one_blas_thread
+from .fitting.blas import one_blas_thread
+from .fitting.clmm import check_link
 from .params import ORDINAL_SD_NAMES
 from .processes import _effects
 from .validation import check_number

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from humaneval_power.errors import InputError
-from humaneval_power.fitting import clmm
+from humaneval_power.fitting import blas, clmm
 from humaneval_power.fitting.clmm import (
     ClmmFit,
     crossed_groups,
@@ -212,7 +212,7 @@ def test_one_blas_thread_limits_every_blas_library_and_restores_them() -> None:
 
     before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
     assert before  # numpy's BLAS at least
-    with clmm.one_blas_thread():
+    with blas.one_blas_thread():
         inside = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
     assert inside == dict.fromkeys(before, 1)
     assert {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"} == before

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +29,7 @@ from scipy import linalg, optimize, special, stats
 from scipy.sparse.linalg import splu
 
 from ..errors import InputError
+from .blas import one_blas_thread
 
 LINKS = ("logit", "probit")
 _BIG = 1e3  # stands for an infinite threshold (F, f, f', f'' are exactly 0/1 there)
@@ -310,15 +310,6 @@ def crossed_groups(worker: Sequence[object] | np.ndarray, item: Sequence[object]
         parts = [cols[p] for p in term.split(":")]
         out[term] = parts[0] if len(parts) == 1 else np.char.add(np.char.add(parts[0], "\x1f"), parts[1])
     return out
-
-
-def one_blas_thread() -> Any:
-    """A context of one BLAS thread (small dense factorisations: more threads only contend). threadpoolctl's
-    controller is found once per process (``batched.driver.blas_controller``): ``threadpool_limits`` scans the loaded
-    libraries on every call, ~6 ms, a tenth of a 24-rating study's fit."""
-    from .batched.driver import blas_controller
-
-    return blas_controller().limit(limits=1)
 
 
 # --------------------------------------------------------------------------- layout

@@ -26,7 +26,7 @@ PRELOADED = ("numpy", "pandas", "scipy.stats", "humaneval_power.io", "humaneval_
 
 for _name in PRELOADED:
     importlib.import_module(_name)
-importlib.import_module("humaneval_power.fitting.batched.driver").blas_controller()  # BLAS found once, not per request
+importlib.import_module("humaneval_power.fitting.blas").blas_controller()  # BLAS found once, not per request
 
 
 def api_arguments(name: str, arguments: Mapping[str, Any], folder: str) -> dict[str, Any]:

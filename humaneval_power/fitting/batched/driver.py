@@ -5,12 +5,11 @@ from __future__ import annotations
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from ..blas import blas_controller
 from .deviance import AnyBatch, batch_statistics, block_batch_statistics
 from .inference import contrast_stats
 from .optimizer import newton
@@ -93,14 +92,6 @@ def fit_many(design: ComponentDesign, y: np.ndarray, contrasts: np.ndarray, reml
             return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
         with blas_controller().limit(limits=blas_threads):
             return _fit_many(design, y, contrasts, reml, satterthwaite, max_iter, tol, chunk, start)
-
-
-@lru_cache(maxsize=1)
-def blas_controller() -> Any:
-    """threadpoolctl's controller of the loaded BLAS libraries (finding them costs more than a small fit)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
 
 
 #: the structure of recent shared designs, by the design object (the chunks of a cell share it)
