@@ -6,7 +6,8 @@ and whether it fits correlated random effects. Its Gaussian fitter is named
 as ``"module:function"`` and imported only when used (R, pymc and statsmodels
 are slow to import), with the signature ``fit(frame, spec: LmmSpec,
 options: FitOptions) -> RawFit``; its ordinal (cumulative-link) fitter likewise, with the
-signature of :func:`.clmm.fit_clmm` (ratings, X, groups, link=, scale=, beta_names=) -> ClmmFit.
+signature of :func:`.clmm.fit_clmm` (ratings, X, groups, link=, scale=, beta_names=, hessian=) -> ClmmFit
+(``hessian=False``: the estimates and likelihood only, as the null model of a likelihood-ratio test needs).
 Each family's default backend is in :data:`DEFAULT_BACKENDS`.
 """
 from __future__ import annotations
