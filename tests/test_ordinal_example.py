@@ -73,7 +73,8 @@ def _run_recorded(rec: Path) -> str:
 
 @pytest.fixture(scope="module")
 def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The doc's commands (the script) at 10 simulated studies per plan cell and 2 Bartlett bootstrap draws in
+    """The doc's commands (the script) at 4 simulated studies per plan cell (the plans' powers are not checked:
+    their tables are) and 2 Bartlett bootstrap draws in
     the first ordinal analysis (the doc's 200 were ~60 CPU s, 2/3 of the script; the tests here read its
     contrasts and its bootstrap-free omnibus rows; the bootstrap test itself: tests/test_analyze_ordinal_tests.py):
     (output folder, stdout). bash runs the script and expands every command as the doc's reader's shell does;
@@ -86,7 +87,7 @@ def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     out = tmp_path_factory.mktemp("ordinal_example")
     rec = tmp_path_factory.mktemp("ordinal_example_commands")
     (rec / "record.sh").write_text(_RECORD)
-    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="10", BOOTSTRAP="2", REC=str(rec),
+    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="4", BOOTSTRAP="2", REC=str(rec),
                BASH_ENV=str(rec / "record.sh"))
     done = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
