@@ -42,7 +42,7 @@ function(path, terms, systems, link) {
   d$ws <- factor(paste(d$worker, d$system)); d$is <- factor(paste(d$item, d$system))
   re <- paste0(" + (1 | ", terms, ")", collapse = "")
   m <- clmm(as.formula(paste("y ~ system", re)), data = d, link = link, Hess = TRUE)
-  m0 <- clmm(as.formula(paste("y ~ 1", re)), data = d, link = link)
+  m0 <- clmm(as.formula(paste("y ~ 1", re)), data = d, link = link, Hess = FALSE)  # its likelihood only
   e <- emmeans(m, ~ system)
   lat <- summary(e)
   holm <- summary(pairs(e, reverse = TRUE, adjust = "holm"), infer = c(TRUE, TRUE))
@@ -71,7 +71,7 @@ def r_cases(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, lme4_backe
         pytest.skip(why)
     ro = lme4.r_session()
     out = {}
-    for case, frame, link in (("expert", _expert(data_dir), "logit"), ("simulated", simulated_ratings(), "probit")):
+    for case, frame, link in (("expert", _expert(data_dir), "logit"), ("simulated", simulated_ratings(workers=5, items=8), "probit")):
         path = tmp_path_factory.mktemp(case) / "ratings.csv"
         frame.to_csv(path, index=False)
         with pytest.MonkeyPatch.context() as mp:  # the clmm backend's fits, for the CLI test (same process)
@@ -201,12 +201,17 @@ def test_probabilities_sum_to_one_and_mean_class_is_their_mean(small_api: Ordina
 
 
 @pytest.mark.slow
-def test_bambi_posterior_agrees_with_the_laplace_fit(small: Path, small_api: OrdinalAnalysis) -> None:
+@pytest.mark.xdist_group("ordinal_bambi")  # one worker: its posterior is test_ordinal_fit's bambi round trip's
+def test_bambi_posterior_agrees_with_the_laplace_fit(small: Path, small_api: OrdinalAnalysis,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """backend="bambi" (2 chains x 100 draws after 100 tuning steps each, ~7 CPU s): each latent contrast's posterior
     mean lies within one posterior SD of the maximum-likelihood estimate (120 ratings; bambi's default priors are
     weak on the effects; the draws' Monte-Carlo error of the mean is ~0.1 SD at ~100 effective draws, the gaps
     were 0.13-0.26 SD at 200 draws and 0.12-0.22 at 100), P(better) is at least the level where the HDI excludes 0
     and at most 1 - level where it lies below, the probabilities sum to 1 and the mean rating is sum_k k p_k."""
+    from humaneval_power.fitting import ordinal_fit
+
+    share_calls(monkeypatch, ordinal_fit, "fit_bambi_ordinal")  # the one posterior of test_ordinal_fit's round trip
     res = analyze(small, family="ordinal", backend="bambi", contrasts="baseline", draws=100, chains=2, seed=1)
     assert isinstance(res, OrdinalPosterior)
     post, ml = res.contrasts, small_api.contrasts

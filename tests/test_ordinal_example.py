@@ -9,6 +9,8 @@ are Monte-Carlo numbers: only their tables are checked to exist.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -20,6 +22,7 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
+from humaneval_power.cli import main
 from humaneval_power.multiplicity import adjust_pvalues
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,18 +45,60 @@ def _sig(x: float) -> float:
     return float(f"{x:.4g}")
 
 
+#: sourced by bash before the script (BASH_ENV): each ``hepower`` / ``python`` command the script runs is recorded,
+#: its arguments as bash expanded them (NUL-separated) and a heredoc's code, to be run in order in the test process
+_RECORD = r"""
+_n=0
+hepower() { _n=$((_n + 1)); printf '%s\0' hepower "$@" > "$REC/$_n.argv"; }
+python() { _n=$((_n + 1)); printf '%s\0' python "$@" > "$REC/$_n.argv"; cat > "$REC/$_n.stdin"; }
+"""
+
+
+def _run_recorded(rec: Path) -> str:
+    """The recorded commands in their order, in this process: ``hepower`` through ``cli.main`` (exit 0 asserted),
+    ``python - ARGS`` as the heredoc's code with ``sys.argv`` = ['-', ARGS]; their stdout, concatenated."""
+    out = io.StringIO()
+    for argv_file in sorted(rec.glob("*.argv"), key=lambda f: int(f.stem)):
+        cmd, *args = argv_file.read_bytes().decode().split("\0")[:-1]
+        with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as mp:
+            if cmd == "hepower":
+                assert main(args) == 0, args
+            else:
+                assert args[0] == "-", args
+                mp.setattr(sys, "argv", args)
+                code = argv_file.with_suffix(".stdin").read_text()
+                exec(compile(code, str(SCRIPT), "exec"), {"__name__": "__main__"})
+    return out.getvalue()
+
+
 @pytest.fixture(scope="module")
 def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The doc's commands (the script) at 10 simulated studies per plan cell and 20 Bartlett bootstrap draws in
+    """The doc's commands (the script) at 4 simulated studies per plan cell (the plans' powers are not checked:
+    their tables are) and 2 Bartlett bootstrap draws in
     the first ordinal analysis (the doc's 200 were ~60 CPU s, 2/3 of the script; the tests here read its
     contrasts and its bootstrap-free omnibus rows; the bootstrap test itself: tests/test_analyze_ordinal_tests.py):
-    (output folder, stdout)."""
+    (output folder, stdout). bash runs the script and expands every command as the doc's reader's shell does;
+    the commands themselves run in this process in the script's order (``_RECORD``): ten processes' start-up
+    (Python's imports, ~1.3 CPU s each) were 2/3 of the module's CPU. The plan runs in this process (``--jobs``
+    left at the script's default, all cores, would start a pool here: results do not depend on jobs,
+    tests/test_conformance.py)."""
+    from humaneval_power.executors import local
+
     out = tmp_path_factory.mktemp("ordinal_example")
-    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="10", BOOTSTRAP="2",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    done = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    rec = tmp_path_factory.mktemp("ordinal_example_commands")
+    (rec / "record.sh").write_text(_RECORD)
+    env = dict(os.environ, HEPOWER_DATA=str(data_dir), OUT=str(out), SIMS="4", BOOTSTRAP="2", REC=str(rec),
+               BASH_ENV=str(rec / "record.sh"))
+    done = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
-    return out, done.stdout
+    assert len(list(rec.glob("*.argv"))) == 10  # the script's 7 hepower and 3 python commands
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HEPOWER_DATA", str(data_dir))
+        mp.chdir(ROOT)
+        resolve = local.resolve_jobs
+        mp.setattr(local, "resolve_jobs", lambda jobs: resolve(1 if jobs is None else jobs))
+        stdout = _run_recorded(rec)
+    return out, stdout
 
 
 def _found(path: Path, p: str = "p_adjusted") -> set[tuple[str, str]]:

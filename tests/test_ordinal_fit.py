@@ -30,6 +30,9 @@ from .conftest import share_calls
 #: acceptance tolerances (issue 26): thresholds and effects absolute, SDs absolute, log-likelihood relative
 TOL_FIXED, TOL_SD, TOL_LOGLIK = 1e-4, 1e-3, 1e-6
 
+#: bambi's draws per chain in the posterior test_analyze_ordinal shares (2 chains, seed 1)
+BAMBI_DRAWS = 100
+
 #: the two real data sets: (file, systems, number of items), relevance ratings 1-5
 CASES = {"expert": ("dialsummeval_expert", ("A", "F", "H"), 20), "amt": ("dialsummeval_amt", ("B", "M"), 12)}
 
@@ -363,21 +366,35 @@ def test_laplace_refuses_sds_the_ratings_do_not_identify(data_dir: Path, tmp_pat
 
 
 @pytest.mark.slow
-def test_bambi_posterior_draws_round_trip(synthetic_fit: OrdinalFitResult, tmp_path: Path) -> None:
-    """bambi's cumulative family: posterior medians near the Laplace fit (the effect's median inside its 95% Wald
-    interval), increasing thresholds in every draw, and the draws stored in the file and read back."""
+@pytest.mark.xdist_group("ordinal_bambi")  # one worker: the bambi posterior is shared with test_analyze_ordinal
+def test_bambi_posterior_draws_round_trip(small_ordinal_ratings: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """bambi's cumulative family: posterior medians near the Laplace fit (each effect's median inside its 95% Wald
+    interval), increasing thresholds in every draw, and the draws stored in the file and read back. The posterior
+    (2 chains x 100 draws, seed 1) of the small ratings file is the one
+    test_analyze_ordinal::test_bambi_posterior_agrees_with_the_laplace_fit summarises (``conftest.share_calls``:
+    the fitter's same arguments, fitted once per process; bambi's sampling and start-up were all of this test)."""
     pytest.importorskip("bambi")
+    from humaneval_power.fitting import ordinal_fit
     from humaneval_power.params import params_json
 
-    post = fit_ordinal(read_ratings(_synthetic(), family="ordinal"), "bambi", draws=150, chains=1, seed=2)
+    share_calls(monkeypatch, ordinal_fit, "fit_bambi_ordinal")
+    data = read_ratings(small_ordinal_ratings, family="ordinal")
+    post = fit_ordinal(data, "bambi", draws=BAMBI_DRAWS, chains=2, seed=1)
     assert post.intervals == "posterior" and post.posterior
-    rec, ml = post.records()[0], synthetic_fit.records()[0]
-    assert ml["effect_ci_low"] < rec["effect"] < ml["effect_ci_high"] and 0.5 <= rec["p_direction"] <= 1
+    ml = fit_ordinal(data, "laplace")
+    effects = data.systems[1:]
+    for rec, want in zip(post.records(), ml.records(), strict=True):
+        assert rec["system"] == want["system"] and want["effect_ci_low"] < rec["effect"] < want["effect_ci_high"]
+        assert 0.5 <= rec["p_direction"] <= 1
+    rec = post.records()[0]
     assert math.isnan(rec["z"]) and "p_value" not in rec
     doc = post.to_params_file()
     draws = doc["posterior_draws"]
-    assert len(draws["thresholds"]) == 150 and all(np.all(np.diff(t) > 0) for t in draws["thresholds"])
-    assert set(draws) == {"thresholds", *ORDINAL_SD_NAMES, "effects"} and len(draws["effects"]["B"]) == 150
+    n = 2 * BAMBI_DRAWS  # both chains' draws
+    assert len(draws["thresholds"]) == n and all(np.all(np.diff(t) > 0) for t in draws["thresholds"])
+    assert set(draws) == {"thresholds", *ORDINAL_SD_NAMES, "effects"} and set(draws["effects"]) == set(effects)
+    assert all(len(v) == n for v in draws["effects"].values())
     (tmp_path / "p.json").write_text(params_json(doc))
     back = load_ordinal_params(tmp_path / "p.json")
     assert back.draws == json.loads(params_json(doc))["posterior_draws"]
