@@ -159,3 +159,40 @@ def test_beta_jacobian_equals_central_difference(design: tuple) -> None:
         e = np.eye(m.k + 1)[k] * h
         up, down = (cov(np.abs(theta + d[:-1]), sigma + d[-1]) for d in (e, -e))  # |.|: theta -> theta^2 is even
         assert jac[k] == pytest.approx((up - down) / (2 * h), rel=1e-5, abs=1e-8 * np.abs(jac).max())
+
+
+def _formula_deviance(frame: pd.DataFrame, columns: tuple[str, ...], point, reml: bool) -> float:
+    """statsmodels' -2 log-likelihood with the model built by patsy (``MixedLM.from_formula``)."""
+    from statsmodels.regression.mixed_linear_model import MixedLM, MixedLMParams
+
+    frame = frame.assign(**{g.replace(":", "_"): frame[g.split(":")].astype(str).agg("_".join, axis=1)
+                            for g, _ in point.components if ":" in g})
+    vc = {f"{g}|{t}": f"0 + C({g.replace(':', '_')})" + ("" if t == "(Intercept)" else f":{t}")
+          for g, t in point.components}
+    m = MixedLM.from_formula("score ~ 1" + "".join(f" + {c}" for c in columns), frame, groups=np.ones(len(frame)),
+                             vc_formula=vc, re_formula="0", use_sparse=True)
+    gamma = dict(zip((f"{g}|{t}" for g, t in point.components), point.gamma))
+    params = MixedLMParams.from_components(point.beta, cov_re=np.zeros((0, 0)),
+                                           vcomp=np.array([gamma[n] for n in m.exog_vc.names]))
+    m.reml, m.cov_pen, m.fe_pen, m._freepat, m._cov_sing = reml, None, None, None, 0
+    return float(-2 * m.loglike(params, profile_fe=False))
+
+
+@pytest.mark.parametrize("reml", [True, False])
+def test_statsmodels_deviance_equals_the_formula_built_models(reml: bool) -> None:
+    """statsmodels_deviance builds MixedLM from arrays (no patsy: the backend's likelihood check 3x faster); the
+    same model built by patsy from the formula (group indicators coded independently of ours, an interaction
+    group among the components) has the same likelihood at several points."""
+    f = sparse_ratings(30, 12, 5, 4)
+    comps = COMPONENTS + [("worker:item", "(Intercept)")]
+    x = np.column_stack([np.ones(len(f)), f.c1, f.c2])
+    m = CrossedComponentsModel(x, f.score.to_numpy(), {"worker": f.worker.to_numpy(), "item": f.item.to_numpy(),
+                                                       "worker:item": pd.MultiIndex.from_frame(f[["worker", "item"]])
+                                                       .factorize()[0]},
+                               {c: f[c].to_numpy() for c in COLUMNS}, comps, reml)
+    rng = np.random.default_rng(5)
+    for gamma in (np.full(7, 0.5), rng.uniform(0.01, 2, 7)):
+        point = m.at(gamma)
+        ours = statsmodels_deviance(f, COLUMNS, point, reml)
+        assert ours == pytest.approx(point.deviance, rel=1e-9)
+        assert ours == pytest.approx(_formula_deviance(f, COLUMNS, point, reml), rel=1e-12, abs=1e-10)
