@@ -23,7 +23,7 @@ import importlib
 import inspect
 import json
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -49,6 +49,7 @@ from humaneval_power.completed_study import backends as study_backends
 from humaneval_power.designs import CrowdDesign, Layout, PilotDesign
 from humaneval_power.engine import Scenario, run_cells
 from humaneval_power.errors import InputError
+from humaneval_power.executors import LocalProcesses
 from humaneval_power.fitting import registry as fitting_registry
 from humaneval_power.interface import choices_of
 from humaneval_power.interface.commands import COMMANDS
@@ -153,9 +154,22 @@ def test_cell_carries_its_effect_and_its_stream_ignores_it(name: str) -> None:
     json.dumps(a.cell())
 
 
+@pytest.fixture(scope="module")
+def two_workers() -> Iterator[LocalProcesses]:
+    """Two worker processes kept for the module's scheduling checks, as one solve or grid keeps its ``jobs``
+    (``executors.one_executor``): spawned once (R runs in the test process by then: ~1.2 CPU s of imports per
+    worker) instead of once per cell. The workers run the cells in turn, so a worker's state left by one cell
+    (caches, R) must not change the next cell's records either."""
+    pool = LocalProcesses(2)
+    with pool:
+        yield pool
+
+
+@pytest.mark.xdist_group("conformance_scheduling")  # one worker process: the pool is started once per CI run
 @pytest.mark.parametrize("name", sorted(CELLS))
-def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """jobs=1 vs jobs=2, alone vs beside other cells, chunk by chunk: identical records (over at least two
+def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.MonkeyPatch,
+                                             two_workers: LocalProcesses) -> None:
+    """jobs=1 vs two workers, alone vs beside other cells, chunk by chunk: identical records (over at least two
     chunks and a part chunk; a cell of :data:`SMALL_CHUNKS` at its small chunks: three chunks and a part)."""
     make = CELLS[name]
     if name in SMALL_CHUNKS:
@@ -164,7 +178,7 @@ def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.Monk
     small = replace(cell, items=10) if isinstance(cell, CrossedLikertScenario) else cell
     n = 2 * small.chunk_size + 7 if small.chunk_size < 50 else min(301, small.chunk_size + 7)
     alone = run_cells([small], n, seed=5, jobs=1)[0].record()
-    together = run_cells([make(0.3), small], n, seed=5, jobs=2)[1].record()
+    together = run_cells([make(0.3), small], n, seed=5, jobs=two_workers)[1].record()
     assert alone == together
 
 
