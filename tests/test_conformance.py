@@ -23,7 +23,7 @@ import importlib
 import inspect
 import json
 import pkgutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -66,6 +66,7 @@ from humaneval_power.scenarios.f1 import F1Scenario
 from humaneval_power.scenarios.headtohead import IndependentJudgments, MixedJudgments
 
 from .conftest import mc_tolerance
+from .crowd_pool import two_workers_fixture  # noqa: F401  (the fixture two_workers)
 
 HIGH = get_preset("card2020-high")
 INVARIANT = InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8, systems=3)
@@ -154,18 +155,7 @@ def test_cell_carries_its_effect_and_its_stream_ignores_it(name: str) -> None:
     json.dumps(a.cell())
 
 
-@pytest.fixture(scope="module")
-def two_workers() -> Iterator[LocalProcesses]:
-    """Two worker processes kept for the module's scheduling checks, as one solve or grid keeps its ``jobs``
-    (``executors.one_executor``): spawned once (R runs in the test process by then: ~1.2 CPU s of imports per
-    worker) instead of once per cell. The workers run the cells in turn, so a worker's state left by one cell
-    (caches, R) must not change the next cell's records either."""
-    pool = LocalProcesses(2)
-    with pool:
-        yield pool
-
-
-@pytest.mark.xdist_group("conformance_scheduling")  # one worker process: the pool is started once per CI run
+@pytest.mark.xdist_group("conformance_scheduling")  # one worker process: the pool (crowd_pool) starts once per CI run
 @pytest.mark.parametrize("name", sorted(CELLS))
 def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.MonkeyPatch,
                                              two_workers: LocalProcesses) -> None:
@@ -182,9 +172,11 @@ def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.Monk
     assert alone == together
 
 
-def test_f1_scenario_conforms() -> None:
+@pytest.mark.xdist_group("conformance_scheduling")
+def test_f1_scenario_conforms(two_workers: LocalProcesses) -> None:
     assert F1.cell()["effect"] == pytest.approx(F1.effect)
-    assert run_cells([F1], 120, seed=2, jobs=1)[0].record() == run_cells([F1, F1], 120, seed=2, jobs=2)[1].record()
+    alone = run_cells([F1], 120, seed=2, jobs=1)[0].record()
+    assert alone == run_cells([F1, F1], 120, seed=2, jobs=two_workers)[1].record()
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
