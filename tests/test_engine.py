@@ -100,9 +100,11 @@ class _Coin:
         return None
 
 
-def test_engine_is_generic_and_monte_carlo_error_is_honest() -> None:
+@pytest.mark.xdist_group("engine_two_workers")
+def test_engine_is_generic_and_monte_carlo_error_is_honest(two_workers: LocalProcesses) -> None:
+    """20 chunks of a scenario defined here, on two worker processes (the module's pool, not one of its own)."""
     n = 20_000
-    r = run_cells([_Coin(0.3)], n, seed=1)[0]
+    r = run_cells([_Coin(0.3)], n, seed=1, jobs=two_workers)[0]
     assert r.ci_low < 0.3 < r.ci_high
     assert abs(r.power - 0.3) < 3.5 * np.sqrt(0.3 * 0.7 / n)
 
