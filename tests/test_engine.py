@@ -46,7 +46,7 @@ def _grid(**kw: Any) -> pd.DataFrame:
     return likert_power(get_preset("card2020-high"), [3, 5], [20, 60], [0.2, 0.4], n_sims=3000, **kw)
 
 
-@pytest.mark.xdist_group("engine_two_workers")  # with the next test: one pool (crowd_pool) per CI run
+@pytest.mark.xdist_group("engine_two_workers")  # with the two tests below: one pool (crowd_pool) per CI run
 def test_results_do_not_depend_on_jobs_and_follow_the_seed(two_workers: LocalProcesses) -> None:
     one = _grid(seed=7, jobs=1)
     two = _grid(seed=7, jobs=two_workers)
