@@ -13,6 +13,7 @@ import pytest
 from humaneval_power.cli import main
 from humaneval_power.designs import Costs
 from humaneval_power.engine import StudyOutcomes, run_cells
+from humaneval_power.executors import LocalProcesses
 from humaneval_power.planning import (
     ABOVE,
     BELOW,
@@ -27,6 +28,7 @@ from humaneval_power.scenarios.crowd import cell_factory
 from humaneval_power.scenarios.likert import SETTLED, likert_budget, optimistic_power
 
 from .conftest import mc_tolerance
+from .crowd_pool import two_workers_fixture  # noqa: F401  (the fixture two_workers)
 
 
 @dataclass(frozen=True)
@@ -105,14 +107,15 @@ def test_sequential_cells_stop_above_with_bounded_error_and_drop_dearer_cells() 
     assert out[4] is not None and out[4][0].n_sims > 50  # cheaper: run on until settled
 
 
-def test_sequential_results_do_not_depend_on_jobs() -> None:
+def test_sequential_results_do_not_depend_on_jobs(two_workers: LocalProcesses) -> None:
+    """jobs=1 and two worker processes (one pool for both comparisons): the same results."""
     cells = [Coin(p, i) for i, p in enumerate((0.6, 0.75, 0.8, 0.9))]
     one = sequential_cells(cells, 400, 0.8, seed=3, jobs=1)
-    two = sequential_cells(cells, 400, 0.8, seed=3, jobs=2)
+    two = sequential_cells(cells, 400, 0.8, seed=3, jobs=two_workers)
     assert [(r.power, r.n_sims, e) for r, e in one] == [(r.power, r.n_sims, e) for r, e in two]
     costs = [1.0, 2.0, 2.0, 3.0]
     one = sequential_cells(cells, 400, 0.8, seed=3, jobs=1, above=0.76, rank=costs)
-    two = sequential_cells(cells, 400, 0.8, seed=3, jobs=2, above=0.76, rank=costs)
+    two = sequential_cells(cells, 400, 0.8, seed=3, jobs=two_workers, above=0.76, rank=costs)
     assert [x and (x[0].power, x[0].n_sims, x[1]) for x in one] == [x and (x[0].power, x[0].n_sims, x[1]) for x in two]
 
 

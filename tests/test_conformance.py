@@ -49,6 +49,7 @@ from humaneval_power.completed_study import backends as study_backends
 from humaneval_power.designs import CrowdDesign, Layout, PilotDesign
 from humaneval_power.engine import Scenario, run_cells
 from humaneval_power.errors import InputError
+from humaneval_power.executors import LocalProcesses
 from humaneval_power.fitting import registry as fitting_registry
 from humaneval_power.interface import choices_of
 from humaneval_power.interface.commands import COMMANDS
@@ -65,6 +66,7 @@ from humaneval_power.scenarios.f1 import F1Scenario
 from humaneval_power.scenarios.headtohead import IndependentJudgments, MixedJudgments
 
 from .conftest import mc_tolerance
+from .crowd_pool import two_workers_fixture  # noqa: F401  (the fixture two_workers)
 
 HIGH = get_preset("card2020-high")
 INVARIANT = InvariantProcess(0.3, 0.15, 0.3, 0.15, 0.8, systems=3)
@@ -153,9 +155,11 @@ def test_cell_carries_its_effect_and_its_stream_ignores_it(name: str) -> None:
     json.dumps(a.cell())
 
 
+@pytest.mark.xdist_group("conformance_scheduling")  # one worker process: the pool (crowd_pool) starts once per CI run
 @pytest.mark.parametrize("name", sorted(CELLS))
-def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """jobs=1 vs jobs=2, alone vs beside other cells, chunk by chunk: identical records (over at least two
+def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.MonkeyPatch,
+                                             two_workers: LocalProcesses) -> None:
+    """jobs=1 vs two workers, alone vs beside other cells, chunk by chunk: identical records (over at least two
     chunks and a part chunk; a cell of :data:`SMALL_CHUNKS` at its small chunks: three chunks and a part)."""
     make = CELLS[name]
     if name in SMALL_CHUNKS:
@@ -164,13 +168,15 @@ def test_results_do_not_depend_on_scheduling(name: str, monkeypatch: pytest.Monk
     small = replace(cell, items=10) if isinstance(cell, CrossedLikertScenario) else cell
     n = 2 * small.chunk_size + 7 if small.chunk_size < 50 else min(301, small.chunk_size + 7)
     alone = run_cells([small], n, seed=5, jobs=1)[0].record()
-    together = run_cells([make(0.3), small], n, seed=5, jobs=2)[1].record()
+    together = run_cells([make(0.3), small], n, seed=5, jobs=two_workers)[1].record()
     assert alone == together
 
 
-def test_f1_scenario_conforms() -> None:
+@pytest.mark.xdist_group("conformance_scheduling")
+def test_f1_scenario_conforms(two_workers: LocalProcesses) -> None:
     assert F1.cell()["effect"] == pytest.approx(F1.effect)
-    assert run_cells([F1], 120, seed=2, jobs=1)[0].record() == run_cells([F1, F1], 120, seed=2, jobs=2)[1].record()
+    alone = run_cells([F1], 120, seed=2, jobs=1)[0].record()
+    assert alone == run_cells([F1, F1], 120, seed=2, jobs=two_workers)[1].record()
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

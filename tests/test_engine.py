@@ -11,8 +11,11 @@ from statsmodels.stats.proportion import proportion_confint
 
 from humaneval_power.engine import PowerCounts, PowerResult, StudyOutcomes, clopper_pearson, run_cells
 from humaneval_power.errors import InputError
+from humaneval_power.executors import LocalProcesses
 from humaneval_power.params import get_preset
 from humaneval_power.scenarios.likert import likert_power
+
+from .crowd_pool import two_workers_fixture  # noqa: F401  (the fixture two_workers)
 
 
 @pytest.mark.parametrize("k,n", [(0, 20), (7, 20), (20, 20), (831, 1000)])
@@ -43,18 +46,20 @@ def _grid(**kw: Any) -> pd.DataFrame:
     return likert_power(get_preset("card2020-high"), [3, 5], [20, 60], [0.2, 0.4], n_sims=3000, **kw)
 
 
-def test_results_do_not_depend_on_jobs_and_follow_the_seed() -> None:
+@pytest.mark.xdist_group("engine_two_workers")  # with the two tests below: one pool (crowd_pool) per CI run
+def test_results_do_not_depend_on_jobs_and_follow_the_seed(two_workers: LocalProcesses) -> None:
     one = _grid(seed=7, jobs=1)
-    two = _grid(seed=7, jobs=2)
+    two = _grid(seed=7, jobs=two_workers)
     pd.testing.assert_frame_equal(one, two)
     other = _grid(seed=8, jobs=1)
     assert not np.array_equal(one.power.to_numpy(), other.power.to_numpy())
 
 
-def test_chunking_is_invisible_to_the_result() -> None:
+@pytest.mark.xdist_group("engine_two_workers")
+def test_chunking_is_invisible_to_the_result(two_workers: LocalProcesses) -> None:
     """A cell larger than one chunk equals the sum of its chunks, whatever the jobs."""
     a = likert_power(get_preset("card2020-low"), [3], [50], [0.1], n_sims=45_000, seed=2, jobs=1)
-    b = likert_power(get_preset("card2020-low"), [3], [50], [0.1], n_sims=45_000, seed=2, jobs=2)
+    b = likert_power(get_preset("card2020-low"), [3], [50], [0.1], n_sims=45_000, seed=2, jobs=two_workers)
     pd.testing.assert_frame_equal(a, b)
 
 
@@ -95,9 +100,11 @@ class _Coin:
         return None
 
 
-def test_engine_is_generic_and_monte_carlo_error_is_honest() -> None:
+@pytest.mark.xdist_group("engine_two_workers")
+def test_engine_is_generic_and_monte_carlo_error_is_honest(two_workers: LocalProcesses) -> None:
+    """20 chunks of a scenario defined here, on two worker processes (the module's pool, not one of its own)."""
     n = 20_000
-    r = run_cells([_Coin(0.3)], n, seed=1)[0]
+    r = run_cells([_Coin(0.3)], n, seed=1, jobs=two_workers)[0]
     assert r.ci_low < 0.3 < r.ci_high
     assert abs(r.power - 0.3) < 3.5 * np.sqrt(0.3 * 0.7 / n)
 

@@ -28,9 +28,10 @@ from humaneval_power.scenarios.likert import (
 )
 
 DRAWS = Prior(("sd_worker_slope=lognormal:0.2,0.5",)).sample(3, 5)
-#: a crowd design on the batched fast tier: one chunk (200 studies) per inner cell, so each
-#: assurance cell has 4 chunks (the point and 3 draws), enough to start a pool
-CROWD = {"ratings_per_item": 3, "n_sims": 200, "seed": 3, "assurance": DRAWS, "draws": None}
+#: a crowd design on the batched fast tier: one chunk (of 50 studies: what is compared is the pools and the
+#: bits, not a power) per inner cell, so each assurance cell has 4 chunks (the point and 3 draws), enough to start
+#: a pool; the grid runs its 2 cells as 2 sweeps of 4 tasks, the budget search 2 rounds of 4, as at 200 studies
+CROWD = {"ratings_per_item": 3, "n_sims": 50, "seed": 3, "assurance": DRAWS, "draws": None}
 
 
 @pytest.fixture
