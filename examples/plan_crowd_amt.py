@@ -14,7 +14,7 @@ workloads (1 to 192 assignments). For one dimension and one pair of systems:
    cost-power frontier is drawn to out/crowd_frontier.png.
 
 Run: python examples/plan_crowd_amt.py [DATA_DIR] [--sims N] [--jobs J]   (default ../shared/data, 300 sims,
-all cores for the sensitivity search; a few minutes)
+the sensitivity search in this process, J processes with --jobs J; a few minutes)
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data_dir", nargs="?", default=os.environ.get("HEPOWER_DATA", "../shared/data"))
     ap.add_argument("--sims", type=int, default=300)
-    ap.add_argument("--jobs", type=int, default=None, help="processes for the sensitivity search (default: all cores)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the sensitivity search (default 1: in this process)")
     args = ap.parse_args()
     path = Path(args.data_dir) / "dialsummeval_amt" / "ratings.csv"
     pilot = read_ratings(path, where={"dimension": DIMENSION}, systems=SYSTEMS, baseline="A", scale=(1, 5))

@@ -207,15 +207,20 @@ def test_batched_fits_equal_single_fits_and_count_refused_studies() -> None:
 
 def test_one_blas_thread_limits_every_blas_library_and_restores_them() -> None:
     """The fits' BLAS context (its controller found once per process): one thread inside for every BLAS library
-    threadpoolctl finds now, each library's own count again afterwards."""
-    from threadpoolctl import threadpool_info
+    the controller lists, each library's own count again afterwards (set to 2 first: under xdist the suite already
+    runs at one thread, where a context doing nothing would pass)."""
+    controller = blas.blas_controller()
 
-    before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
-    assert before  # numpy's BLAS at least
-    with blas.one_blas_thread():
-        inside = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
-    assert inside == dict.fromkeys(before, 1)
-    assert {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"} == before
+    def counts() -> dict[str, int]:
+        return {lib["filepath"]: lib["num_threads"] for lib in controller.info() if lib["user_api"] == "blas"}
+
+    assert counts()  # numpy's BLAS at least
+    with controller.limit(limits=2, user_api="blas"):
+        before = counts()
+        assert set(before.values()) == {2}
+        with blas.one_blas_thread():
+            assert counts() == dict.fromkeys(before, 1)
+        assert counts() == before
 
 
 @pytest.mark.r

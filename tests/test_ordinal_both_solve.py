@@ -5,7 +5,8 @@ so each answer equals that analysis's search alone on the same seed, number for 
 Both analyses' fits (deterministic) are shared between the runs of a comparison (:func:`_shared`,
 ``tests/ordinal_shared.py``): a search alone on the same studies reads the fits the search with ``both`` made, so
 each comparison still fails when the two runs simulate or decide differently (other studies, designs, seeds or
-tests are other calls, fitted afresh), at half the fits.
+tests are other calls, fitted afresh), at half the fits. One comparison fits afresh
+(``test_size_with_both_equals_each_analysis_alone``): it catches a fit depending on the process's earlier runs.
 """
 from __future__ import annotations
 
@@ -94,8 +95,9 @@ def test_a_design_point_gives_both_analyses_the_same_studies(monkeypatch: pytest
             np.testing.assert_array_equal(a, b)
 
 
-def test_size_with_both_equals_each_analysis_alone(size_both: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    _shared(monkeypatch)
+def test_size_with_both_equals_each_analysis_alone(size_both: Any) -> None:
+    """Each search alone fits its studies afresh (not shared): a fit depending on what ran before it in the process
+    (the ``both`` search's state) fails here."""
     assert isinstance(size_both, SolveResults) and list(size_both.results) == list(BOTH)
     for m in BOTH:
         alone = likert_sample_size(PROCESS, model=m, **SIZE)

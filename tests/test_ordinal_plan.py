@@ -66,8 +66,8 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies(monkeypatch: pyt
     monkeypatch.setattr(clmm_r, "fit_clmm_r", recording)
     monkeypatch.setattr(OrdinalCLMM, "fit", fitting)
     n, analysis = 6, OrdinalCLMM.of(PROCESS, tier="clmm", test="t")
-    slow = run_cells([CrowdScenario(CrowdDesign(items=20, workers=4, ratings_per_item=4), PROCESS, analysis, 1.0)],
-                     n, seed=3, jobs=1)[0]  # in this process: its refits are recorded
+    design = CrowdDesign(items=20, workers=4, ratings_per_item=4)
+    slow = run_cells([CrowdScenario(design, PROCESS, analysis, 1.0)], n, seed=3, jobs=1)[0]  # in this process: its refits are recorded
     assert len(recorded) == n and slow.n_failed == 0
     got = {k: np.concatenate([getattr(f, k)[:, 0] for f in tier]) for k in ("estimate", "se", "df", "p")}
     rejects = []
@@ -81,7 +81,7 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies(monkeypatch: pyt
         assert fast.estimate[0] == pytest.approx(ref.beta[0], abs=5e-5)
         assert fast.se[0] == pytest.approx(ref.se_beta[0], rel=3e-4)
         assert fast.z[0] == pytest.approx(ref_z, abs=1e-3)
-        assert df_fast == pytest.approx(df_ref, rel=1e-4)
+        assert df_fast == pytest.approx(df_ref, rel=3e-4)
         np.testing.assert_allclose(fast.sds[0], np.abs(ref.sds), atol=1e-4)
         p_ref = 2 * stats.t.sf(abs(ref_z), df_ref)
         rejects.append(p_ref <= analysis.alpha)
@@ -89,6 +89,14 @@ def test_fast_tier_power_equals_clmm_refits_of_the_same_studies(monkeypatch: pyt
         assert ordinal_decision(fast, "t", analysis.alpha, [df_fast])[0] == rejects[-1]
     assert 0 < sum(rejects) < n  # both decisions occur: the pairing is not vacuous
     assert slow.power == pytest.approx(np.mean(rejects), abs=1e-12)
+    # the fast tier's own cell through the engine (its chunked, warm-started fits) on the same studies
+    tier.clear()
+    fast_cell = run_cells([CrowdScenario(design, PROCESS, OrdinalCLMM.of(PROCESS, tier="fast", test="t"), 1.0)],
+                          n, seed=3, jobs=1)[0]
+    engine = {k: np.concatenate([getattr(f, k)[:, 0] for f in tier]) for k in ("estimate", "p")}
+    np.testing.assert_allclose(engine["estimate"], [r[-1].beta[0] for r in recorded], atol=5e-5)
+    assert list(engine["p"] <= analysis.alpha) == rejects
+    assert fast_cell.power == pytest.approx(np.mean(rejects), abs=1e-12)
 
 
 @pytest.mark.slow
