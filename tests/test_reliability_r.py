@@ -71,16 +71,17 @@ R_TOLERANCE = 1e-5
 @pytest.mark.r
 @pytest.mark.xdist_group("resume_glmm")  # its reference is the resume tests' uninterrupted GLMM run (per process)
 def test_glmm_runs_agree_within_the_documented_tolerance(lme4_backend: Any) -> None:
-    """Two processes with different address-space layouts give the same record within R_TOLERANCE: a new run with
-    randomisation on against the resume tests' uninterrupted run of the same command (randomisation off where
-    ``setarch -R`` works, else on; cached per process, so computed once for all three tests)."""
+    """Two processes with different address-space layouts give the same record within R_TOLERANCE: a run in this
+    process (randomisation on; R is up here, lme4_backend) against the resume tests' uninterrupted run of the same
+    command in a process of its own (randomisation off where ``setarch -R`` works, else on; cached per process, so
+    computed once for all three tests)."""
     import json
 
-    from tests.test_reliability import fresh_run
+    from tests.test_reliability import in_process_json
 
     argv = _TINY["glmm"] + _RESUMED
     a = json.loads(uninterrupted(argv, _layout_or_none()))[0]
-    b = json.loads(fresh_run(argv, []))[0]  # never the cached run: always a process of its own
+    b = json.loads(in_process_json(argv))[0]
     assert a.keys() == b.keys()
     for key in a:
         if isinstance(a[key], float):
@@ -136,9 +137,8 @@ def test_a_resumed_r_tier_run_is_the_uninterrupted_run_byte_for_byte(tmp_path: P
     from tests.test_reliability import interrupted_and_resumed
 
     argv = _TINY[tier] + _RESUMED
-    resumed, whole = interrupted_and_resumed(argv, tmp_path / "s.db", sig, chunks=4, prefix=_fixed_layout(),
-                                             reference=_UNINTERRUPTED)
-    assert resumed == whole
+    prefix = _fixed_layout()
+    assert interrupted_and_resumed(argv, tmp_path / "s.db", sig, chunks=4, prefix=prefix) == uninterrupted(argv, prefix)
 
 
 _UNINTERRUPTED: dict[tuple[str, ...], str] = {}  #: uninterrupted runs' output, shared by the tests of a tier

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,24 +66,23 @@ def _frames_identical(a: pd.DataFrame, b: pd.DataFrame) -> None:
 @pytest.mark.slow
 @pytest.mark.r
 def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_killed(lme4_backend: Any) -> None:
-    """One LocalCluster for all checks (starting one takes seconds): (1) one process, two local
-    processes and a 2-worker Dask LocalCluster give the same table, bit for bit, for a numpy tier;
-    lme4 refits run on it too (R in the workers); (2) a worker SIGKILLed mid-sweep: the sweep completes,
-    identical, every chunk reported once."""
+    """One LocalCluster for all checks (starting one takes seconds): (1) one process and a 2-worker Dask
+    LocalCluster (and a ``Client``) give the same table, bit for bit, for a numpy tier (two local processes: the
+    next test, same grid); lme4 refits run on it too (one chunk: R started in one worker, not two); (2) a worker
+    SIGKILLed mid-sweep: the sweep completes, identical, every chunk reported once."""
     pytest.importorskip("distributed")
     import dask
 
     from humaneval_power.params import H2HParams
     from humaneval_power.scenarios.headtohead import h2h_mixed_power
 
-    glmm = {"params": H2HParams(sd_worker=0.5, sd_item=0.5), "workers": 10, "items": 20, "log_odds": 0.8, "n_sims": 20,
+    glmm = {"params": H2HParams(sd_worker=0.5, sd_item=0.5), "workers": 10, "items": 20, "log_odds": 0.8, "n_sims": 10,
             "seed": 1, "method": "lme4"}
     with DaskExecutor(n_workers=2) as cluster:
         # worker set-up (issue 27): no statistical profiler; this package's modules loaded here imported before a task
         assert not any(cluster.client.run(lambda: dask.config.get("distributed.worker.profile.enabled")).values())
         assert all(cluster.client.run(lambda: "humaneval_power.scenarios.bleu" in sys.modules).values())
         serial = bleu_power(**GRID, jobs=1)
-        _frames_identical(bleu_power(**GRID, jobs=2), serial)
         _frames_identical(bleu_power(**GRID, jobs=cluster), serial)
         _frames_identical(bleu_power(**GRID, jobs=cluster.client), serial)  # a distributed.Client as is
         assert cluster.describe() == "2 workers of a Dask LocalCluster"
@@ -115,29 +115,46 @@ def test_a_dask_local_cluster_gives_bit_identical_results_even_when_a_worker_is_
         assert len(calls) == 1 + 16 and calls[-1] == 800  # every chunk reported once
 
 
-def test_local_processes_stay_up_across_runs_and_give_the_same_results() -> None:
-    cells = [BleuScenario(40, 0.5, 0.13, 25.8, permutations=100)]
+#: the two tests of a kept pool share one (spawned where R is up: ~1.2 CPU s a worker); closed and checked after both
+LOCAL_POOL = pytest.mark.xdist_group("local_pool")
+
+
+@pytest.fixture(scope="module")
+def two_local_processes() -> Iterator[LocalProcesses]:
     with LocalProcesses(2) as executor:
-        first = run_cells(cells, 3000, seed=1, jobs=executor)
-        pool = executor._pool
-        second = run_cells(cells, 3000, seed=1, jobs=executor)
-        assert pool is not None and executor._pool is pool  # not restarted between runs (a solve's steps)
-    assert executor._pool is None
+        yield executor
+    assert executor._pool is None  # stopped on exit
+
+
+@LOCAL_POOL
+def test_local_processes_stay_up_across_runs_and_give_the_same_results(two_local_processes: LocalProcesses) -> None:
+    """Two local processes, kept between runs, give one process's results bit for bit (also for the Dask test's
+    grid: its comparison with two local processes is made here, on workers already up)."""
+    executor = two_local_processes
+    cells = [BleuScenario(40, 0.5, 0.13, 25.8, permutations=100)]
+    first = run_cells(cells, 3000, seed=1, jobs=executor)
+    pool = executor._pool
+    second = run_cells(cells, 3000, seed=1, jobs=executor)
+    assert pool is not None and executor._pool is pool  # not restarted between runs (a solve's steps)
+    _frames_identical(bleu_power(**GRID, jobs=executor), bleu_power(**GRID, jobs=1))
     for other in (second, run_cells(cells, 3000, seed=1, jobs=1)):
         _frames_identical(results_table(other), results_table(first))
 
 
-def test_local_processes_replace_a_killed_worker() -> None:
+@LOCAL_POOL
+def test_local_processes_replace_a_killed_worker(two_local_processes: LocalProcesses) -> None:
+    executor = two_local_processes
     cells = [_Slowed(BleuScenario(40, 0.5, 0.13, 25.8, permutations=100), pause=0.2)]
     expected = run_cells(cells, 500, seed=2, jobs=1)
-    with LocalProcesses(2) as executor:
-        def kill_one(done: int, total: int, label: str = "") -> None:
-            if done and not executor.restarts and executor._pool is not None:
-                os.kill(next(iter(executor._pool._processes)), signal.SIGKILL)
+    before = executor.restarts
 
-        got = run_cells(cells, 500, seed=2, jobs=executor, progress=kill_one)
-        _frames_identical(results_table(got), results_table(expected))
-        assert executor.restarts == 1
+    def kill_one(done: int, total: int, label: str = "") -> None:
+        if done and executor.restarts == before and executor._pool is not None:
+            os.kill(next(iter(executor._pool._processes)), signal.SIGKILL)
+
+    got = run_cells(cells, 500, seed=2, jobs=executor, progress=kill_one)
+    _frames_identical(results_table(got), results_table(expected))
+    assert executor.restarts == before + 1
 
 
 # ------------------------------------------------------------------ the result store

@@ -52,7 +52,9 @@ CALLS: dict[str, dict[str, Any]] = {
     "h2h_power": {"n": [50, 100], "p_win": [0.6], "p_tie": [0.1], "ties": "split"},
     "h2h_sample_size": {"p_win": 0.62, "target_power": 0.85},
     "h2h_mde": {"n": 300},
-    "mcnemar_power": {"n": [500], "delta": [0.02, 0.04], "agreement": [0.9], "method": "simulate", "n_sims": 2000,
+    # one simulated cell: one chunk runs in the calling process (two would start a pool of workers in each of the
+    # three callers, ~3 CPU s; the records' order over several cells is h2h_power's check)
+    "mcnemar_power": {"n": [500], "delta": [0.03], "agreement": [0.9], "method": "simulate", "n_sims": 2000,
                       "seed": 5},
     "mcnemar_sample_size": {"delta": 0.03, "agreement": 0.85, "method": "normal"},
     "accuracy_mde": {"n": 2000, "baseline": 0.85},
