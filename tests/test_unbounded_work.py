@@ -23,8 +23,17 @@ def _hepower(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.
     imports, 1.2 CPU s a process, are the process tests' subject, below and in test_cli)."""
     from humaneval_power.cli import main
 
+    def late(signum: int, frame: object) -> None:
+        raise TimeoutError(f"hepower {' '.join(argv)} was not refused within 60 s: it started the work")
+
     capsys.readouterr()
-    code = main(argv)
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(60)  # a refusal that regressed would run the unbounded work: fail instead of hanging the worker
+    try:
+        code = main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(argv, code, out, err)
 
