@@ -25,7 +25,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -336,8 +336,10 @@ class LatentDesign:
         which = np.repeat(np.arange(m), self.sizes)
         left = np.unique(which[self.rest])
         ee = np.bincount(which[self.rows] * m + which[self.cols], vals**2, m * m).reshape(m, m)
-        cross = np.empty((m, m))
+        cross = np.zeros((m, m))  # the columns of the factors left are not needed: their rows are formed below
         for k, (a, b) in enumerate(itertools.pairwise(edges)):  # E symmetric: E_{:,b} = (E_{b,:})'
+            if k in left:
+                continue
             lo, hi = self.indptr[a], self.indptr[b]
             Eb = sparse.csr_matrix((vals[lo:hi], self.cols[lo:hi], self.indptr[a:b + 1] - lo), shape=(b - a, q))
             cross[:, k] = np.add.reduceat(np.einsum("ij,ji->i", Eb.T @ Y[:, a:b].T, Y), edges[:-1])
@@ -426,12 +428,21 @@ class LatentFit:
         Lw = np.concatenate([[0.0], np.asarray(contrast, float)])  # the intercept is not in the contrast
         var = float(Lw @ self.C @ Lw)
         zh = self.R @ (self.C @ Lw)  # Z' V^-1 X C L
-        g = -np.add.reduceat(zh**2, self.design.edges[:-1])
-        scale = np.sqrt(np.diag(self.information))  # the rank is judged on the unit-diagonal (correlation) scale
-        scale[scale == 0] = 1.0
-        denom = float((g / scale) @ np.linalg.pinv(self.information / np.outer(scale, scale), rcond=RANK_TOLERANCE)
-                      @ (g / scale))
+        g = -np.add.reduceat(zh**2, self.design.edges[:-1]) / self._scale
+        denom = float(g @ self._scaled_inverse @ g)
         return 2 * var * var / denom if denom > 0 else math.inf
+
+    @cached_property
+    def _scale(self) -> np.ndarray:
+        """The information's diagonal's square roots (1 where 0): the rank is judged on the unit-diagonal scale."""
+        scale = np.sqrt(np.diag(self.information))
+        scale[scale == 0] = 1.0
+        return scale
+
+    @cached_property
+    def _scaled_inverse(self) -> np.ndarray:
+        """The pseudo-inverse of the information on the unit-diagonal scale, once per fit (every contrast's df)."""
+        return np.linalg.pinv(self.information / np.outer(self._scale, self._scale), rcond=RANK_TOLERANCE)
 
 
 def contrast_satterthwaite_df(groups: dict[str, np.ndarray], X: np.ndarray, contrast: np.ndarray, sds: np.ndarray,
