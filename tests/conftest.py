@@ -1,6 +1,7 @@
 """Shared fixtures: R availability (skip locally with the reason, fail on CI) and data paths."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -125,14 +126,17 @@ def shared_analysis_fits(monkeypatch: pytest.MonkeyPatch) -> dict[tuple, tuple]:
 _SHARED_CALLS: dict[tuple, object] = {}
 
 
-def _call_key(value: object) -> object:
-    """A hashable stand-in for an argument: arrays by dtype, shape and bytes; containers element-wise."""
+def call_key(value: object) -> object:
+    """A hashable stand-in for an argument: arrays by dtype, shape and bytes; dataclasses by their fields (class
+    named); containers element-wise."""
     if isinstance(value, np.ndarray):
         return (value.dtype.str, value.shape, value.tobytes())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, tuple(call_key(getattr(value, f.name)) for f in dataclasses.fields(value)))
     if isinstance(value, dict):
-        return tuple((k, _call_key(v)) for k, v in value.items())
+        return tuple((k, call_key(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return tuple(_call_key(v) for v in value)
+        return tuple(call_key(v) for v in value)
     return value
 
 
@@ -146,7 +150,7 @@ def share_calls(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> N
     fn = getattr(module, name)
 
     def shared(*args: object, **kwargs: object) -> object:
-        key = (getattr(module, "__name__", module), name, _call_key(args), _call_key(sorted(kwargs.items())))
+        key = (getattr(module, "__name__", module), name, call_key(args), call_key(sorted(kwargs.items())))
         if key not in _SHARED_CALLS:
             _SHARED_CALLS[key] = fn(*args, **kwargs)
         return _SHARED_CALLS[key]

@@ -1,13 +1,14 @@
 """Fits shared between cells of the crowd and head-to-head tests that see the same simulated studies."""
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import numpy as np
 import pytest
 
 from humaneval_power.fitting import glmm_laplace
+
+from .conftest import call_key
 
 #: the fields of a Laplace fit a test of the intercept reads (every test but the LRT)
 WALD_FIELDS = ("estimate", "se", "p", "p_t", "singular", "failed", "fallback")
@@ -18,10 +19,10 @@ def laplace_fits_with_the_lrt(monkeypatch: pytest.MonkeyPatch) -> None:
     (run the cells with ``jobs=1``): a GLMM ``lrt`` cell and a ``z`` cell of the same stream then fit their
     studies once. The fit with the LRT carries the fit without it (:func:`same_wald_fields` checks that)."""
     fit = glmm_laplace.fit_glmm_laplace
-    with_lrt: dict[bytes, Any] = {}
+    with_lrt: dict[object, Any] = {}
 
     def shared(*args: Any, lrt: bool = False, **kwargs: Any) -> Any:
-        key = pickle.dumps((args, sorted(kwargs.items())))
+        key = call_key((args, sorted(kwargs.items())))
         if not lrt and key in with_lrt:
             return with_lrt[key]
         result = fit(*args, lrt=lrt, **kwargs)

@@ -10,25 +10,14 @@ fitter takes a design object built anew per cell).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import numpy as np
 import pytest
+
+from .conftest import call_key
 
 #: fits by (analysis class, analysis repr, layout, ratings)
 _FITS: dict[tuple, Any] = {}
-
-
-def _key(value: object) -> object:
-    """A hashable stand-in: arrays by dtype, shape and bytes; dataclasses by their fields; containers element-wise."""
-    if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.shape, value.tobytes())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (type(value).__name__, tuple(_key(getattr(value, f.name)) for f in dataclasses.fields(value)))
-    if isinstance(value, (list, tuple)):
-        return tuple(_key(v) for v in value)
-    return value
 
 
 def share_analysis_fits(monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
@@ -36,7 +25,7 @@ def share_analysis_fits(monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
     fit = cls.fit
 
     def shared(self: Any, layout: Any, y: Any, prepared: Any = None) -> Any:
-        key = (cls.__name__, repr(self), _key(layout), _key(y))
+        key = (cls.__name__, repr(self), call_key(layout), call_key(y))
         if key not in _FITS:
             _FITS[key] = fit(self, layout, y, prepared)
         return _FITS[key]
